@@ -1,0 +1,202 @@
+"""The Python API: load a program, give it inputs, run it, take gradients.
+
+    import gradcalc
+    program = gradcalc.load("samples/neuron.eq")
+    run = program.run({"a": 3})
+    run.value("L")                 # a NumPy value
+    result = run.grad(of="L")      # result.grads["w1"], ...
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+from . import autodiff
+from . import backend as B
+from .builder import Executed, Limits, check_inputs, execute, make_context
+from .errors import GradcalcError, NameNotFound, Source, UsageError, did_you_mean
+from .graph import Node
+from .parser import DEFAULT_MAX_DEPTH, parse, parse_expression, raise_recursion_limit
+
+
+class Program:
+    """A parsed program: its source text, folder (for load) and syntax tree."""
+
+    def __init__(self, text: str, filename: str = "<expr>", folder: str | None = None,
+                 max_depth: int = DEFAULT_MAX_DEPTH) -> None:
+        self.source = Source(text, filename)
+        self.folder = folder if folder is not None else os.getcwd()
+        self.max_depth = max_depth
+        raise_recursion_limit(max_depth)
+        try:
+            self.module = parse(text, max_depth)
+        except GradcalcError as exc:
+            raise exc.within(self.source) from None
+
+    @classmethod
+    def from_file(cls, path: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Program:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+        except FileNotFoundError:
+            raise UsageError(f"no such file: {path}", "check the path, or pass the program with -e 'TEXT'") from None
+        except IsADirectoryError:
+            raise UsageError(f"{path} is a folder, not a program file", "give the path of a .eq file") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"{path} is not UTF-8 text", "save the program as UTF-8 text") from None
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror}", "check the file's permissions") from None
+        return cls(text, path, os.path.dirname(os.path.abspath(path)), max_depth)
+
+    def run(
+        self,
+        values: Mapping[str, Any] | None = None,
+        *,
+        seed: int = 0,
+        dtype: str = "float64",
+        device: str = "cpu",
+        max_elements: int = B.DEFAULT_MAX_ELEMENTS,
+        max_iterations: int = Limits.max_iterations,
+        max_recursion: int = Limits.max_recursion,
+        allow_read: Sequence[str] = (),
+    ) -> Run:
+        """Execute the program with some leaves replaced (`--set`); returns the executed run."""
+        B.use(device, dtype, max_elements)
+        values = dict(values or {})
+        try:
+            check_inputs(self.module, list(values))
+            inputs = {name: to_array(name, value, seed) for name, value in values.items()}
+            context = make_context(self.folder, seed, tuple(allow_read))
+            limits = Limits(max_iterations, max_recursion, self.max_depth)
+            executed = execute(self.module, inputs, context, limits)
+        except GradcalcError as exc:
+            raise exc.within(self.source) from None
+        except RecursionError:
+            raise GradcalcError("the program nests too deeply to evaluate",
+                                "split deep expressions into several statements").within(self.source) from None
+        return Run(self, executed)
+
+
+def to_array(name: str, value: Any, seed: int = 0) -> Any:
+    """A --set value: a number, nested lists, an array, or the text of a constant expression."""
+    if isinstance(value, str):
+        return _constant_expression(name, value, seed)
+    try:
+        return B.asarray(value)
+    except (ValueError, TypeError):
+        raise UsageError(f"--set {name}: not a number or a rectangular array of numbers",
+                         "give a number, or a JSON array such as [[1, 2], [3, 4]]") from None
+
+
+def _constant_expression(name: str, text: str, seed: int) -> Any:
+    source = Source(text, f"--set {name}")
+    try:
+        expr = parse_expression(text)
+        from .builder import Compiler, State  # noqa: PLC0415  (only --set expressions need a compiler)
+        from .syntax import Assign, Module
+
+        module = Module([Assign(name, "=", expr, expr.pos)])
+        compiler = Compiler(module, {}, make_context(os.getcwd(), seed + 1, ()), Limits(), State())
+        if not compiler.leaf_names:
+            raise UsageError(f"--set {name}={text}: the value must not use variables",
+                             "give a number, a JSON array or an expression of constants such as randn(3, 3)")
+        frame: dict[str, Node] = {}
+        for run in compiler.module(module):
+            run(frame)
+        return frame[name].value
+    except GradcalcError as exc:
+        raise exc.within(source) from None
+
+
+@dataclass
+class Gradients:
+    """The result of `Run.grad`: the output's value and one gradient per --wrt name."""
+
+    of: str
+    value: Any
+    grads: dict[str, Any]
+    no_path: set[str] = field(default_factory=set)
+    vector: Any = None
+
+
+class Run:
+    """An executed program: every variable's final value, the leaves, and the graph."""
+
+    def __init__(self, program: Program, executed: Executed) -> None:
+        self.program = program
+        self.frame = executed.frame
+        self.state = executed.state
+
+    @property
+    def names(self) -> list[str]:
+        """Variables in order of first assignment."""
+        return list(self.frame)
+
+    @property
+    def leaves(self) -> dict[str, Node]:
+        return self.state.leaves
+
+    @property
+    def loops(self) -> list[Any]:
+        return [loop for _, loop in sorted(self.state.loops.items())]
+
+    @property
+    def default_output(self) -> str:
+        if self.state.last_assigned is None:
+            raise UsageError("the program assigns no variable", "add a statement such as `y = x^2`")
+        return self.state.last_assigned
+
+    def node(self, name: str, prefer_leaf: bool = False) -> Node:
+        """A variable's node: its final value, or (prefer_leaf) the leaf it started as."""
+        if prefer_leaf and name in self.state.leaves:
+            return self.state.leaves[name]
+        if name in self.frame:
+            return self.frame[name]
+        hint = did_you_mean(name, self.frame)
+        raise NameNotFound(f"the program has no variable '{name}'",
+                           hint or f"its variables are: {', '.join(self.frame)}").within(self.program.source)
+
+    def value(self, name: str) -> Any:
+        return B.to_host(self.node(name).value)
+
+    def values(self) -> dict[str, Any]:
+        return {name: B.to_host(node.value) for name, node in self.frame.items()}
+
+    def grad(self, of: str | None = None, wrt: Sequence[str] | None = None, vector: Any = None,
+             create_graph: bool = False) -> Gradients:
+        """∂of/∂name for each name in wrt (default: every leaf); with a vector, vᵀ·J."""
+        of = of or self.default_output
+        output = self.node(of)
+        names = list(wrt) if wrt else list(self.state.leaves)
+        if not names:
+            raise UsageError("the program has no leaves to differentiate with respect to",
+                             "name a variable with --wrt")
+        targets = [self.node(name, prefer_leaf=True) for name in names]
+        try:
+            if isinstance(vector, str) and vector != "ones":
+                vector = to_array("--vector", vector)
+            found = autodiff.grad(output, targets, vector, f"'{of}'", create_graph)
+        except GradcalcError as exc:
+            raise exc.within(self.program.source) from None
+        grads: dict[str, Any] = {}
+        no_path: set[str] = set()
+        for name, target, g in zip(names, targets, found):
+            if g is None:
+                no_path.add(name)
+                g = autodiff.zeros_like(target)
+            grads[name] = g if create_graph else B.to_host(g)
+        return Gradients(of, B.to_host(output.value), grads, no_path, vector)
+
+
+def load(path: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Program:
+    """Read and parse a program file."""
+    return Program.from_file(path, max_depth)
+
+
+def parse_program(text: str, filename: str = "<expr>") -> Program:
+    """Parse program text given directly."""
+    return Program(text, filename)

@@ -1,0 +1,120 @@
+"""Reverse mode: the backward pass as a function returning {node: gradient}.
+
+Gradients live in a local dict, never on the nodes, so backward can run any
+number of times. Nodes are visited in reverse creation order (creation order is
+topological), which needs no recursion: a chain of a million nodes is fine.
+Only nodes on a path from the output to a target are visited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from . import backend as B
+from . import graph, ops
+from .errors import GradcalcError, UsageError
+from .graph import Node, constant, operation_error
+
+
+def _reachable(output: Node) -> list[Node]:
+    """Nodes that require grad and lead to `output`, newest first."""
+    seen = {output}
+    stack = [output]
+    while stack:
+        node = stack.pop()
+        for parent in node.inputs:
+            if parent.requires_grad and parent not in seen:
+                seen.add(parent)
+                stack.append(parent)
+    return sorted(seen, key=lambda n: n.seq, reverse=True)
+
+
+def _on_paths(order: list[Node], targets: set[Node]) -> set[Node]:
+    """The nodes of `order` from which some target is reachable (pruning, as tinygrad does)."""
+    relevant: set[Node] = set()
+    for node in reversed(order):  # oldest first: inputs are decided before their users
+        if node in targets or any(parent in relevant for parent in node.inputs):
+            relevant.add(node)
+    return relevant
+
+
+def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: bool = False) -> dict[Node, Any]:
+    """The vector-Jacobian product seedᵀ·∂output/∂target for each target reachable from output.
+
+    With create_graph the gradients are graph nodes (differentiable again: Hessians,
+    symbolic derivatives); otherwise raw arrays. Unreachable targets are absent.
+    """
+    if not output.requires_grad:
+        return {output: seed} if output in targets else {}
+    target_set = set(targets)
+    order = _reachable(output)
+    relevant = _on_paths(order, target_set)
+    ns: Any = ops if create_graph else ops.numeric
+    grads: dict[Node, Any] = {output: seed}
+    previous, graph.recording = graph.recording, create_graph
+    try:
+        with B.errstate():
+            for node in order:
+                if node not in relevant:
+                    continue
+                g = grads.get(node) if node in target_set else grads.pop(node, None)
+                op = node.op
+                if g is None or op is None:
+                    continue
+                inputs = node.inputs
+                args = inputs if create_graph else [parent.value for parent in inputs]
+                ans = node if create_graph else node.value
+                vjps = op.vjps
+                for i, parent in enumerate(inputs):
+                    if not parent.requires_grad or parent not in relevant:
+                        continue
+                    try:
+                        contribution = vjps[i](ns, g, ans, *args, *node.params)
+                        if op.broadcasts and contribution.shape != parent.value.shape:
+                            contribution = ns.sum_to(contribution, parent.value.shape)
+                    except GradcalcError:
+                        raise
+                    except Exception as exc:
+                        raise operation_error(op, inputs, exc) from None
+                    total = grads.get(parent)
+                    grads[parent] = contribution if total is None else total + contribution
+    finally:
+        graph.recording = previous
+    return {target: grads[target] for target in targets if target in grads}
+
+
+def seed_for(output: Node, vector: Any | None, name: str = "the output", create_graph: bool = False) -> Any:
+    """The starting gradient: 1 for a scalar output, else the --vector (PyTorch's `gradient=`)."""
+    if vector is None:
+        if output.value.shape != ():
+            raise UsageError(
+                f"{name} has shape {tuple(output.value.shape)}, not a scalar: a gradient needs a scalar output "
+                "(PyTorch: 'grad can be implicitly created only for scalar outputs')",
+                f"reduce it to a scalar in the program (for example `L = sum(...)`), or pass --vector ones "
+                f"(or a JSON array of shape {list(output.value.shape)}) for the vector-Jacobian product vᵀ·J",
+            )
+        value = B.xp.ones((), dtype=B.dtype)
+    elif isinstance(vector, str) and vector == "ones":
+        value = B.xp.ones(output.value.shape, dtype=B.dtype)
+    else:
+        value = B.asarray(vector)
+        if value.shape != output.value.shape:
+            if value.shape == () or B.broadcast_shapes(value.shape, output.value.shape) != output.value.shape:
+                raise UsageError(
+                    f"--vector has shape {tuple(value.shape)} but {name} has shape {tuple(output.value.shape)}",
+                    "give a vector of the output's shape, or --vector ones",
+                )
+            value = B.xp.broadcast_to(value, output.value.shape)
+    return constant(value) if create_graph else value
+
+
+def grad(output: Node, targets: Sequence[Node], vector: Any | None = None, name: str = "the output",
+         create_graph: bool = False) -> list[Any | None]:
+    """∂output/∂target for each target (vᵀ·J with a vector); None where no path leads there."""
+    found = backward(output, seed_for(output, vector, name, create_graph), targets, create_graph)
+    return [found.get(target) for target in targets]
+
+
+def zeros_like(node: Node) -> Any:
+    return B.xp.zeros(node.value.shape, dtype=B.dtype)

@@ -1,0 +1,205 @@
+"""The array library: the only module that imports NumPy (or CuPy, for --device gpu).
+
+Everything else reaches arrays through `backend.xp` and the helpers here, so
+switching devices is one call to `use()`.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any
+
+import numpy
+
+from .errors import GradcalcError, LimitExceeded, UsageError
+
+xp: Any = numpy  # the array namespace in use: numpy, or cupy after use("gpu")
+device = "cpu"
+dtype: Any = numpy.float64
+max_elements = 10**8
+
+DTYPES = {"float64": numpy.float64, "float32": numpy.float32}
+DEFAULT_MAX_ELEMENTS = 10**8
+
+Array = Any  # a NumPy or CuPy array, or a NumPy scalar
+
+
+def use(device_name: str = "cpu", dtype_name: str = "float64", elements: int = DEFAULT_MAX_ELEMENTS) -> None:
+    """Select the device, the float type and the tensor-size limit for what follows."""
+    global xp, device, dtype, max_elements
+    if dtype_name not in DTYPES:
+        raise UsageError(f"unknown dtype '{dtype_name}'", "use --dtype float64 (the default) or --dtype float32")
+    if device_name == "cpu":
+        xp = numpy
+    elif device_name == "gpu":
+        xp = _cupy()
+    else:
+        raise UsageError(f"unknown device '{device_name}'", "use --device cpu (the default) or --device gpu")
+    device = device_name
+    dtype = DTYPES[dtype_name]
+    max_elements = elements
+
+
+def _cupy() -> Any:
+    try:
+        import cupy  # noqa: PLC0415  (optional: only --device gpu needs it)
+    except ImportError:
+        raise UsageError(
+            "--device gpu needs CuPy, which is not installed",
+            "install it with: pip install 'gradcalc[gpu]'  (or run on the CPU: --device cpu)",
+        ) from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CuPy raises its own CUDA error types
+        raise UsageError(f"--device gpu: CuPy cannot reach a CUDA device ({exc})",
+                         "check the NVIDIA driver with nvidia-smi, or run on the CPU: --device cpu") from None
+    if count == 0:
+        raise UsageError("--device gpu: no CUDA device found", "run on the CPU: --device cpu")
+    return cupy
+
+
+def dtype_name() -> str:
+    return numpy.dtype(dtype).name
+
+
+def check_size(shape: tuple[int, ...], what: str) -> None:
+    """Refuse, before allocating, a tensor larger than --max-elements."""
+    size = math.prod(shape)
+    if size > max_elements:
+        raise LimitExceeded(
+            f"{what} would have {size:,} elements (shape {shape}), more than the limit of {max_elements:,}",
+            "make it smaller, or raise the limit with --max-elements",
+        )
+
+
+def scalar(value: float) -> Array:
+    """A scalar of the working dtype."""
+    return xp.asarray(value, dtype=dtype)[()]
+
+
+def asarray(value: Any) -> Array:
+    """Numbers or nested lists (or a host array) as an array of the working dtype."""
+    host = numpy.asarray(value)
+    if host.dtype.kind not in "biuf":
+        raise GradcalcError(f"expected numbers, got {host.dtype.name} data", "give numbers or nested lists of numbers")
+    check_size(host.shape, "the value")
+    array = xp.asarray(host, dtype=dtype)
+    return array[()] if array.ndim == 0 else array
+
+
+def to_host(value: Array) -> Any:
+    """A NumPy array (or NumPy scalar) for output."""
+    if xp is not numpy and hasattr(value, "get"):
+        value = value.get()
+    return numpy.asarray(value)
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(numpy.broadcast_shapes(*shapes))
+
+
+def errstate() -> Any:
+    """Floating-point warnings off: NaN and infinity are values, as in PyTorch."""
+    return numpy.errstate(all="ignore")
+
+
+class Random:
+    """The one random generator of a run, seeded by --seed.
+
+    Numbers are drawn on the host and moved to the device, so a seed gives the
+    same values on CPU and GPU.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.generator = numpy.random.default_rng(seed)
+
+    def normal(self, shape: tuple[int, ...]) -> Array:
+        return asarray(self.generator.standard_normal(shape))
+
+    def uniform(self, shape: tuple[int, ...]) -> Array:
+        return asarray(self.generator.random(shape))
+
+
+def load_file(path: str, member: str | None) -> Any:
+    """Read .npy, .npz (one member), .csv or .json data from a file into a host array."""
+    import json
+
+    lower = path.lower()
+    if lower.endswith(".npy"):
+        return numpy.load(path, allow_pickle=False)
+    if lower.endswith(".npz"):
+        with numpy.load(path, allow_pickle=False) as archive:
+            names = list(archive.files)
+            if member is None:
+                if len(names) != 1:
+                    raise GradcalcError(
+                        f"{path} holds {len(names)} arrays: {', '.join(names)}",
+                        f'name one: load("{path}", "{names[0] if names else "x"}")',
+                    )
+                member = names[0]
+            if member not in names:
+                raise GradcalcError(f"{path} has no array named '{member}'", f"it has: {', '.join(names)}")
+            return archive[member]
+    if lower.endswith(".csv"):
+        try:
+            return numpy.loadtxt(path, delimiter=",", ndmin=1)
+        except ValueError:
+            return numpy.loadtxt(path, delimiter=",", ndmin=1, skiprows=1)  # a header row
+    if lower.endswith(".json"):
+        with open(path, encoding="utf-8") as handle:
+            return numpy.asarray(json.load(handle), dtype=numpy.float64)
+    raise GradcalcError(f"cannot read '{path}': unknown file type", "load reads .npy, .npz, .csv and .json files")
+
+
+def read_values(path: str) -> dict[str, Any]:
+    """A --values file: a JSON object of numbers and arrays, or an .npz archive."""
+    import json
+
+    if path.lower().endswith(".npz"):
+        with numpy.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    with open(path, encoding="utf-8") as handle:
+        data = json.load(handle)
+    if not isinstance(data, dict):
+        raise GradcalcError(f"{path} must hold a JSON object of names and values", 'for example {"a": 2, "x": [1, 2]}')
+    return data
+
+
+def to_json(value: Any) -> Any:
+    """A value as JSON numbers and nested lists; NaN and infinities as the strings JSON lacks."""
+    host = to_host(value)
+    if host.dtype.kind == "b":
+        host = host.astype(numpy.float64)
+    if numpy.isfinite(host).all():
+        return host.tolist()
+    texts = numpy.where(numpy.isnan(host), "NaN", numpy.where(host > 0, "Infinity", "-Infinity"))
+    return numpy.where(numpy.isfinite(host), host.astype(object), texts).tolist()
+
+
+def format_number(number: float) -> str:
+    """Six significant digits, no trailing zeros: 15, -1, 2.5, 0.0512, 1.5e-07."""
+    if number != number:
+        return "nan"
+    if number in (float("inf"), float("-inf")):
+        return "inf" if number > 0 else "-inf"
+    text = f"{number:.6g}"
+    return "0" if text == "-0" else text
+
+
+def format_value(value: Any, full: bool = False, threshold: int = 64) -> str:
+    """A value for people: a number, or a compact nested list (summarised unless full)."""
+    host = to_host(value)
+    if host.ndim == 0:
+        return format_number(float(host))
+    flat = host.reshape(-1)
+    sample = flat if flat.size <= 10_000 else numpy.concatenate([flat[:5000], flat[-5000:]])
+    width = max((len(format_number(float(v))) for v in sample), default=1)  # aligned columns
+    return numpy.array2string(
+        host,
+        separator=", ",
+        formatter={"float_kind": lambda v: format_number(float(v)).rjust(width)},
+        threshold=sys.maxsize if full else threshold,
+        edgeitems=3,
+        max_line_width=72,
+    )

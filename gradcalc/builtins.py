@@ -1,0 +1,293 @@
+"""The language's builtin functions: names, signatures, and how each maps onto ops."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import backend as B
+from . import ops
+from .errors import ArgumentError, FileProblem, GradcalcError, ValueProblem
+from .graph import Node, constant, leaf
+
+
+@dataclass
+class Context:
+    """What builtins may need from the run: the random generator and where files may be read."""
+
+    random: B.Random
+    folder: str
+    allowed: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Builtin:
+    name: str
+    fn: Callable[..., Node]
+    params: tuple[str, ...]  # parameter names; "*name" takes the rest
+    required: int  # how many leading parameters must be given
+    summary: str
+    needs_context: bool = False
+
+    @property
+    def variadic(self) -> bool:
+        return any(p.startswith("*") for p in self.params)
+
+    def signature(self) -> str:
+        shown = [p if i < self.required or p.startswith("*") else f"{p}=…" for i, p in enumerate(self.params)]
+        return f"{self.name}({', '.join(shown)})"
+
+
+def as_int(value: Node | int, what: str) -> int:
+    """A whole number from a scalar node (sizes, axes, indices, counts)."""
+    if isinstance(value, int):
+        return value
+    host = B.to_host(value.value)
+    if host.shape != () or not math.isfinite(float(host)) or float(host) != int(float(host)):
+        raise ArgumentError(f"{what} must be a whole number, got {_describe(host)}", "write an integer such as 0 or 2")
+    return int(float(host))
+
+
+def _describe(host: Any) -> str:
+    return f"a tensor of shape {host.shape}" if host.shape else f"{float(host):g}"
+
+
+def as_axis(value: Node | None, x: Node) -> int | tuple[int, ...] | None:
+    if value is None:
+        return None
+    host = B.to_host(value.value)
+    axes = [as_int(constant(v), "axis") for v in host.reshape(-1)] if host.shape else [as_int(value, "axis")]
+    for a in axes:
+        if not -max(x.ndim, 1) <= a < max(x.ndim, 1) or x.ndim == 0:
+            raise ValueProblem(f"axis {a} is out of range for a tensor of shape {x.shape}",
+                               f"use an axis from 0 to {x.ndim - 1}" if x.ndim else "a scalar has no axes: leave axis out")
+    normalized = tuple(a % x.ndim for a in axes)
+    if len(set(normalized)) != len(normalized):
+        raise ValueProblem(f"axis {axes} repeats an axis", "name each axis once")
+    return normalized if host.shape else normalized[0]
+
+
+def as_shape(values: tuple[Node, ...], what: str) -> tuple[int, ...]:
+    """Sizes given as `f(2, 3)` or `f([2, 3])`."""
+    if len(values) == 1 and B.to_host(values[0].value).ndim == 1:
+        sizes = [as_int(constant(v), f"{what} size") for v in B.to_host(values[0].value)]
+    else:
+        sizes = [as_int(v, f"{what} size") for v in values]
+    if any(n < 0 for n in sizes):
+        raise ValueProblem(f"{what} sizes must not be negative, got {tuple(sizes)}", "give sizes of 0 or more")
+    shape = tuple(sizes)
+    B.check_size(shape, f"{what}{shape}")
+    return shape
+
+
+def _reduction(op: Callable[..., Node]) -> Callable[..., Node]:
+    def reduce(x: Node, axis: Node | None = None, keepdims: Node | None = None) -> Node:
+        keep = bool(as_int(keepdims, "keepdims")) if keepdims is not None else False
+        if op is ops.max or op is ops.min:
+            if x.value.size == 0:
+                raise ValueProblem(f"{op.__name__} of an empty tensor", "it has no largest or smallest entry")
+        return op(x, as_axis(axis, x), keep)
+
+    return reduce
+
+
+def _dot(x: Node, y: Node) -> Node:
+    if x.ndim == 0 or y.ndim == 0:
+        return ops.mul(x, y)
+    if x.ndim > 2 or y.ndim > 2:
+        raise ArgumentError("dot takes vectors or matrices", "use '@' (matmul) for stacks of matrices")
+    return ops.matmul(x, y)
+
+
+def _outer(x: Node, y: Node) -> Node:
+    return ops.mul(ops.reshape(x, (-1, 1)), ops.reshape(y, (1, -1)))
+
+
+def _transpose(x: Node, first: Node | None = None, second: Node | None = None) -> Node:
+    if first is None and second is None:
+        return ops.transpose(x, None)
+    if first is None or second is None:
+        raise ArgumentError("transpose takes no axes or two axes to swap", "transpose(x) or transpose(x, 0, 1)")
+    i, j = as_axis(first, x), as_axis(second, x)
+    axes = list(range(x.ndim))
+    axes[i], axes[j] = axes[j], axes[i]  # type: ignore[index]
+    return ops.transpose(x, tuple(axes))
+
+
+def _reshape(x: Node, *sizes: Node) -> Node:
+    if not sizes:
+        raise ArgumentError("reshape needs the new shape", "reshape(x, 2, 3) or reshape(x, [2, 3])")
+    if len(sizes) == 1 and B.to_host(sizes[0].value).ndim == 1:
+        shape = tuple(as_int(constant(v), "reshape size") for v in B.to_host(sizes[0].value))
+    else:
+        shape = tuple(as_int(v, "reshape size") for v in sizes)
+    known = math.prod(n for n in shape if n != -1)
+    size = x.value.size
+    if shape.count(-1) > 1 or any(n < -1 for n in shape) or (
+        size != known if -1 not in shape else (known == 0 or size % known)
+    ):
+        raise ValueProblem(f"cannot reshape a tensor of shape {x.shape} ({size} elements) to {shape}",
+                           "the sizes must multiply to the same number of elements (one size may be -1)")
+    return ops.reshape(x, shape)
+
+
+def _matrix(name: str, op: Callable[[Node], Node], square: bool) -> Callable[[Node], Node]:
+    def check(x: Node) -> Node:
+        if x.ndim < 2 or (square and x.shape[-1] != x.shape[-2]):
+            need = "a square matrix" if square else "a matrix"
+            raise ValueProblem(f"{name} needs {need}, got shape {x.shape}", "check the shape, e.g. with eval")
+        return op(x)
+
+    return check
+
+
+def _softmax(x: Node, axis: Node | None = None) -> Node:
+    if x.ndim == 0:
+        return ops.softmax(ops.reshape(x, (1,)), 0)[0]
+    resolved = as_axis(axis, x) if axis is not None else x.ndim - 1
+    if isinstance(resolved, tuple):
+        raise ArgumentError("softmax takes one axis", "softmax(x, axis=1)")
+    return ops.softmax(x, resolved)
+
+
+def _detach(x: Node) -> Node:
+    return leaf(x.value, requires_grad=False)
+
+
+def _all(x: Node) -> Node:
+    return constant(float(bool(B.to_host(x.value != 0).all())))
+
+
+def _any(x: Node) -> Node:
+    return constant(float(bool(B.to_host(x.value != 0).any())))
+
+
+# Constructors make constants (a leaf when assigned to a name).
+def _filled(value: float, what: str) -> Callable[..., Node]:
+    def make(*sizes: Node) -> Node:
+        return constant(B.xp.full(as_shape(sizes, what), value, dtype=B.dtype))
+
+    return make
+
+
+def _full(*args: Node) -> Node:
+    if len(args) < 2:
+        raise ArgumentError("full needs sizes and then the fill value", "full(2, 3, 7.5)")
+    fill = B.to_host(args[-1].value)
+    if fill.shape != ():
+        raise ArgumentError("full's last argument is the fill value and must be a number", "full(2, 3, 7.5)")
+    return constant(B.xp.full(as_shape(args[:-1], "full"), float(fill), dtype=B.dtype))
+
+
+def _eye(n: Node, m: Node | None = None) -> Node:
+    rows = as_int(n, "eye size")
+    cols = as_int(m, "eye size") if m is not None else rows
+    shape = as_shape((constant(rows), constant(cols)), "eye")
+    return constant(B.xp.eye(*shape, dtype=B.dtype))
+
+
+def _number(node: Node, what: str) -> float:
+    host = B.to_host(node.value)
+    if host.shape != ():
+        raise ArgumentError(f"{what} must be a number, got a tensor of shape {host.shape}", "")
+    return float(host)
+
+
+def _arange(first: Node, stop: Node | None = None, step: Node | None = None) -> Node:
+    start, end = (0.0, _number(first, "arange stop")) if stop is None else (
+        _number(first, "arange start"), _number(stop, "arange stop"))
+    stride = 1.0 if step is None else _number(step, "arange step")
+    if stride == 0 or not all(math.isfinite(v) for v in (start, end, stride)):
+        raise ValueProblem("arange needs finite bounds and a non-zero step", "arange(5) or arange(0, 1, 0.1)")
+    count = max(0, math.ceil((end - start) / stride))
+    B.check_size((count,), "arange")
+    return constant(B.xp.arange(start, end, stride, dtype=B.dtype))
+
+
+def _linspace(start: Node, stop: Node, num: Node | None = None) -> Node:
+    count = 50 if num is None else as_int(num, "linspace count")
+    shape = as_shape((constant(count),), "linspace")
+    return constant(B.xp.linspace(_number(start, "linspace start"), _number(stop, "linspace stop"), shape[0],
+                                  dtype=B.dtype))
+
+
+def _randn(context: Context, *sizes: Node) -> Node:
+    return constant(context.random.normal(as_shape(sizes, "randn")))
+
+
+def _rand(context: Context, *sizes: Node) -> Node:
+    return constant(context.random.uniform(as_shape(sizes, "rand")))
+
+
+def _load(context: Context, path: str, member: str | None = None) -> Node:
+    full = os.path.realpath(os.path.join(context.folder, path))
+    roots = [os.path.realpath(root) for root in (context.folder, *context.allowed)]
+    if not any(os.path.commonpath([full, root]) == root for root in roots):
+        raise FileProblem(
+            f"load('{path}') reads outside the program's folder ({context.folder})",
+            f"move the file next to the program, or allow its folder with --allow-read {os.path.dirname(full)}",
+        )
+    if not os.path.isfile(full):
+        raise FileProblem(f"load('{path}'): no such file ({full})", "check the file name; paths are relative to the program")
+    try:
+        data = B.load_file(full, member)
+    except GradcalcError:
+        raise
+    except Exception as exc:  # NumPy's and json's many ways to say the file is malformed
+        raise FileProblem(f"load('{path}'): cannot read it: {exc}", "check that the file holds numbers") from None
+    return constant(B.asarray(data))
+
+
+_ELEMENTWISE = {
+    "exp": ops.exp, "log": ops.log, "log2": ops.log2, "log10": ops.log10, "sqrt": ops.sqrt, "abs": ops.abs_,
+    "sin": ops.sin, "cos": ops.cos, "tan": ops.tan, "asin": ops.asin, "acos": ops.acos, "atan": ops.atan,
+    "sinh": ops.sinh, "cosh": ops.cosh, "tanh": ops.tanh, "sigmoid": ops.sigmoid, "relu": ops.relu,
+    "softplus": ops.softplus, "sign": ops.sign, "floor": ops.floor, "ceil": ops.ceil, "round": ops.round_,
+}
+
+
+def _table() -> dict[str, Builtin]:
+    table: dict[str, Builtin] = {}
+
+    def add(name: str, fn: Callable[..., Node], params: str, required: int, summary: str, context: bool = False) -> None:
+        table[name] = Builtin(name, fn, tuple(p for p in params.split() if p), required, summary, context)
+
+    for name, fn in _ELEMENTWISE.items():
+        add(name, fn, "x", 1, "elementwise")
+    add("maximum", ops.maximum, "a b", 2, "elementwise larger of a and b")
+    add("minimum", ops.minimum, "a b", 2, "elementwise smaller of a and b")
+    add("atan2", ops.atan2, "y x", 2, "elementwise angle of (x, y)")
+    add("clip", ops.clip, "x lo hi", 3, "x limited to [lo, hi]")
+    add("where", lambda c, a, b: ops.where(c, a, b), "cond a b", 3, "a where cond is non-zero, else b")
+    for name, op in (("sum", ops.sum), ("mean", ops.mean), ("prod", ops.prod), ("max", ops.max), ("min", ops.min),
+                     ("norm", ops.norm), ("logsumexp", ops.logsumexp)):
+        add(name, _reduction(op), "x axis keepdims", 1, "reduction over all entries or an axis")
+    add("dot", _dot, "a b", 2, "dot product (matrix product for matrices)")
+    add("outer", _outer, "a b", 2, "outer product")
+    add("transpose", _transpose, "x axis1 axis2", 1, "reversed axes, or two axes swapped")
+    add("reshape", _reshape, "x *shape", 1, "the same entries in a new shape")
+    add("trace", _matrix("trace", ops.trace, False), "x", 1, "sum of the diagonal")
+    add("det", _matrix("det", ops.det, True), "x", 1, "determinant")
+    add("inv", _matrix("inv", ops.inv, True), "x", 1, "matrix inverse")
+    add("softmax", _softmax, "x axis", 1, "softmax over the last axis (or axis)")
+    add("detach", _detach, "x", 1, "the value without its history (no gradient flows through)")
+    add("all", _all, "x", 1, "1 if every entry is non-zero, else 0")
+    add("any", _any, "x", 1, "1 if some entry is non-zero, else 0")
+    add("ones", _filled(1.0, "ones"), "*shape", 0, "a tensor of ones")
+    add("zeros", _filled(0.0, "zeros"), "*shape", 0, "a tensor of zeros")
+    add("full", _full, "*shape_and_value", 2, "a tensor filled with a value: full(2, 3, 7)")
+    add("eye", _eye, "n m", 1, "identity matrix")
+    add("arange", _arange, "start stop step", 1, "evenly spaced values: arange(5), arange(0, 1, 0.25)")
+    add("linspace", _linspace, "start stop num", 2, "num values from start to stop, inclusive")
+    add("randn", _randn, "*shape", 0, "standard normal samples (seeded by --seed)", context=True)
+    add("rand", _rand, "*shape", 0, "uniform samples in [0, 1) (seeded by --seed)", context=True)
+    add("load", _load, "path member", 1, 'data from .npy, .npz, .csv or .json: load("x.npy")', context=True)
+    return table
+
+
+BUILTINS = _table()
+RANDOM = frozenset({"randn", "rand"})
+CONSTANTS = {"pi": math.pi, "e": math.e}

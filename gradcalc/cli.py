@@ -1,0 +1,265 @@
+"""The command line: each command parses options, makes one library call, hands the result to a view.
+
+Errors become messages and exit codes in one place, `_guarded`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from enum import Enum
+from typing import Annotated, Any, Optional
+
+import typer
+
+from . import __version__
+from .errors import GradcalcError, UsageError
+
+EXIT_OK, EXIT_WRONG, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
+
+app = typer.Typer(
+    name="gradcalc",
+    help="Gradient calculator and expression differentiator: write equations, get values, gradients and the graph.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+class Dtype(str, Enum):
+    float64 = "float64"
+    float32 = "float32"
+
+
+class Device(str, Enum):
+    cpu = "cpu"
+    gpu = "gpu"
+
+
+@dataclass
+class Common:
+    """Options every command shares: where the program comes from and how it runs."""
+
+    file: Optional[str]
+    expr: Optional[str]
+    set: list[str]
+    values: Optional[str]
+    seed: int
+    dtype: Dtype
+    device: Device
+    json: bool
+    full: bool
+    max_elements: int
+    max_iterations: int
+    max_depth: int
+    max_recursion: int
+    allow_read: list[str]
+
+
+_COMMON_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "file": (Annotated[Optional[str], typer.Argument(
+        metavar="FILE", help="Program file (.eq); '-' reads standard input.", show_default=False)], None),
+    "expr": (Annotated[Optional[str], typer.Option(
+        "--expr", "-e", metavar="TEXT", help="The program text itself, instead of FILE.")], None),
+    "set": (Annotated[list[str], typer.Option(
+        "--set", metavar="NAME=VALUE",
+        help="Replace a leaf's value: a number, a JSON array or a constant expression (repeatable).")], []),
+    "values": (Annotated[Optional[str], typer.Option(
+        "--values", metavar="FILE", help="Leaf values from a JSON object or an .npz file.")], None),
+    "seed": (Annotated[int, typer.Option(help="Seed of randn/rand.")], 0),
+    "dtype": (Annotated[Dtype, typer.Option(help="Floating-point type.")], Dtype.float64),
+    "device": (Annotated[Device, typer.Option(help="cpu (NumPy) or gpu (CuPy).")], Device.cpu),
+    "json": (Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables.")], False),
+    "full": (Annotated[bool, typer.Option("--full", help="Print large tensors in full.")], False),
+    "max_elements": (Annotated[int, typer.Option(
+        help="Largest tensor allowed, in elements.", rich_help_panel="Limits")], 10**8),
+    "max_iterations": (Annotated[int, typer.Option(
+        help="Most iterations one loop may run.", rich_help_panel="Limits")], 1_000_000),
+    "max_depth": (Annotated[int, typer.Option(
+        help="Deepest nesting of brackets and expressions.", rich_help_panel="Limits")], 200),
+    "max_recursion": (Annotated[int, typer.Option(
+        help="Deepest nesting of function calls.", rich_help_panel="Limits")], 200),
+    "allow_read": (Annotated[list[str], typer.Option(
+        "--allow-read", metavar="DIR", help="Let load() read files in DIR too (repeatable).",
+        rich_help_panel="Limits")], []),
+}
+
+
+def command(examples: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register a command that takes the shared options as `common`, with examples in its help."""
+
+    def register(fn: Callable[..., None]) -> Callable[..., None]:
+        hints = typing.get_type_hints(fn, include_extras=True)  # real objects, not postponed strings
+        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[p.name])
+               for p in inspect.signature(fn).parameters.values() if p.name != "common"]
+        shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+                  for name, (annotation, default) in _COMMON_OPTIONS.items()]
+
+        @functools.wraps(fn)
+        def wrapper(**kwargs: Any) -> None:
+            common = Common(**{f.name: kwargs.pop(f.name) for f in fields(Common)})
+            _guarded(common, lambda: fn(common=common, **kwargs))
+
+        # file first (it is the positional argument), then the command's own options, then the rest.
+        wrapper.__signature__ = inspect.Signature([shared[0], *own, *shared[1:]])  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in [*own, *shared]}
+        wrapper.__doc__ = (fn.__doc__ or "") + "\n\n[bold]Examples[/bold]\n\n" + examples
+        app.command(name=fn.__name__.rstrip("_"))(wrapper)
+        return fn
+
+    return register
+
+
+def _guarded(common: Common, body: Callable[[], None]) -> None:
+    """The one place where errors become messages and exit codes."""
+    from .render import error_json, error_text
+
+    try:
+        body()
+    except GradcalcError as error:
+        if common.json:
+            from .jsonout import write
+
+            write(error_json(error), sys.stderr)
+        else:
+            sys.stderr.write(error_text(error) + "\n")
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        raise typer.Exit(130) from None
+    except (typer.Exit, typer.Abort):
+        raise
+    except RecursionError:
+        sys.stderr.write("error: the program nests too deeply\n  hint: split deep expressions into statements\n")
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    except MemoryError:
+        sys.stderr.write("error: out of memory\n  hint: make the tensors smaller (see --max-elements)\n")
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    except Exception as exc:  # a bug in gradcalc: say so plainly, without a traceback
+        sys.stderr.write(f"internal error: {type(exc).__name__}: {exc}\n"
+                         "  this is a bug in gradcalc; please report it with the program that caused it\n")
+        raise typer.Exit(EXIT_BUG) from None
+
+
+def _program(common: Common) -> Any:
+    from .api import Program
+
+    if common.expr is not None:
+        if common.file is not None:
+            raise UsageError("give the program as FILE or with -e, not both", "drop one of them")
+        return Program(common.expr.replace("\\n", "\n"), "<expr>", None, common.max_depth)
+    if common.file is None:
+        raise UsageError("no program given", "pass a FILE, '-' for standard input, or -e 'y = x^2'")
+    if common.file == "-":
+        return Program(sys.stdin.read(), "<stdin>", None, common.max_depth)
+    return Program.from_file(common.file, common.max_depth)
+
+
+def _inputs(common: Common) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    if common.values:
+        from . import backend
+
+        try:
+            values.update(backend.read_values(common.values))
+        except GradcalcError:
+            raise
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--values {common.values}: cannot read it ({exc})",
+                             'give a JSON object such as {"a": 2} or an .npz file') from None
+    for item in common.set:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip() or not text.strip():
+            raise UsageError(f"--set {item!r} is not NAME=VALUE", "for example --set a=3 or --set x='[1, 2]'")
+        values[name.strip()] = text.strip()
+    return values
+
+
+def _run(common: Common) -> Any:
+    program = _program(common)
+    return program.run(
+        _inputs(common),
+        seed=common.seed,
+        dtype=common.dtype.value,
+        device=common.device.value,
+        max_elements=common.max_elements,
+        max_iterations=common.max_iterations,
+        max_recursion=common.max_recursion,
+        allow_read=common.allow_read,
+    )
+
+
+def _names(options: list[str]) -> list[str]:
+    """--wrt a --wrt b and --wrt a,b alike."""
+    return [name.strip() for option in options for name in option.split(",") if name.strip()]
+
+
+def _show(common: Common, doc: Callable[[], dict[str, Any]], view: Callable[[], Any]) -> None:
+    if common.json:
+        from .jsonout import write
+
+        write(doc(), sys.stdout)
+        return
+    from rich.console import Console
+
+    Console(soft_wrap=False, width=None if sys.stdout.isatty() else 160).print(view())
+
+
+@command(
+    "  gradcalc eval samples/neuron.eq\n\n"
+    "  gradcalc eval -e 'x = linspace(0, 1, 5); y = x^2' --json\n\n"
+    "  gradcalc eval samples/neuron.eq --set a=3"
+)
+def eval_(common: Common) -> None:
+    """Print every variable's value, its shape, and the operation that made it."""
+    from . import jsonout, render
+
+    run = _run(common)
+    _show(common, lambda: jsonout.values_doc(run), lambda: render.values_view(run, common.full))
+
+
+@command(
+    "  gradcalc grad samples/neuron.eq\n\n"
+    "  gradcalc grad samples/neuron.eq --wrt w1,a --wrt d --json\n\n"
+    "  gradcalc grad samples/neuron_tensor.eq --vector ones\n\n"
+    "  gradcalc grad -e 'y = x^2 * sin(x)' --set x=2"
+)
+def grad(
+    common: Common,
+    of: Annotated[Optional[str], typer.Option(
+        "--of", metavar="NAME", help="The output to differentiate (default: the last variable assigned).")] = None,
+    wrt: Annotated[list[str], typer.Option(
+        "--wrt", metavar="NAME", help="Differentiate with respect to NAME (repeatable or comma-separated; "
+        "default: every leaf). Intermediates are allowed.")] = [],  # noqa: B006  (Typer reads the default)
+    vector: Annotated[Optional[str], typer.Option(
+        "--vector", metavar="V", help="For a non-scalar output: 'ones' or a JSON array v; prints vᵀ·J.")] = None,
+) -> None:
+    """Print the output's value and its gradient with respect to each variable."""
+    from . import jsonout, render
+
+    run = _run(common)
+    result = run.grad(of, _names(wrt) or None, vector)
+    _show(common, lambda: jsonout.grad_doc(result), lambda: render.grad_view(run, result, common.full))
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"gradcalc {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """gradcalc: values, gradients and derivatives of equation programs, from the shell."""
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,133 @@
+"""Graph nodes and primitives: each computed value remembers the operation that made it.
+
+A Node is PyTorch's tensor-with-`grad_fn`: a value, the primitive that made it,
+its input nodes and static parameters (an axis, a shape). Leaves have no
+primitive. Nodes carry no gradients: autodiff.backward returns them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import backend as B
+from .errors import GradcalcError
+
+_sequence = itertools.count()
+
+# False inside no_grad { } and while a first-order backward runs: results record no history.
+recording = True
+
+
+class Primitive:
+    """A named operation: how to evaluate it, and (from rules.py) one VJP per input."""
+
+    __slots__ = ("name", "forward", "n_inputs", "grad_fn", "vjps", "broadcasts", "differentiable")
+
+    def __init__(
+        self,
+        name: str,
+        forward: Callable[..., Any],
+        n_inputs: int | None,
+        grad_fn: str | Callable[[Node], str],
+        broadcasts: bool = False,
+        differentiable: bool = True,
+    ) -> None:
+        self.name = name
+        self.forward = forward
+        self.n_inputs = n_inputs  # None: any number (stack)
+        self.grad_fn = grad_fn  # PyTorch's name for the backward node, or a function of the node
+        self.vjps: Sequence[Callable[..., Any]] = ()
+        self.broadcasts = broadcasts  # elementwise with NumPy broadcasting: backward unbroadcasts
+        self.differentiable = differentiable  # False: gradient zero everywhere it exists (sign, <)
+
+    def __repr__(self) -> str:
+        return f"<primitive {self.name}>"
+
+
+class Node:
+    """A value in the computation graph."""
+
+    __slots__ = ("value", "op", "inputs", "params", "requires_grad", "seq", "name", "__weakref__")
+    __array_ufunc__ = None  # NumPy defers to Node's operators instead of making object arrays
+
+    def __init__(
+        self,
+        value: Any,
+        op: Primitive | None = None,
+        inputs: tuple[Node, ...] = (),
+        params: tuple = (),
+        requires_grad: bool = False,
+        name: str | None = None,
+    ) -> None:
+        self.value = value
+        self.op = op
+        self.inputs = inputs
+        self.params = params
+        self.requires_grad = requires_grad
+        self.seq = next(_sequence)  # creation order is a topological order
+        self.name = name
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.value.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.value.ndim
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.op is None
+
+    @property
+    def grad_fn(self) -> str | None:
+        """PyTorch's name for this node's backward function (None for a leaf or a constant)."""
+        if self.op is None or not self.requires_grad:
+            return None
+        name = self.op.grad_fn
+        return name if isinstance(name, str) else name(self)
+
+    def __repr__(self) -> str:
+        label = self.name or (self.op.name if self.op else "leaf")
+        return f"Node({label}, shape={self.value.shape})"
+
+
+def leaf(value: Any, name: str | None = None, requires_grad: bool = True) -> Node:
+    """A user-created tensor: an input or parameter (requires_grad) or a constant."""
+    return Node(value, None, (), (), requires_grad, name)
+
+
+def constant(value: Any) -> Node:
+    """A number written in the program, or made by a rule: never differentiated."""
+    if isinstance(value, Node):
+        return value
+    return Node(B.scalar(value) if isinstance(value, (int, float)) else B.asarray(value))
+
+
+def apply(prim: Primitive, inputs: tuple[Node, ...], params: tuple = ()) -> Node:
+    """Evaluate a primitive on nodes and record it."""
+    try:
+        value = prim.forward(*[node.value for node in inputs], *params)
+    except GradcalcError:
+        raise
+    except Exception as exc:  # NumPy's ValueError, LinAlgError, TypeError, IndexError
+        raise operation_error(prim, inputs, exc) from None
+    requires_grad = recording and prim.differentiable and any(node.requires_grad for node in inputs)
+    return Node(value, prim, inputs, params, requires_grad)
+
+
+def operation_error(prim: Primitive, inputs: Sequence[Node], exc: Exception) -> GradcalcError:
+    """A NumPy failure as a message naming the operation and the shapes."""
+    from .errors import ShapeError, ValueProblem
+
+    shapes = " and ".join(str(tuple(node.value.shape)) for node in inputs)
+    text = str(exc).split("\n")[0]
+    if "singular" in text.lower():
+        return ValueProblem(f"{prim.name}: the matrix is singular", "a singular matrix has no inverse; check its values")
+    if isinstance(exc, IndexError):
+        return ValueProblem(f"index out of range for shape {shapes}: {text}", "indices run from 0 to size-1 (or -size to -1)")
+    if isinstance(exc, MemoryError):
+        return ValueProblem(f"{prim.name}: out of memory", "make the tensors smaller")
+    return ShapeError(f"{prim.name} cannot combine shapes {shapes}", text)

@@ -1,0 +1,357 @@
+"""Text to syntax tree: one LALR parser built once from grammars/gradcalc.lark.
+
+The Transformer runs inside the parser (Lark's `transformer=` option), so no
+parse tree is built: each grammar alias has one short method returning a
+syntax node. Lark's errors become GradcalcSyntaxError with a place and a hint.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+
+from . import syntax as S
+from .errors import GradcalcError, GradcalcSyntaxError, Pos
+
+_OPEN = {"LPAR": "(", "LSQB": "[", "LBRACE": "{"}
+_CLOSE = {"RPAR": "(", "RSQB": "[", "RBRACE": "{"}
+_PAIR = {"(": ")", "[": "]", "{": "}"}
+_KEYWORDS = {"while", "if", "else", "for", "in", "no_grad", "return", "or", "and", "not"}
+_TOKEN_WORDS = {
+    "NAME": "a name",
+    "NUMBER": "a number",
+    "STRING": "a quoted file name",
+    "_NL": "a new line",
+    "SEMICOLON": "';'",
+    "$END": "the end of the program",
+    "EQUALS": "'='",
+    "AUG_OP": "'+=', '-=', '*=' or '/='",
+    "COMP_OP": "a comparison",
+    "ADD_OP": "'+' or '-'",
+    "MUL_OP": "'*', '/' or '@'",
+    "POW_OP": "'^'",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "LSQB": "'['",
+    "RSQB": "']'",
+    "LBRACE": "'{'",
+    "RBRACE": "'}'",
+    "COMMA": "','",
+    "COLON": "':'",
+    "DOT": "'.'",
+}
+
+
+def _pos(token: Token) -> Pos:
+    return Pos(token.line or 1, token.column or 1, max(1, len(token)))
+
+
+def grammar_text() -> str:
+    """The grammar: shipped inside the package, or the checkout's grammars/ folder."""
+    packaged = resources.files("gradcalc").joinpath("grammars", "gradcalc.lark")
+    if packaged.is_file():
+        return packaged.read_text(encoding="utf-8")
+    checkout = Path(__file__).resolve().parent.parent / "grammars" / "gradcalc.lark"
+    return checkout.read_text(encoding="utf-8")
+
+
+class _Brackets:
+    """Post-lexer: newlines inside () and [] do not end a statement, nor before `else`.
+
+    It also reports unbalanced brackets with the place of the culprit.
+    """
+
+    always_accept = ("_NL",)
+
+    def __init__(self, max_depth: int) -> None:
+        self.max_depth = max_depth
+
+    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        stack: list[Token] = []
+        pending_newline: Token | None = None
+        for token in stream:
+            kind = token.type
+            if kind == "_NL":
+                if not stack or stack[-1] == "{":
+                    pending_newline = pending_newline or token
+                continue
+            if pending_newline is not None:
+                if kind != "ELSE":
+                    yield pending_newline
+                pending_newline = None
+            if kind in _OPEN:
+                if len(stack) >= self.max_depth:
+                    raise GradcalcSyntaxError(
+                        f"brackets nested more than {self.max_depth} deep",
+                        "simplify the expression, or raise the limit with --max-depth",
+                        _pos(token),
+                    )
+                stack.append(token)
+            elif kind in _CLOSE:
+                if not stack:
+                    raise GradcalcSyntaxError(
+                        f"unmatched '{token}'", "remove it, or add the opening bracket it closes", _pos(token)
+                    )
+                opener = stack.pop()
+                if str(opener) != _CLOSE[kind]:
+                    raise GradcalcSyntaxError(
+                        f"'{token}' does not match '{opener}' opened at line {opener.line}, column {opener.column}",
+                        f"close it with '{_PAIR[str(opener)]}'",
+                        _pos(token),
+                    )
+            yield token
+        if stack:
+            opener = stack[-1]
+            raise GradcalcSyntaxError(
+                f"'{opener}' is never closed",
+                f"add the matching '{_PAIR[str(opener)]}'",
+                _pos(opener),
+            )
+        if pending_newline is not None:
+            yield pending_newline
+
+
+def _statements(children: list) -> list[S.Stmt]:
+    return [child for child in children if isinstance(child, S.Stmt)]
+
+
+@v_args(inline=True)
+class _ToSyntax(Transformer):
+    """One method per grammar alias; each returns a syntax node."""
+
+    def start(self, *children: object) -> S.Module:
+        return S.Module(_statements(list(children)))
+
+    def block(self, brace: Token, *children: object) -> list[S.Stmt]:
+        return _statements(list(children))
+
+    def assign(self, name: Token, op: Token, value: S.Expr) -> S.Assign:
+        return S.Assign(str(name), str(op), value, _pos(name))
+
+    def params(self, *names: Token) -> list[str]:
+        seen: set[str] = set()
+        for name in names:
+            if str(name) in seen:
+                raise GradcalcSyntaxError(f"parameter '{name}' appears twice", "give each parameter its own name", _pos(name))
+            seen.add(str(name))
+        return [str(n) for n in names]
+
+    def funcdef(self, name: Token, params: list[str] | None, _eq: Token, body: S.Expr) -> S.FuncDef:
+        return S.FuncDef(str(name), params or [], [S.Return(body, body.pos)], _pos(name))
+
+    def funcblock(self, name: Token, params: list[str] | None, body: list[S.Stmt]) -> S.FuncDef:
+        return S.FuncDef(str(name), params or [], body, _pos(name))
+
+    def while_stmt(self, keyword: Token, cond: S.Expr, body: list[S.Stmt]) -> S.While:
+        return S.While(cond, body, _pos(keyword))
+
+    def if_stmt(self, keyword: Token, cond: S.Expr, body: list[S.Stmt], _else: Token | None = None,
+                orelse: S.If | list[S.Stmt] | None = None) -> S.If:
+        if isinstance(orelse, S.If):
+            orelse = [orelse]
+        return S.If(cond, body, orelse or [], _pos(keyword))
+
+    def for_stmt(self, keyword: Token, var: Token, _in: Token, iterable: S.Expr, body: list[S.Stmt]) -> S.For:
+        return S.For(str(var), iterable, body, _pos(keyword))
+
+    def no_grad(self, keyword: Token, body: list[S.Stmt]) -> S.NoGrad:
+        return S.NoGrad(body, _pos(keyword))
+
+    def return_stmt(self, keyword: Token, value: S.Expr) -> S.Return:
+        return S.Return(value, _pos(keyword))
+
+    def boolop(self, left: S.Expr, op: Token, right: S.Expr) -> S.BoolOp:
+        return S.BoolOp(str(op), left, right, _pos(op))
+
+    def not_(self, op: Token, operand: S.Expr) -> S.Not:
+        return S.Not(operand, _pos(op))
+
+    def compare(self, first: S.Expr, *rest: object) -> S.Compare:
+        ops = [str(t) for t in rest[0::2]]
+        operands = [first, *rest[1::2]]
+        return S.Compare(ops, operands, _pos(rest[0]))  # type: ignore[arg-type]
+
+    def binop(self, left: S.Expr, op: Token, right: S.Expr) -> S.Binary:
+        return S.Binary("^" if op == "**" else str(op), left, right, _pos(op))
+
+    def unary(self, op: Token, operand: S.Expr) -> S.Unary:
+        return S.Unary(str(op), operand, _pos(op))
+
+    def index(self, target: S.Expr, bracket: Token, subscripts: list[S.Expr]) -> S.Index:
+        return S.Index(target, subscripts, _pos(bracket))
+
+    def subscripts(self, *items: S.Expr) -> list[S.Expr]:
+        return list(items)
+
+    def slice(self, start: S.Expr | None, colon: Token, stop: S.Expr | None, _colon2: Token | None,
+              step: S.Expr | None) -> S.Slice:
+        return S.Slice(start, stop, step, _pos(colon))
+
+    def attribute(self, target: S.Expr, name: Token) -> S.Attribute:
+        return S.Attribute(target, str(name), _pos(name))
+
+    def number(self, token: Token) -> S.Number:
+        return S.Number(float(token), str(token), _pos(token))
+
+    def string(self, token: Token) -> S.String:
+        return S.String(str(token)[1:-1], _pos(token))
+
+    def name(self, token: Token) -> S.Name:
+        return S.Name(str(token), _pos(token))
+
+    def call(self, name: Token, args: list | None) -> S.Call:
+        positional = [a for a in args or [] if not isinstance(a, S.Keyword)]
+        keywords = [a for a in args or [] if isinstance(a, S.Keyword)]
+        return S.Call(str(name), positional, keywords, _pos(name))
+
+    def args(self, *items: object) -> list:
+        seen_keyword = False
+        for item in items:
+            if isinstance(item, S.Keyword):
+                seen_keyword = True
+            elif seen_keyword:
+                raise GradcalcSyntaxError(
+                    "a positional argument follows a keyword argument",
+                    "put positional arguments first, as in sum(x, axis=0)",
+                    item.pos,  # type: ignore[attr-defined]
+                )
+        return list(items)
+
+    def keyword(self, name: Token, _eq: Token, value: S.Expr) -> S.Keyword:
+        return S.Keyword(str(name), value, _pos(name))
+
+    def tensor(self, bracket: Token, items: list[S.Expr] | None) -> S.Tensor:
+        return S.Tensor(items or [], _pos(bracket))
+
+    def items(self, *items: S.Expr) -> list[S.Expr]:
+        return list(items)
+
+
+DEFAULT_MAX_DEPTH = 200
+
+
+@lru_cache(maxsize=4)
+def _parser(start: str, max_depth: int) -> Lark:
+    # cache=True stores the analysed grammar in the temp folder: start-up is a load, not an LALR build.
+    return Lark(
+        grammar_text(),
+        parser="lalr",
+        start=start,
+        lexer="basic",
+        postlex=_Brackets(max_depth),
+        transformer=_ToSyntax(),
+        maybe_placeholders=True,
+        cache=True,
+    )
+
+
+def parse(text: str, max_depth: int = DEFAULT_MAX_DEPTH) -> S.Module:
+    """Parse a whole program. Raises GradcalcSyntaxError with a place and a hint."""
+    return _parse(text, "start", max_depth)
+
+
+def parse_expression(text: str, max_depth: int = DEFAULT_MAX_DEPTH) -> S.Expr:
+    """Parse one expression (a --set value): a program `_ = TEXT`, so one grammar serves both."""
+    module = _parse(f"_ = {text}", "start", max_depth, column_shift=4)
+    if len(module.body) != 1 or not isinstance(module.body[0], S.Assign) or module.body[0].op != "=":
+        raise GradcalcSyntaxError("expected one expression", "write a number, a JSON array or an expression")
+    return module.body[0].value
+
+
+def _parse(text: str, start: str, max_depth: int, column_shift: int = 0) -> S.Module:
+    try:
+        return _parser(start, max_depth).parse(text)
+    except VisitError as exc:  # an error raised by a Transformer method
+        if isinstance(exc.orig_exc, GradcalcError):
+            raise _shift(exc.orig_exc, column_shift) from None
+        raise
+    except GradcalcError as exc:
+        raise _shift(exc, column_shift) from None
+    except UnexpectedInput as exc:
+        raise _shift(_explain(exc, text), column_shift) from None
+
+
+def _shift(error: GradcalcError, columns: int) -> GradcalcError:
+    if columns and error.pos is not None and error.pos.line == 1:
+        error.pos = Pos(error.pos.line, max(1, error.pos.column - columns), error.pos.width)
+    return error
+
+
+def _expected_words(expected: set[str]) -> str:
+    words = sorted({_TOKEN_WORDS.get(e, f"'{e.lower()}'" if e.isalpha() else e) for e in expected if not e.startswith("__")})
+    if len(words) > 6:
+        return ""
+    return ", ".join(words[:-1]) + (" or " if len(words) > 1 else "") + words[-1] if words else ""
+
+
+def _explain(exc: UnexpectedInput, text: str) -> GradcalcSyntaxError:
+    """Turn Lark's error into a message a student can act on."""
+    line = exc.line if exc.line and exc.line > 0 else max(1, text.count("\n") + 1)
+    column = exc.column if exc.column and exc.column > 0 else 1
+    if isinstance(exc, UnexpectedCharacters):
+        char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else "?"
+        hint = "remove it"
+        if char in "\"'":
+            hint = "close the quoted text on the same line"
+        elif char == "!":
+            hint = "use 'not' for negation and '!=' for 'not equal'"
+        elif char == "&" or char == "|":
+            hint = "use 'and' / 'or'"
+        return GradcalcSyntaxError(f"unexpected character {char!r}", hint, Pos(line, column, 1))
+    if isinstance(exc, UnexpectedEOF) or (isinstance(exc, UnexpectedToken) and exc.token.type == "$END"):
+        expected = getattr(exc, "expected", set())
+        words = _expected_words(set(expected))
+        lines = text.splitlines() or [""]
+        return GradcalcSyntaxError(
+            "the program ends in the middle of a statement",
+            f"expected {words}" if words else "finish the last statement",
+            Pos(len(lines), len(lines[-1]) + 1, 1),
+        )
+    assert isinstance(exc, UnexpectedToken)
+    token = exc.token
+    pos = _pos(token)
+    expected = set(exc.expected)
+    words = _expected_words(expected)
+    if token.type == "_NL":
+        return GradcalcSyntaxError(
+            "the line ends in the middle of an expression",
+            "finish it on this line, or wrap it in ( ) to go on over several lines",
+            Pos(pos.line, pos.column, 1),
+        )
+    before = text[: token.start_pos].rstrip(" \t") if token.start_pos is not None else ""
+    if token.type in ("NAME", "NUMBER", "LPAR") and before and (before[-1].isalnum() or before[-1] in "_)]."):
+        prev = before.split()[-1] if before.split() else before
+        return GradcalcSyntaxError(
+            f"missing operator before '{token}'",
+            f"write '{prev}*{token}' to multiply" if token.type != "LPAR" else "write '*' to multiply",
+            pos,
+        )
+    if token.type == "EQUALS":
+        if "COMP_OP" in expected or "MUL_OP" in expected:
+            return GradcalcSyntaxError("'=' inside an expression", "use '==' to compare; '=' only assigns", pos)
+    if token.type in ("EQUALS", "AUG_OP") and "EQUALS" not in expected:
+        return GradcalcSyntaxError(f"cannot assign with '{token}' here", "only a plain name can be assigned: `y = ...`", pos)
+    if token.type == "NAME" and str(token) in _KEYWORDS:
+        return GradcalcSyntaxError(f"'{token}' is a keyword and cannot be used here", words and f"expected {words}", pos)
+    if token.type == "ELSE":
+        return GradcalcSyntaxError("'else' without 'if'", "put it on the line of the if block's closing '}'", pos)
+    if "EQUALS" in expected and token.type != "NAME":
+        return GradcalcSyntaxError(
+            f"unexpected '{token}': a statement must assign a name",
+            "write it as `y = <expression>` (a statement is an assignment, a function or a block)",
+            pos,
+        )
+    return GradcalcSyntaxError(f"unexpected '{token}'", f"expected {words}" if words else "", pos)
+
+
+def raise_recursion_limit(max_depth: int) -> None:
+    """Evaluation recurses once per nesting level: make room for the configured depth."""
+    needed = 20 * max_depth + 2000
+    if sys.getrecursionlimit() < needed:
+        sys.setrecursionlimit(needed)

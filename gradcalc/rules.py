@@ -1,0 +1,214 @@
+"""The derivative table: one vector-Jacobian product per primitive input.
+
+Each rule is `rule(ns, g, ans, *inputs, *params)` and returns the gradient
+with respect to one input, given `g`, the gradient with respect to the output
+`ans`. Rules are written with `ns`'s functions and Python's operators only, so
+the same rule runs on raw arrays (`ops.numeric`: a first-order backward pass)
+or records graph nodes (`ops`: a differentiable backward pass, which gives
+Hessians and symbolic derivatives). The chain rule is written nowhere else.
+
+Elementwise primitives that broadcast return gradients of the output's shape;
+autodiff.backward sums them back to each input's shape (unbroadcasting).
+A `None` entry means the input gets no gradient (the condition of `where`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from . import backend as B
+from . import ops
+from .graph import Primitive
+
+Rule = Callable[..., Any]
+
+
+def _kept(shape: tuple[int, ...], axis: Any) -> tuple[int, ...]:
+    """The reduced shape with the reduced axes kept as 1s."""
+    if axis is None:
+        return (1,) * len(shape)
+    axes = {a % len(shape) for a in (axis if isinstance(axis, tuple) else (axis,))}
+    return tuple(1 if i in axes else n for i, n in enumerate(shape))
+
+
+def _expand(ns: Any, g: Any, x: Any, axis: Any, keepdims: bool) -> Any:
+    """A reduction's output gradient, broadcast back over the reduced axes."""
+    if not keepdims:
+        g = ns.reshape(g, _kept(x.shape, axis))
+    return ns.broadcast_to(g, x.shape)
+
+
+def _count(x: Any, axis: Any) -> int:
+    if axis is None:
+        return math.prod(x.shape)
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    return math.prod(x.shape[a] for a in axes)
+
+
+def _prod_vjp(ns: Any, g: Any, ans: Any, x: Any, axis: Any, keepdims: bool) -> Any:
+    # ans/x fails where x is 0: there the gradient is the product of the other entries,
+    # which is non-zero only when x holds the slice's only zero.
+    is_zero = ns.eq(x, 0)
+    safe = ns.where(is_zero, 1, x)
+    others = ns.prod(safe, axis, True)
+    zeros = ns.sum(is_zero, axis, True)
+    at_zero = ns.where(ns.eq(zeros, 1), others, 0)
+    elsewhere = ns.where(ns.eq(zeros, 0), _expand(ns, ans, x, axis, keepdims) / safe, 0)
+    return _expand(ns, g, x, axis, keepdims) * ns.where(is_zero, at_zero, elsewhere)
+
+
+def _extremum_vjp(ns: Any, g: Any, ans: Any, x: Any, axis: Any, keepdims: bool) -> Any:
+    # Ties share the gradient evenly, as PyTorch's max() and amax() do.
+    hit = ns.eq(x, _expand(ns, ans, x, axis, keepdims))
+    return _expand(ns, g, x, axis, keepdims) * hit / _expand(ns, ns.sum(hit, axis, True), x, axis, True)
+
+
+def _norm_vjp(ns: Any, g: Any, ans: Any, x: Any, axis: Any, keepdims: bool) -> Any:
+    # Zero at a zero vector (PyTorch's subgradient choice).
+    full = _expand(ns, ans, x, axis, keepdims)
+    return _expand(ns, g, x, axis, keepdims) * ns.where(ns.eq(full, 0), 0, x / ns.where(ns.eq(full, 0), 1, full))
+
+
+def _swap(ns: Any, x: Any) -> Any:
+    """Swap the last two axes."""
+    axes = list(range(x.ndim))
+    axes[-2], axes[-1] = axes[-1], axes[-2]
+    return ns.transpose(x, tuple(axes))
+
+
+def _reshaped(ns: Any, x: Any, shape: tuple[int, ...]) -> Any:
+    return x if x.shape == shape else ns.reshape(x, shape)
+
+
+def _summed_to(ns: Any, x: Any, shape: tuple[int, ...]) -> Any:
+    return x if x.shape == shape else ns.sum_to(x, shape)
+
+
+def _matmul_vjp(which: int) -> Rule:
+    def rule(ns: Any, g: Any, ans: Any, x: Any, y: Any) -> Any:
+        # Promote 1-D operands to matrices as NumPy's matmul does, then undo it.
+        x2 = _reshaped(ns, x, (1, x.shape[0])) if x.ndim == 1 else x
+        y2 = _reshaped(ns, y, (y.shape[0], 1)) if y.ndim == 1 else y
+        batch = tuple(B.broadcast_shapes(x2.shape[:-2], y2.shape[:-2]))
+        g2 = _reshaped(ns, g, batch + (x2.shape[-2], y2.shape[-1]))
+        if which == 0:
+            return _reshaped(ns, _summed_to(ns, g2 @ _swap(ns, y2), x2.shape), x.shape)
+        return _reshaped(ns, _summed_to(ns, _swap(ns, x2) @ g2, y2.shape), y.shape)
+
+    return rule
+
+
+def _trace_vjp(ns: Any, g: Any, ans: Any, x: Any) -> Any:
+    return ns.reshape(g, g.shape + (1, 1)) * ns.eye(x.shape[-2], x.shape[-1])
+
+
+def _index_vjp(ns: Any, g: Any, ans: Any, x: Any, key: tuple) -> Any:
+    return ns.scatter(g, key, x.shape)
+
+
+def _inverse_permutation(axes: tuple[int, ...] | None, ndim: int) -> tuple[int, ...] | None:
+    if axes is None:
+        return None
+    inverse = [0] * ndim
+    for i, a in enumerate(axes):
+        inverse[a] = i
+    return tuple(inverse)
+
+
+class EachInput:
+    """The rule of a primitive with any number of inputs: input i gets `rule(..., i)`."""
+
+    def __init__(self, rule: Callable[..., Any]) -> None:
+        self.rule = rule
+
+    def __getitem__(self, i: int) -> Rule:
+        return lambda ns, g, ans, *args: self.rule(ns, g, ans, i)
+
+
+_zero: Rule = lambda ns, g, ans, x: ns.zeros_like(g)  # noqa: E731
+_half = 0.5
+
+RULES: dict[Primitive, Any] = {
+    ops.ADD: (lambda ns, g, ans, x, y: g,
+              lambda ns, g, ans, x, y: g),
+    ops.SUB: (lambda ns, g, ans, x, y: g,
+              lambda ns, g, ans, x, y: -g),
+    ops.MUL: (lambda ns, g, ans, x, y: g * y,
+              lambda ns, g, ans, x, y: g * x),
+    ops.DIV: (lambda ns, g, ans, x, y: g / y,
+              lambda ns, g, ans, x, y: -g * ans / y),
+    ops.POW: (lambda ns, g, ans, x, y: g * y * x ** (y - 1),
+              # d/dy x^y = x^y log x; 0 where x = 0 (PyTorch's choice, avoiding 0 * -inf).
+              lambda ns, g, ans, x, y: ns.where(ns.eq(x, 0), 0, g * ans * ns.log(ns.where(ns.eq(x, 0), 1, x)))),
+    ops.MAXIMUM: (lambda ns, g, ans, x, y: g * (ns.gt(x, y) + _half * ns.eq(x, y)),
+                  lambda ns, g, ans, x, y: g * (ns.lt(x, y) + _half * ns.eq(x, y))),
+    ops.MINIMUM: (lambda ns, g, ans, x, y: g * (ns.lt(x, y) + _half * ns.eq(x, y)),
+                  lambda ns, g, ans, x, y: g * (ns.gt(x, y) + _half * ns.eq(x, y))),
+    ops.ATAN2: (lambda ns, g, ans, y, x: g * x / (x * x + y * y),
+                lambda ns, g, ans, y, x: -g * y / (x * x + y * y)),
+    ops.CLIP: (lambda ns, g, ans, x, lo, hi: g * ns.ge(x, lo) * ns.le(x, hi),
+               lambda ns, g, ans, x, lo, hi: g * ns.lt(x, lo) * ns.le(lo, hi),
+               lambda ns, g, ans, x, lo, hi: g * ns.logical_or(ns.gt(x, hi), ns.gt(lo, hi))),
+    ops.WHERE: (None,
+                lambda ns, g, ans, c, x, y: ns.where(c, g, 0),
+                lambda ns, g, ans, c, x, y: ns.where(c, 0, g)),
+    ops.NEG: (lambda ns, g, ans, x: -g,),
+    ops.EXP: (lambda ns, g, ans, x: g * ans,),
+    ops.LOG: (lambda ns, g, ans, x: g / x,),
+    ops.LOG2: (lambda ns, g, ans, x: g / (x * math.log(2)),),
+    ops.LOG10: (lambda ns, g, ans, x: g / (x * math.log(10)),),
+    ops.SQRT: (lambda ns, g, ans, x: g / (2 * ans),),
+    ops.SIN: (lambda ns, g, ans, x: g * ns.cos(x),),
+    ops.COS: (lambda ns, g, ans, x: -g * ns.sin(x),),
+    ops.TAN: (lambda ns, g, ans, x: g * (1 + ans * ans),),
+    ops.ASIN: (lambda ns, g, ans, x: g / ns.sqrt(1 - x * x),),
+    ops.ACOS: (lambda ns, g, ans, x: -g / ns.sqrt(1 - x * x),),
+    ops.ATAN: (lambda ns, g, ans, x: g / (1 + x * x),),
+    ops.SINH: (lambda ns, g, ans, x: g * ns.cosh(x),),
+    ops.COSH: (lambda ns, g, ans, x: g * ns.sinh(x),),
+    ops.TANH: (lambda ns, g, ans, x: g * (1 - ans * ans),),
+    ops.ABS: (lambda ns, g, ans, x: g * ns.sign(x),),
+    ops.SIGMOID: (lambda ns, g, ans, x: g * ans * (1 - ans),),
+    ops.RELU: (lambda ns, g, ans, x: g * ns.gt(x, 0),),
+    ops.SOFTPLUS: (lambda ns, g, ans, x: g * ns.sigmoid(x),),
+    ops.SIGN: (_zero,),
+    ops.FLOOR: (_zero,),
+    ops.CEIL: (_zero,),
+    ops.ROUND: (_zero,),
+    ops.SUM: (lambda ns, g, ans, x, axis, keepdims: _expand(ns, g, x, axis, keepdims),),
+    ops.MEAN: (lambda ns, g, ans, x, axis, keepdims: _expand(ns, g, x, axis, keepdims) / _count(x, axis),),
+    ops.PROD: (_prod_vjp,),
+    ops.MAX: (_extremum_vjp,),
+    ops.MIN: (_extremum_vjp,),
+    ops.NORM: (_norm_vjp,),
+    ops.LOGSUMEXP: (lambda ns, g, ans, x, axis, keepdims:
+                    _expand(ns, g, x, axis, keepdims) * ns.exp(x - _expand(ns, ans, x, axis, keepdims)),),
+    ops.SOFTMAX: (lambda ns, g, ans, x, axis: ans * (g - ns.sum(g * ans, axis, True)),),
+    ops.RESHAPE: (lambda ns, g, ans, x, shape: ns.reshape(g, x.shape),),
+    ops.TRANSPOSE: (lambda ns, g, ans, x, axes: ns.transpose(g, _inverse_permutation(axes, x.ndim)),),
+    ops.BROADCAST_TO: (lambda ns, g, ans, x, shape: ns.sum_to(g, x.shape),),
+    ops.SUM_TO: (lambda ns, g, ans, x, shape: ns.broadcast_to(g, x.shape),),
+    ops.INDEX: (_index_vjp,),
+    ops.SCATTER: (lambda ns, g, ans, x, key, shape: ns.index(g, key),),
+    ops.STACK: EachInput(lambda ns, g, ans, i: ns.index(g, (i,))),
+    ops.MATMUL: (_matmul_vjp(0), _matmul_vjp(1)),
+    ops.TRACE: (_trace_vjp,),
+    # d det(X) = det(X) tr(X^-1 dX); d X^-1 = -X^-1 dX X^-1.
+    ops.DET: (lambda ns, g, ans, x: ns.reshape(g * ans, g.shape + (1, 1)) * _swap(ns, ns.inv(x)),),
+    ops.INV: (lambda ns, g, ans, x: -(_swap(ns, ans) @ g @ _swap(ns, ans)),),
+}
+
+
+def install() -> None:
+    """Attach each rule to its primitive (and fail loudly if a primitive has none)."""
+    for prim in ops.PRIMITIVES.values():
+        if not prim.differentiable:
+            continue
+        if prim not in RULES:
+            raise RuntimeError(f"primitive {prim.name} has no derivative rule")
+        prim.vjps = RULES[prim]
+
+
+install()
