@@ -21,21 +21,28 @@ def _reachable(output: Node) -> list[Node]:
     """Nodes that require grad and lead to `output`, newest first."""
     seen = {output}
     stack = [output]
+    add, push, pop = seen.add, stack.append, stack.pop
     while stack:
-        node = stack.pop()
-        for parent in node.inputs:
+        for parent in pop().inputs:
             if parent.requires_grad and parent not in seen:
-                seen.add(parent)
-                stack.append(parent)
-    return sorted(seen, key=lambda n: n.seq, reverse=True)
+                add(parent)
+                push(parent)
+    return sorted(seen, key=_sequence, reverse=True)
+
+
+def _sequence(node: Node) -> int:
+    return node.seq
 
 
 def _on_paths(order: list[Node], targets: set[Node]) -> set[Node]:
     """The nodes of `order` from which some target is reachable (pruning, as tinygrad does)."""
-    relevant: set[Node] = set()
+    relevant = set(targets)
+    add = relevant.add
     for node in reversed(order):  # oldest first: inputs are decided before their users
-        if node in targets or any(parent in relevant for parent in node.inputs):
-            relevant.add(node)
+        for parent in node.inputs:
+            if parent in relevant:
+                add(node)
+                break
     return relevant
 
 
@@ -52,19 +59,25 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
     relevant = _on_paths(order, target_set)
     ns: Any = ops if create_graph else ops.numeric
     grads: dict[Node, Any] = {output: seed}
+    get, pop = grads.get, grads.pop
     previous, graph.recording = graph.recording, create_graph
     try:
         with B.errstate():
             for node in order:
-                if node not in relevant:
-                    continue
-                g = grads.get(node) if node in target_set else grads.pop(node, None)
                 op = node.op
-                if g is None or op is None:
+                if op is None or node not in relevant:
+                    continue
+                # Free each gradient once used, as PyTorch frees buffers; keep the targets'.
+                g = get(node) if node in target_set else pop(node, None)
+                if g is None:
                     continue
                 inputs = node.inputs
-                args = inputs if create_graph else [parent.value for parent in inputs]
-                ans = node if create_graph else node.value
+                if create_graph:
+                    args: Any = inputs
+                    ans = node
+                else:
+                    args = [parent.value for parent in inputs]
+                    ans = node.value
                 vjps = op.vjps
                 for i, parent in enumerate(inputs):
                     if not parent.requires_grad or parent not in relevant:
@@ -77,7 +90,7 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
                         raise
                     except Exception as exc:
                         raise operation_error(op, inputs, exc) from None
-                    total = grads.get(parent)
+                    total = get(parent)
                     grads[parent] = contribution if total is None else total + contribution
     finally:
         graph.recording = previous

@@ -70,6 +70,7 @@ class State:
 
     leaves: dict[str, Node] = field(default_factory=dict)
     last_assigned: str | None = None
+    assigned_at: dict[str, Pos] = field(default_factory=dict)  # where each name got its final value
     loops: dict[int, Loop] = field(default_factory=dict)
     call_depth: int = 0
 
@@ -87,12 +88,6 @@ class Function:
     params: list[str]
     body: list[Exec]
     pos: Pos
-
-
-def _is_constant_expr(expr: S.Expr, assigned: set[str]) -> bool:
-    """True when an expression reads no variable: its value defines a leaf."""
-    return not any(isinstance(node, S.Name) and (node.name in assigned or node.name not in CONSTANTS)
-                   for node in S.walk(expr))
 
 
 def _calls_random(expr: S.Expr) -> bool:
@@ -128,14 +123,16 @@ class Compiler:
         self.state = state
         self.inputs = inputs
         self.assigned = assigned_names(module.body)
-        self.leaf_names = {name for name, stmts in self.assigned.items()
-                           if any(s.op == "=" and _is_constant_expr(s.value, set(self.assigned)) for s in stmts)}
+        self.leaf_names: set[str] = set()  # names with a leaf statement, found while compiling
+        self.reads = 0  # variables read so far: an assignment that reads none defines a leaf
+        self.free_read: set[str] = set()  # inputs read that the program never assigns
         self.functions: dict[str, Function] = {}
         self.function_defs = {stmt.name: stmt for stmt in module.body if isinstance(stmt, S.FuncDef)}
         self.local: set[str] | None = None  # a function's parameters and locals while compiling its body
         self.in_loop = 0
         self.depth = 0
         self.globals_frame: Frame = {}  # the run's top-level variables, which function bodies read
+        self.numbers: dict[float, Eval] = {}
 
     # --- statements ---------------------------------------------------------------------------
 
@@ -150,7 +147,22 @@ class Compiler:
             self.functions[stmt.name] = Function(stmt.name, stmt.params, [], stmt.pos)
         for stmt in self.function_defs.values():
             self.function(stmt)
-        return self.block([stmt for stmt in module.body if not isinstance(stmt, S.FuncDef)])
+        program = self.block([stmt for stmt in module.body if not isinstance(stmt, S.FuncDef)])
+        self.check_inputs()
+        return program
+
+    def check_inputs(self) -> None:
+        """--set names must be leaves or free variables of the program."""
+        for name in self.inputs:
+            if name in self.free_read or name in self.leaf_names:
+                continue
+            if name in self.assigned:
+                first = self.assigned[name][0] if self.assigned[name] else None
+                where = f" (line {first.pos.line})" if first else ""
+                raise UsageError(f"cannot set '{name}': it is computed from other variables{where}, not a leaf",
+                                 "set the leaves it is computed from instead: " + ", ".join(sorted(self.leaf_names)))
+            hint = did_you_mean(name, list(self.assigned) + list(self.free_read))
+            raise UsageError(f"the program has no variable '{name}'", hint or "check the name")
 
     def block(self, body: list[S.Stmt]) -> list[Exec]:
         return [self.statement(stmt) for stmt in body]
@@ -200,9 +212,13 @@ class Compiler:
 
             return assign_local
         state = self.state
-        if stmt.op == "=" and name in self.leaf_names and _is_constant_expr(stmt.value, set(self.assigned)):
-            return self._leaf_statement(name, stmt)
+        reads_before = self.reads
         value = self.expr(value_expr)
+        if stmt.op == "=" and self.reads == reads_before:
+            self.leaf_names.add(name)
+            return self._leaf_statement(name, stmt, value)
+        pos = stmt.pos
+        assigned_at = state.assigned_at
 
         def assign(frame: Frame) -> None:
             node = value(frame)
@@ -210,14 +226,16 @@ class Compiler:
                 node.name = name
             frame[name] = node
             state.last_assigned = name
+            assigned_at[name] = pos
 
         return assign
 
-    def _leaf_statement(self, name: str, stmt: S.Assign) -> Exec:
+    def _leaf_statement(self, name: str, stmt: S.Assign, compiled: Eval) -> Exec:
         state = self.state
         given = name in self.inputs
+        pos = stmt.pos
         # A --set leaf keeps the random stream aligned: its own draws are still made.
-        value = self.expr(stmt.value) if not given or _calls_random(stmt.value) else None
+        value = compiled if not given or _calls_random(stmt.value) else None
 
         def define_leaf(frame: Frame) -> None:
             computed = value(frame) if value is not None else None
@@ -225,6 +243,7 @@ class Compiler:
             state.leaves[name] = node
             frame[name] = node
             state.last_assigned = name
+            state.assigned_at[name] = pos
 
         return define_leaf
 
@@ -344,14 +363,16 @@ class Compiler:
         if self.depth > self.limits.max_depth:
             raise LimitExceeded(f"expression nested more than {self.limits.max_depth} deep",
                                 "split it into several statements, or raise the limit with --max-depth", expr.pos)
-        try:
-            return getattr(self, f"expr_{type(expr).__name__.lower()}")(expr)
-        finally:
-            self.depth -= 1
+        compiled = self._EXPRESSIONS[type(expr)](self, expr)
+        self.depth -= 1
+        return compiled
 
     def expr_number(self, expr: S.Number) -> Eval:
-        node = constant(expr.value)
-        return lambda frame: node
+        evaluate = self.numbers.get(expr.value)
+        if evaluate is None:  # one constant node per distinct number: compiling is a dict lookup
+            node = constant(expr.value)
+            evaluate = self.numbers[expr.value] = lambda frame: node
+        return evaluate
 
     def expr_string(self, expr: S.String) -> Eval:
         raise GradcalcSyntaxError("quoted text is only allowed as a file name in load(\"...\")",
@@ -369,6 +390,9 @@ class Compiler:
                                        pos) from None
             return read_local
         if name in self.assigned or name in self.inputs:
+            self.reads += 1
+            if name not in self.assigned:
+                self.free_read.add(name)
             first = self.assigned.get(name)
             where = f" (it is first assigned at line {first[0].pos.line})" if first else ""
             state_frame = self.globals_frame
@@ -593,31 +617,33 @@ class Compiler:
     def _bind(self, builtin: Builtin, expr: S.Call) -> list[Eval | None]:
         """Match positional and keyword arguments to the builtin's parameters."""
         params = builtin.params
-        usage = f"usage: {builtin.signature()}"
+        def usage() -> str:
+            return f"usage: {builtin.signature()}"
+
         if builtin.variadic:
             fixed = [p for p in params if not p.startswith("*")]
             if expr.keywords:
-                raise ArgumentError(f"{builtin.name} takes no keyword arguments", usage, expr.keywords[0].pos)
+                raise ArgumentError(f"{builtin.name} takes no keyword arguments", usage(), expr.keywords[0].pos)
             if len(expr.args) < builtin.required:
                 raise ArgumentError(f"{builtin.name} needs at least {builtin.required} argument"
-                                    f"{'s' if builtin.required != 1 else ''}", usage, expr.pos)
+                                    f"{'s' if builtin.required != 1 else ''}", usage(), expr.pos)
             del fixed
             return [self.expr(arg) for arg in expr.args]
         if len(expr.args) > len(params):
             raise ArgumentError(f"{builtin.name} takes at most {len(params)} argument{'s' if len(params) > 1 else ''}, "
-                                f"got {len(expr.args)}", usage + _max_hint(builtin), expr.pos)
+                                f"got {len(expr.args)}", usage() + _max_hint(builtin), expr.pos)
         slots: list[S.Expr | None] = list(expr.args) + [None] * (len(params) - len(expr.args))
         for keyword in expr.keywords:
             if keyword.name not in params:
                 hint = did_you_mean(keyword.name, params)
-                raise ArgumentError(f"{builtin.name} has no parameter '{keyword.name}'", hint or usage, keyword.pos)
+                raise ArgumentError(f"{builtin.name} has no parameter '{keyword.name}'", hint or usage(), keyword.pos)
             i = params.index(keyword.name)
             if slots[i] is not None:
-                raise ArgumentError(f"{builtin.name} got '{keyword.name}' twice", usage, keyword.pos)
+                raise ArgumentError(f"{builtin.name} got '{keyword.name}' twice", usage(), keyword.pos)
             slots[i] = keyword.value
         missing = [p for p, slot in zip(params[: builtin.required], slots) if slot is None]
         if missing:
-            raise ArgumentError(f"{builtin.name} is missing its argument '{missing[0]}'", usage, expr.pos)
+            raise ArgumentError(f"{builtin.name} is missing its argument '{missing[0]}'", usage(), expr.pos)
         while slots and slots[-1] is None:
             slots.pop()
         return [self.expr(slot) if slot is not None else None for slot in slots]
@@ -668,6 +694,13 @@ class Compiler:
                                "make every path through it end in `return ...`", function.pos)
 
         return call
+
+
+Compiler._EXPRESSIONS = {  # type: ignore[attr-defined]
+    kind: getattr(Compiler, f"expr_{kind.__name__.lower()}")
+    for kind in (S.Number, S.String, S.Name, S.Tensor, S.Unary, S.Binary, S.Compare, S.BoolOp, S.Not, S.Call,
+                 S.Slice, S.Index, S.Attribute)
+}
 
 
 def _max_hint(builtin: Builtin) -> str:
@@ -734,47 +767,6 @@ def execute(module: S.Module, inputs: Mapping[str, Any], context: Context, limit
         for run in program:
             run(frame)
     return Executed(frame, state)
-
-
-def check_inputs(module: S.Module, names: list[str]) -> None:
-    """--set names must be leaves or free variables of the program."""
-    assigned = assigned_names(module.body)
-    free = {n.name for stmt in _all_statements(module.body) for expr in _expressions(stmt) for n in S.walk(expr)
-            if isinstance(n, S.Name) and n.name not in assigned}
-    constant_names = set(assigned)
-    for name in names:
-        if name in free:
-            continue
-        if name in assigned:
-            stmts = assigned[name]
-            if not any(s.op == "=" and _is_constant_expr(s.value, constant_names) for s in stmts):
-                first = stmts[0] if stmts else None
-                where = f" (line {first.pos.line})" if first else ""
-                raise UsageError(f"cannot set '{name}': it is computed from other variables{where}, not a leaf",
-                                 "set the leaves it is computed from instead: "
-                                 + ", ".join(sorted(n for n, s in assigned.items()
-                                                    if any(x.op == "=" and _is_constant_expr(x.value, constant_names)
-                                                           for x in s))))
-            continue
-        hint = did_you_mean(name, list(assigned) + list(free))
-        raise UsageError(f"the program has no variable '{name}'", hint or "check the name")
-
-
-def _all_statements(body: list[S.Stmt]) -> list[S.Stmt]:
-    found: list[S.Stmt] = []
-    stack = list(body)
-    while stack:
-        stmt = stack.pop()
-        found.append(stmt)
-        for attr in ("body", "orelse"):
-            stack.extend(getattr(stmt, attr, []))
-    return found
-
-
-def _expressions(stmt: S.Stmt) -> list[S.Expr]:
-    if isinstance(stmt, S.FuncDef):
-        return []
-    return [getattr(stmt, attr) for attr in ("value", "cond", "iterable") if hasattr(stmt, attr)]
 
 
 def make_context(folder: str, seed: int, allow_read: tuple[str, ...]) -> Context:

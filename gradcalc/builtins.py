@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import backend as B
@@ -31,10 +31,10 @@ class Builtin:
     required: int  # how many leading parameters must be given
     summary: str
     needs_context: bool = False
+    variadic: bool = field(init=False)
 
-    @property
-    def variadic(self) -> bool:
-        return any(p.startswith("*") for p in self.params)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "variadic", any(p.startswith("*") for p in self.params))
 
     def signature(self) -> str:
         shown = [p if i < self.required or p.startswith("*") else f"{p}=…" for i, p in enumerate(self.params)]

@@ -34,11 +34,6 @@ def _define(name: str, forward: Callable[..., Any], n_inputs: int | None = 1, gr
     return prim
 
 
-def _xp(function: str) -> Callable[..., Any]:
-    """An elementwise function of the array library in use, looked up at call time."""
-    return lambda *args: getattr(B.xp, function)(*args)
-
-
 def _is_literal(node: Node) -> bool:
     return node.op is None and not node.requires_grad and node.value.shape == ()
 
@@ -52,9 +47,9 @@ DIV = _define("div", operator.truediv, 2, lambda n: "MulBackward0" if _is_litera
               broadcasts=True)
 POW = _define("pow", operator.pow, 2, lambda n: "PowBackward2" if _is_literal(n.inputs[0]) else (
     "PowBackward0" if _is_literal(n.inputs[1]) else "PowBackward1"), broadcasts=True)
-MAXIMUM = _define("maximum", _xp("maximum"), 2, broadcasts=True)
-MINIMUM = _define("minimum", _xp("minimum"), 2, broadcasts=True)
-ATAN2 = _define("atan2", _xp("arctan2"), 2, broadcasts=True)
+MAXIMUM = _define("maximum", lambda x, y: B.xp.maximum(x, y), 2, broadcasts=True)
+MINIMUM = _define("minimum", lambda x, y: B.xp.minimum(x, y), 2, broadcasts=True)
+ATAN2 = _define("atan2", lambda x, y: B.xp.arctan2(x, y), 2, broadcasts=True)
 CLIP = _define("clip", lambda x, lo, hi: B.xp.minimum(B.xp.maximum(x, lo), hi), 3,
                lambda n: "ClampBackward1" if _is_literal(n.inputs[1]) and _is_literal(n.inputs[2]) else "ClampBackward0",
                broadcasts=True)
@@ -62,30 +57,30 @@ WHERE = _define("where", lambda c, x, y: B.xp.where(c != 0, x, y), 3, "WhereBack
 NEG = _define("neg", operator.neg, 1, "NegBackward0")
 
 # Elementwise functions of one argument.
-EXP = _define("exp", _xp("exp"))
-LOG = _define("log", _xp("log"))
-LOG2 = _define("log2", _xp("log2"))
-LOG10 = _define("log10", _xp("log10"))
-SQRT = _define("sqrt", _xp("sqrt"))
-SIN = _define("sin", _xp("sin"))
-COS = _define("cos", _xp("cos"))
-TAN = _define("tan", _xp("tan"))
-ASIN = _define("asin", _xp("arcsin"))
-ACOS = _define("acos", _xp("arccos"))
-ATAN = _define("atan", _xp("arctan"))
-SINH = _define("sinh", _xp("sinh"))
-COSH = _define("cosh", _xp("cosh"))
-TANH = _define("tanh", _xp("tanh"))
-ABS = _define("abs", _xp("abs"))
+EXP = _define("exp", lambda x: B.xp.exp(x))
+LOG = _define("log", lambda x: B.xp.log(x))
+LOG2 = _define("log2", lambda x: B.xp.log2(x))
+LOG10 = _define("log10", lambda x: B.xp.log10(x))
+SQRT = _define("sqrt", lambda x: B.xp.sqrt(x))
+SIN = _define("sin", lambda x: B.xp.sin(x))
+COS = _define("cos", lambda x: B.xp.cos(x))
+TAN = _define("tan", lambda x: B.xp.tan(x))
+ASIN = _define("asin", lambda x: B.xp.arcsin(x))
+ACOS = _define("acos", lambda x: B.xp.arccos(x))
+ATAN = _define("atan", lambda x: B.xp.arctan(x))
+SINH = _define("sinh", lambda x: B.xp.sinh(x))
+COSH = _define("cosh", lambda x: B.xp.cosh(x))
+TANH = _define("tanh", lambda x: B.xp.tanh(x))
+ABS = _define("abs", lambda x: B.xp.abs(x))
 # 1/(1+exp(-x)) saturates cleanly to 0 and 1 in floating point; a primitive for speed and naming.
 SIGMOID = _define("sigmoid", lambda x: 1.0 / (1.0 + B.xp.exp(-x)))
 RELU = _define("relu", lambda x: B.xp.maximum(x, 0))
 SOFTPLUS = _define("softplus", lambda x: B.xp.logaddexp(0, x))  # log(1 + e^x) without overflow
 # Piecewise constant: gradient zero wherever it exists, as in PyTorch.
-SIGN = _define("sign", _xp("sign"))
-FLOOR = _define("floor", _xp("floor"))
-CEIL = _define("ceil", _xp("ceil"))
-ROUND = _define("round", _xp("round"))
+SIGN = _define("sign", lambda x: B.xp.sign(x))
+FLOOR = _define("floor", lambda x: B.xp.floor(x))
+CEIL = _define("ceil", lambda x: B.xp.ceil(x))
+ROUND = _define("round", lambda x: B.xp.round(x))
 
 
 def _as_float(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -218,6 +213,19 @@ def broadcast_shape(prim: Primitive, *shapes: tuple[int, ...]) -> tuple[int, ...
     return shape
 
 
+def _unary(prim: Primitive) -> Callable[[Any], Node]:
+    """A fast recorder for elementwise functions of one argument (they cannot fail on shapes)."""
+    forward = prim.forward
+
+    def record(x: Any) -> Node:
+        x = x if x.__class__ is Node else constant(x)
+        return Node(forward(x.value), prim, (x,), (), graph.recording and x.requires_grad)
+
+    record.__name__ = prim.name
+    record.__doc__ = f"Record {prim.name} (elementwise)."
+    return record
+
+
 def _recorder(prim: Primitive) -> Callable[..., Node]:
     n = prim.n_inputs
 
@@ -236,9 +244,10 @@ maximum, minimum, atan2 = (_binary(p) for p in (MAXIMUM, MINIMUM, ATAN2))
 lt, le, gt, ge, eq, ne = (_binary(p) for p in (LT, LE, GT, GE, EQ, NE))
 logical_and, logical_or = _binary(AND), _binary(OR)
 (neg, exp, log, log2, log10, sqrt, sin, cos, tan, asin, acos, atan, sinh, cosh, tanh, abs_, sigmoid, relu,
- softplus, sign, floor, ceil, round_, logical_not) = (_recorder(p) for p in (
+ softplus, sign, floor, ceil, round_) = (_unary(p) for p in (
     NEG, EXP, LOG, LOG2, LOG10, SQRT, SIN, COS, TAN, ASIN, ACOS, ATAN, SINH, COSH, TANH, ABS, SIGMOID, RELU,
-    SOFTPLUS, SIGN, FLOOR, CEIL, ROUND, NOT))
+    SOFTPLUS, SIGN, FLOOR, CEIL, ROUND))
+logical_not = _recorder(NOT)
 (reshape, transpose, broadcast_to, sum_to, index, scatter, stack, trace, det, inv, softmax) = (_recorder(p) for p in (
     RESHAPE, TRANSPOSE, BROADCAST_TO, SUM_TO, INDEX, SCATTER, STACK, TRACE, DET, INV, SOFTMAX))
 _sum, _mean, _prod, _max, _min, _normr, _lse = (_recorder(p) for p in (SUM, MEAN, PROD, MAX, MIN, NORM, LOGSUMEXP))

@@ -48,7 +48,8 @@ def values_view(run: Run, full: bool = False) -> RenderableType:
 def grad_view(run: Run, result: Gradients, full: bool = False) -> RenderableType:
     """`grad`: the output's value, then each variable's value and gradient."""
     of = result.of
-    heading = Text.assemble((of, "bold"), " = ", B.format_value(result.value, full))
+    indent = "\n" + " " * (len(of) + 3)  # continuation lines of a tensor line up after "L = "
+    heading = Text.assemble((of, "bold"), " = ", B.format_value(result.value, full).replace("\n", indent))
     if result.value.shape:
         heading.append(f"   (shape {shape_text(result.value.shape)})", style="dim")
     column = f"vᵀ·∂{of}/∂·" if result.vector is not None else f"∂{of}/∂·"
