@@ -16,7 +16,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from . import autodiff
 from . import backend as B
 from .builder import Executed, Limits, execute, make_context
@@ -111,7 +110,7 @@ def _constant_expression(name: str, text: str, seed: int) -> Any:
     source = Source(text, f"--set {name}")
     try:
         expr = parse_expression(text)
-        from .builder import Compiler, State  # noqa: PLC0415  (only --set expressions need a compiler)
+        from .builder import Compiler, State
         from .builtins import CONSTANTS
         from .syntax import Assign, Module, walk
         from .syntax import Name as SyntaxName
@@ -204,11 +203,11 @@ class Run:
             raise exc.at(self.state.assigned_at.get(of)).within(self.program.source) from None
         grads: dict[str, Any] = {}
         no_path: set[str] = set()
-        for name, target, g in zip(names, targets, found):
-            if g is None:
+        for name, target, gradient in zip(names, targets, found):
+            if gradient is None:
                 no_path.add(name)
-                g = autodiff.zeros_like(target)
-            grads[name] = g if create_graph else B.to_host(g)
+                gradient = autodiff.zeros_like(target)  # noqa: PLW2901  (no path: zero of the right shape)
+            grads[name] = gradient if create_graph else B.to_host(gradient)
         return Gradients(of, B.to_host(output.value), grads, no_path, vector)
 
 

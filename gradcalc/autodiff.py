@@ -82,8 +82,11 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
                 for i, parent in enumerate(inputs):
                     if not parent.requires_grad or parent not in relevant:
                         continue
+                    rule = vjps[i]
+                    if rule is None:  # an input with no gradient: where's condition
+                        continue
                     try:
-                        contribution = vjps[i](ns, g, ans, *args, *node.params)
+                        contribution = rule(ns, g, ans, *args, *node.params)
                         if op.broadcasts and contribution.shape != parent.value.shape:
                             contribution = ns.sum_to(contribution, parent.value.shape)
                     except GradcalcError:

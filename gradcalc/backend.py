@@ -43,7 +43,7 @@ def use(device_name: str = "cpu", dtype_name: str = "float64", elements: int = D
 
 def _cupy() -> Any:
     try:
-        import cupy  # noqa: PLC0415  (optional: only --device gpu needs it)
+        import cupy
     except ImportError:
         raise UsageError(
             "--device gpu needs CuPy, which is not installed",
@@ -179,7 +179,7 @@ def to_json(value: Any) -> Any:
 
 def format_number(number: float) -> str:
     """Six significant digits, no trailing zeros: 15, -1, 2.5, 0.0512, 1.5e-07."""
-    if number != number:
+    if math.isnan(number):
         return "nan"
     if number in (float("inf"), float("-inf")):
         return "inf" if number > 0 else "-inf"

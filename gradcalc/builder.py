@@ -9,6 +9,7 @@ only the executed path is recorded.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -138,9 +139,13 @@ class Compiler:
 
     def module(self, module: S.Module) -> list[Exec]:
         for stmt in self.function_defs.values():
-            if stmt.name in BUILTINS:
-                raise NameNotFound(f"'{stmt.name}' is a builtin function and cannot be redefined",
-                                   f"give your function another name, such as '{stmt.name}2'", stmt.pos)
+            if stmt.name in BUILTINS and not stmt.override:
+                raise NameNotFound(f"'{stmt.name}' is a builtin function",
+                                   f"to replace it on purpose write `override {stmt.name}(...) = ...`; "
+                                   f"or give yours another name, such as '{stmt.name}2'", stmt.pos)
+            if stmt.override and stmt.name not in BUILTINS:
+                raise NameNotFound(f"'override' needs a builtin to replace, and '{stmt.name}' is none",
+                                   f"remove 'override': define {stmt.name}(...) = ... as it is", stmt.pos)
             if stmt.name in self.assigned:
                 raise NameNotFound(f"'{stmt.name}' is both a function and a variable",
                                    "give them different names", stmt.pos)
@@ -350,7 +355,7 @@ class Compiler:
                     pos,
                 )
             number = float(host)
-            if number != number:
+            if math.isnan(number):
                 raise ValueProblem(f"the {keyword} condition is NaN", "check the values it compares", pos)
             return number != 0
 

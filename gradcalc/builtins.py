@@ -63,7 +63,8 @@ def as_axis(value: Node | None, x: Node) -> int | tuple[int, ...] | None:
     for a in axes:
         if not -max(x.ndim, 1) <= a < max(x.ndim, 1) or x.ndim == 0:
             raise ValueProblem(f"axis {a} is out of range for a tensor of shape {x.shape}",
-                               f"use an axis from 0 to {x.ndim - 1}" if x.ndim else "a scalar has no axes: leave axis out")
+                               f"use an axis from 0 to {x.ndim - 1}" if x.ndim
+                               else "a scalar has no axes: leave axis out")
     normalized = tuple(a % x.ndim for a in axes)
     if len(set(normalized)) != len(normalized):
         raise ValueProblem(f"axis {axes} repeats an axis", "name each axis once")
@@ -231,7 +232,8 @@ def _load(context: Context, path: str, member: str | None = None) -> Node:
             f"move the file next to the program, or allow its folder with --allow-read {os.path.dirname(full)}",
         )
     if not os.path.isfile(full):
-        raise FileProblem(f"load('{path}'): no such file ({full})", "check the file name; paths are relative to the program")
+        raise FileProblem(f"load('{path}'): no such file ({full})",
+                          "check the file name; paths are relative to the program")
     try:
         data = B.load_file(full, member)
     except GradcalcError:
@@ -252,7 +254,8 @@ _ELEMENTWISE = {
 def _table() -> dict[str, Builtin]:
     table: dict[str, Builtin] = {}
 
-    def add(name: str, fn: Callable[..., Node], params: str, required: int, summary: str, context: bool = False) -> None:
+    def add(name: str, fn: Callable[..., Node], params: str, required: int, summary: str,
+            context: bool = False) -> None:
         table[name] = Builtin(name, fn, tuple(p for p in params.split() if p), required, summary, context)
 
     for name, fn in _ELEMENTWISE.items():

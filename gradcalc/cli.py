@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import io
 import sys
 import typing
 from collections.abc import Callable
@@ -207,7 +208,13 @@ def _show(common: Common, doc: Callable[[], dict[str, Any]], view: Callable[[], 
         return
     from rich.console import Console
 
-    Console(soft_wrap=False, width=None if sys.stdout.isatty() else 160).print(view())
+    if sys.stdout.isatty():
+        Console(soft_wrap=False).print(view())
+        return
+    # Piped: a fixed width and no padding at line ends, so output diffs cleanly.
+    console = Console(soft_wrap=False, width=160, record=True, file=io.StringIO())
+    console.print(view())
+    sys.stdout.write("\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n")
 
 
 @command(

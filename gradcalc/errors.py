@@ -99,5 +99,6 @@ def did_you_mean(name: str, candidates: object) -> str:
     """A 'did you mean' suffix for a misspelt name, or an empty string."""
     import difflib
 
-    close = difflib.get_close_matches(name, sorted(set(map(str, candidates))), n=1, cutoff=0.6)
+    cutoff = 0.5 if len(name) <= 3 else 0.6  # w5 is close to w4
+    close = difflib.get_close_matches(name, sorted(set(map(str, candidates))), n=1, cutoff=cutoff)
     return f"did you mean '{close[0]}'?" if close else ""

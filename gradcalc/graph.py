@@ -23,7 +23,7 @@ recording = True
 class Primitive:
     """A named operation: how to evaluate it, and (from rules.py) one VJP per input."""
 
-    __slots__ = ("name", "forward", "n_inputs", "grad_fn", "vjps", "broadcasts", "differentiable")
+    __slots__ = ("broadcasts", "differentiable", "forward", "grad_fn", "n_inputs", "name", "vjps")
 
     def __init__(
         self,
@@ -49,7 +49,7 @@ class Primitive:
 class Node:
     """A value in the computation graph."""
 
-    __slots__ = ("value", "op", "inputs", "params", "requires_grad", "seq", "name", "__weakref__")
+    __slots__ = ("__weakref__", "inputs", "name", "op", "params", "requires_grad", "seq", "value")
     __array_ufunc__ = None  # NumPy defers to Node's operators instead of making object arrays
 
     def __init__(
@@ -125,9 +125,11 @@ def operation_error(prim: Primitive, inputs: Sequence[Node], exc: Exception) -> 
     shapes = " and ".join(str(tuple(node.value.shape)) for node in inputs)
     text = str(exc).split("\n")[0]
     if "singular" in text.lower():
-        return ValueProblem(f"{prim.name}: the matrix is singular", "a singular matrix has no inverse; check its values")
+        return ValueProblem(f"{prim.name}: the matrix is singular",
+                            "a singular matrix has no inverse; check its values")
     if isinstance(exc, IndexError):
-        return ValueProblem(f"index out of range for shape {shapes}: {text}", "indices run from 0 to size-1 (or -size to -1)")
+        return ValueProblem(f"index out of range for shape {shapes}: {text}",
+                            "indices run from 0 to size-1 (or -size to -1)")
     if isinstance(exc, MemoryError):
         return ValueProblem(f"{prim.name}: out of memory", "make the tensors smaller")
     return ShapeError(f"{prim.name} cannot combine shapes {shapes}", text)

@@ -51,7 +51,8 @@ MAXIMUM = _define("maximum", lambda x, y: B.xp.maximum(x, y), 2, broadcasts=True
 MINIMUM = _define("minimum", lambda x, y: B.xp.minimum(x, y), 2, broadcasts=True)
 ATAN2 = _define("atan2", lambda x, y: B.xp.arctan2(x, y), 2, broadcasts=True)
 CLIP = _define("clip", lambda x, lo, hi: B.xp.minimum(B.xp.maximum(x, lo), hi), 3,
-               lambda n: "ClampBackward1" if _is_literal(n.inputs[1]) and _is_literal(n.inputs[2]) else "ClampBackward0",
+               lambda n: "ClampBackward1" if _is_literal(n.inputs[1]) and _is_literal(n.inputs[2])
+               else "ClampBackward0",
                broadcasts=True)
 WHERE = _define("where", lambda c, x, y: B.xp.where(c != 0, x, y), 3, "WhereBackward0", broadcasts=True)
 NEG = _define("neg", operator.neg, 1, "NegBackward0")
@@ -199,6 +200,9 @@ def _binary(prim: Primitive) -> Callable[[Any, Any], Node]:
     return record
 
 
+_SYMBOLS = {"add": "'+'", "sub": "'-'", "mul": "'*'", "div": "'/'", "pow": "'^'"}
+
+
 def broadcast_shape(prim: Primitive, *shapes: tuple[int, ...]) -> tuple[int, ...]:
     """The broadcast shape, or a ShapeError naming both shapes; checks the size limit."""
     try:
@@ -206,7 +210,7 @@ def broadcast_shape(prim: Primitive, *shapes: tuple[int, ...]) -> tuple[int, ...
     except ValueError:
         listed = " and ".join(str(s) for s in shapes)
         raise ShapeError(
-            f"{prim.name}: shapes {listed} do not broadcast",
+            f"shapes {listed} do not broadcast in {_SYMBOLS.get(prim.name, prim.name)}",
             "each dimension, counted from the right, must be equal or 1 (NumPy broadcasting)",
         ) from None
     B.check_size(shape, f"the result of {prim.name}")

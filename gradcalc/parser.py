@@ -22,7 +22,7 @@ from .errors import GradcalcError, GradcalcSyntaxError, Pos
 _OPEN = {"LPAR": "(", "LSQB": "[", "LBRACE": "{"}
 _CLOSE = {"RPAR": "(", "RSQB": "[", "RBRACE": "{"}
 _PAIR = {"(": ")", "[": "]", "{": "}"}
-_KEYWORDS = {"while", "if", "else", "for", "in", "no_grad", "return", "or", "and", "not"}
+_KEYWORDS = {"while", "if", "else", "for", "in", "no_grad", "return", "or", "and", "not", "override"}
 _TOKEN_WORDS = {
     "NAME": "a name",
     "NUMBER": "a number",
@@ -138,15 +138,18 @@ class _ToSyntax(Transformer):
         seen: set[str] = set()
         for name in names:
             if str(name) in seen:
-                raise GradcalcSyntaxError(f"parameter '{name}' appears twice", "give each parameter its own name", _pos(name))
+                raise GradcalcSyntaxError(f"parameter '{name}' appears twice", "give each parameter its own name",
+                                          _pos(name))
             seen.add(str(name))
         return [str(n) for n in names]
 
-    def funcdef(self, name: Token, params: list[str] | None, _eq: Token, body: S.Expr) -> S.FuncDef:
-        return S.FuncDef(str(name), params or [], [S.Return(body, body.pos)], _pos(name))
+    def funcdef(self, override: Token | None, name: Token, params: list[str] | None, _eq: Token,
+                body: S.Expr) -> S.FuncDef:
+        return S.FuncDef(str(name), params or [], [S.Return(body, body.pos)], _pos(name), override is not None)
 
-    def funcblock(self, name: Token, params: list[str] | None, body: list[S.Stmt]) -> S.FuncDef:
-        return S.FuncDef(str(name), params or [], body, _pos(name))
+    def funcblock(self, override: Token | None, name: Token, params: list[str] | None,
+                  body: list[S.Stmt]) -> S.FuncDef:
+        return S.FuncDef(str(name), params or [], body, _pos(name), override is not None)
 
     def while_stmt(self, keyword: Token, cond: S.Expr, body: list[S.Stmt]) -> S.While:
         return S.While(cond, body, _pos(keyword))
@@ -284,7 +287,8 @@ def _shift(error: GradcalcError, columns: int) -> GradcalcError:
 
 
 def _expected_words(expected: set[str]) -> str:
-    words = sorted({_TOKEN_WORDS.get(e, f"'{e.lower()}'" if e.isalpha() else e) for e in expected if not e.startswith("__")})
+    words = sorted({_TOKEN_WORDS.get(e, f"'{e.lower()}'" if e.isalpha() else e)
+                    for e in expected if not e.startswith("__")})
     if len(words) > 6:
         return ""
     return ", ".join(words[:-1]) + (" or " if len(words) > 1 else "") + words[-1] if words else ""
@@ -301,7 +305,7 @@ def _explain(exc: UnexpectedInput, text: str) -> GradcalcSyntaxError:
             hint = "close the quoted text on the same line"
         elif char == "!":
             hint = "use 'not' for negation and '!=' for 'not equal'"
-        elif char == "&" or char == "|":
+        elif char in {"&", "|"}:
             hint = "use 'and' / 'or'"
         return GradcalcSyntaxError(f"unexpected character {char!r}", hint, Pos(line, column, 1))
     if isinstance(exc, UnexpectedEOF) or (isinstance(exc, UnexpectedToken) and exc.token.type == "$END"):
@@ -336,9 +340,11 @@ def _explain(exc: UnexpectedInput, text: str) -> GradcalcSyntaxError:
         if "COMP_OP" in expected or "MUL_OP" in expected:
             return GradcalcSyntaxError("'=' inside an expression", "use '==' to compare; '=' only assigns", pos)
     if token.type in ("EQUALS", "AUG_OP") and "EQUALS" not in expected:
-        return GradcalcSyntaxError(f"cannot assign with '{token}' here", "only a plain name can be assigned: `y = ...`", pos)
+        return GradcalcSyntaxError(f"cannot assign with '{token}' here",
+                                   "only a plain name can be assigned: `y = ...`", pos)
     if token.type == "NAME" and str(token) in _KEYWORDS:
-        return GradcalcSyntaxError(f"'{token}' is a keyword and cannot be used here", words and f"expected {words}", pos)
+        return GradcalcSyntaxError(f"'{token}' is a keyword and cannot be used here",
+                                   words and f"expected {words}", pos)
     if token.type == "ELSE":
         return GradcalcSyntaxError("'else' without 'if'", "put it on the line of the if block's closing '}'", pos)
     if "EQUALS" in expected and token.type != "NAME":

@@ -52,7 +52,7 @@ def grad_view(run: Run, result: Gradients, full: bool = False) -> RenderableType
     heading = Text.assemble((of, "bold"), " = ", B.format_value(result.value, full).replace("\n", indent))
     if result.value.shape:
         heading.append(f"   (shape {shape_text(result.value.shape)})", style="dim")
-    column = f"vᵀ·∂{of}/∂·" if result.vector is not None else f"∂{of}/∂·"
+    column = f"vᵀ·∂{of}/∂variable" if result.vector is not None else f"∂{of}/∂variable"
     table = _table(("variable", "left"), ("shape", "left"), ("value", "right"), (column, "right"))
     for name, g in result.grads.items():
         node = run.node(name, prefer_leaf=True)

@@ -20,7 +20,7 @@ from typing import Any
 
 from . import backend as B
 from . import ops
-from .graph import Primitive
+from .graph import Node, Primitive
 
 Rule = Callable[..., Any]
 
@@ -48,15 +48,30 @@ def _count(x: Any, axis: Any) -> int:
 
 
 def _prod_vjp(ns: Any, g: Any, ans: Any, x: Any, axis: Any, keepdims: bool) -> Any:
-    # ans/x fails where x is 0: there the gradient is the product of the other entries,
-    # which is non-zero only when x holds the slice's only zero.
-    is_zero = ns.eq(x, 0)
-    safe = ns.where(is_zero, 1, x)
-    others = ns.prod(safe, axis, True)
-    zeros = ns.sum(is_zero, axis, True)
-    at_zero = ns.where(ns.eq(zeros, 1), others, 0)
-    elsewhere = ns.where(ns.eq(zeros, 0), _expand(ns, ans, x, axis, keepdims) / safe, 0)
-    return _expand(ns, g, x, axis, keepdims) * ns.where(is_zero, at_zero, elsewhere)
+    return _expand(ns, g, x, axis, keepdims) * _product_of_others(ns, ans, x, axis, keepdims)
+
+
+def _product_of_others(ns: Any, ans: Any, x: Any, axis: Any, keepdims: bool) -> Any:
+    """∂prod/∂x_i: the product of the other entries of x_i's slice.
+
+    Without zeros it is prod/x_i. With zeros, ans/x is 0/0, so each entry's product of
+    the others is taken directly, masking it out with an identity matrix: n² work for
+    slices of n entries, but exact and differentiable again (Hessians, diff).
+    """
+    values = x.value if isinstance(x, Node) else x
+    if not bool(B.to_host(values == 0).any()):
+        return _expand(ns, ans, x, axis, keepdims) / x
+    reduced = tuple(range(x.ndim)) if axis is None else tuple(
+        sorted(a % x.ndim for a in (axis if isinstance(axis, tuple) else (axis,))))
+    kept = tuple(a for a in range(x.ndim) if a not in reduced)
+    order = kept + reduced
+    moved = ns.transpose(x, order) if order != tuple(range(x.ndim)) else x
+    n = math.prod(x.shape[a] for a in reduced)
+    rows = ns.reshape(moved, tuple(x.shape[a] for a in kept) + (1, n))
+    grid = ns.broadcast_to(rows, rows.shape[:-2] + (n, n))
+    others = ns.prod(ns.where(ns.eye(n, n), 1, grid), -1, False)  # row i: x with x_i replaced by 1
+    others = ns.reshape(others, moved.shape)
+    return ns.transpose(others, _inverse_permutation(order, x.ndim)) if order != tuple(range(x.ndim)) else others
 
 
 def _extremum_vjp(ns: Any, g: Any, ans: Any, x: Any, axis: Any, keepdims: bool) -> Any:
@@ -127,7 +142,7 @@ class EachInput:
         return lambda ns, g, ans, *args: self.rule(ns, g, ans, i)
 
 
-_zero: Rule = lambda ns, g, ans, x: ns.zeros_like(g)  # noqa: E731
+_zero: Rule = lambda ns, g, ans, x: ns.zeros_like(g)
 _half = 0.5
 
 RULES: dict[Primitive, Any] = {
@@ -139,7 +154,8 @@ RULES: dict[Primitive, Any] = {
               lambda ns, g, ans, x, y: g * x),
     ops.DIV: (lambda ns, g, ans, x, y: g / y,
               lambda ns, g, ans, x, y: -g * ans / y),
-    ops.POW: (lambda ns, g, ans, x, y: g * y * x ** (y - 1),
+    # 0 where y = 0 (d/dx x^0 = 0, also at x = 0, where x^(y-1) is infinite).
+    ops.POW: (lambda ns, g, ans, x, y: ns.where(ns.eq(y, 0), 0, g * y * x ** (y - 1)),
               # d/dy x^y = x^y log x; 0 where x = 0 (PyTorch's choice, avoiding 0 * -inf).
               lambda ns, g, ans, x, y: ns.where(ns.eq(x, 0), 0, g * ans * ns.log(ns.where(ns.eq(x, 0), 1, x)))),
     ops.MAXIMUM: (lambda ns, g, ans, x, y: g * (ns.gt(x, y) + _half * ns.eq(x, y)),

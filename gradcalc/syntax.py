@@ -132,6 +132,7 @@ class FuncDef(Stmt):
     params: list[str]
     body: list[Stmt]
     pos: Pos
+    override: bool = False  # `override sigmoid(z) = ...` replaces a builtin on purpose
 
 
 @dataclass(slots=True)

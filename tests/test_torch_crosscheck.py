@@ -1,0 +1,353 @@
+"""gradcalc against PyTorch: random programs (values and gradients) and grad_fn names.
+
+One generator makes each program: every statement it draws carries both its
+gradcalc text and the same operation in PyTorch, so the two builds cannot drift.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import gradcalc  # noqa: E402  (after the skip: no torch, no tests here)
+
+Env = dict[str, Any]
+TorchFn = Callable[[Env], Any]
+
+
+@dataclass
+class Generated:
+    """A program as gradcalc text and as PyTorch statements, with its leaves' values."""
+
+    leaves: dict[str, np.ndarray]
+    statements: list[tuple[str, str, TorchFn]] = field(default_factory=list)  # (name, gradcalc text, torch)
+
+    @property
+    def text(self) -> str:
+        header = [f"{name} = 0" for name in self.leaves]  # placeholders: the values come from run(values)
+        return "\n".join(header + [f"{name} = {text}" for name, text, _ in self.statements]) + "\n"
+
+
+def _broadcasts(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
+    try:
+        return tuple(np.broadcast_shapes(a, b))
+    except ValueError:
+        return None
+
+
+def _index_options(shape: tuple[int, ...]) -> list[tuple[str, tuple]]:
+    full = slice(None)
+    if len(shape) == 1:
+        options = [("[0]", (0,)), ("[-1]", (-1,)), ("[::2]", (slice(None, None, 2),))]
+        if shape[0] >= 3:
+            options.append(("[1:3]", (slice(1, 3),)))
+        return options
+    if len(shape) == 2:
+        return [("[0]", (0,)), ("[-1]", (-1,)), ("[0, :]", (0, full)), ("[:, 1]", (full, 1)),
+                ("[1:, ::2]", (slice(1, None), slice(None, None, 2))), ("[1, 2]", (1, 2))]
+    return []
+
+
+Pool = list[tuple[str, tuple[int, ...]]]
+Step = tuple[str, TorchFn, tuple[int, ...]] | None
+
+
+def _pick(rnd: random.Random, pool: Pool) -> tuple[str, tuple[int, ...]]:
+    """Recent values more often, so programs grow deep as well as wide."""
+    weights = [1 + i for i in range(len(pool))]
+    return rnd.choices(pool, weights)[0]
+
+
+def _arith(rnd: random.Random, pool: Pool) -> Step:
+    (a, sa), (b, sb) = _pick(rnd, pool), _pick(rnd, pool)
+    shape = _broadcasts(sa, sb)
+    if shape is None:
+        return None
+    op = rnd.choice("+-*")
+    fns = {"+": lambda e: e[a] + e[b], "-": lambda e: e[a] - e[b], "*": lambda e: e[a] * e[b]}
+    return f"{a} {op} {b}", fns[op], shape
+
+
+def _divide(rnd: random.Random, pool: Pool) -> Step:
+    (a, sa), (b, sb) = _pick(rnd, pool), _pick(rnd, pool)
+    shape = _broadcasts(sa, sb)
+    if shape is None:
+        return None
+    return f"{a} / (1 + {b} * {b})", lambda e: e[a] / (1 + e[b] * e[b]), shape
+
+
+def _power(rnd: random.Random, pool: Pool) -> Step:
+    a, sa = _pick(rnd, pool)
+    kind = rnd.choice(["constant", "tensor", "base"])
+    if kind == "constant":
+        k = rnd.choice([2, 3, 0.5, 1.5, -1])
+        return f"(1 + {a} * {a}) ^ {k}", lambda e: (1 + e[a] * e[a]) ** k, sa
+    if kind == "base":
+        return f"2 ^ tanh({a})", lambda e: 2 ** torch.tanh(e[a]), sa
+    b, sb = _pick(rnd, pool)
+    shape = _broadcasts(sa, sb)
+    if shape is None:
+        return None
+    return f"(0.5 + {a} * {a}) ^ tanh({b})", lambda e: (0.5 + e[a] * e[a]) ** torch.tanh(e[b]), shape
+
+
+_UNARY = {
+    "sin": torch.sin,
+    "cos": torch.cos,
+    "exp": torch.exp,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+}
+
+
+def _unary(rnd: random.Random, pool: Pool) -> Step:
+    a, sa = _pick(rnd, pool)
+    name = rnd.choice([*_UNARY, "log1abs"])
+    if name == "log1abs":
+        return f"log(abs({a}) + 1)", lambda e: torch.log(torch.abs(e[a]) + 1), sa
+    fn = _UNARY[name]
+    return f"{name}({a})", lambda e: fn(e[a]), sa
+
+
+def _scale(rnd: random.Random, pool: Pool) -> Step:
+    a, sa = _pick(rnd, pool)
+    c = rnd.choice([0.5, -1.5, 2.25, 3])
+    if rnd.random() < 0.5:
+        return f"{c} * {a}", lambda e: c * e[a], sa
+    return f"{c} - {a}", lambda e: c - e[a], sa
+
+
+def _reduce(rnd: random.Random, pool: Pool) -> Step:
+    a, sa = _pick(rnd, pool)
+    name = rnd.choice(["sum", "mean"])
+    axis = rnd.choice([None, *range(len(sa))])
+    if axis is None:
+        return f"{name}({a})", lambda e: getattr(e[a], name)(), ()
+    shape = sa[:axis] + sa[axis + 1:]
+    return f"{name}({a}, axis={axis})", lambda e: getattr(e[a], name)(dim=axis), shape
+
+
+def _matmul(rnd: random.Random, pool: Pool) -> Step:
+    (a, sa), (b, sb) = _pick(rnd, pool), _pick(rnd, pool)
+    if len(sa) not in (1, 2) or len(sb) not in (1, 2) or sa[-1] != sb[0]:
+        return None
+    shape = np.matmul(np.zeros(sa), np.zeros(sb)).shape
+    return f"{a} @ {b}", lambda e: e[a] @ e[b], shape
+
+
+def _index(rnd: random.Random, pool: Pool) -> Step:
+    a, sa = _pick(rnd, pool)
+    options = _index_options(sa)
+    if not options:
+        return None
+    text, key = rnd.choice(options)
+    return f"{a}{text}", lambda e: e[a][key], np.zeros(sa)[key].shape
+
+
+MENU = [_arith, _arith, _divide, _power, _unary, _unary, _scale, _reduce, _matmul, _matmul, _index]
+LEAF_SHAPES = [(3,), (2, 3), (3, 3), (), (3,)]
+
+
+def generate(seed: int) -> Generated:
+    rnd = random.Random(seed)
+    leaves = {}
+    for i in range(rnd.choice([2, 3])):
+        shape = rnd.choice(LEAF_SHAPES)
+        leaves[f"x{i}"] = np.asarray([rnd.uniform(-1.5, 1.5) for _ in range(int(np.prod(shape)))]).reshape(shape)
+    program = Generated(leaves)
+    pool: Pool = [(name, value.shape) for name, value in leaves.items()]
+    for i in range(rnd.randint(4, 8)):
+        step = None
+        while step is None:
+            step = rnd.choice(MENU)(rnd, pool)
+        text, fn, shape = step
+        program.statements.append((f"t{i}", text, fn))
+        pool.append((f"t{i}", shape))
+    # L gathers every value nothing else used, so every leaf and statement reaches the output.
+    used = {word for _, text, _ in program.statements for word in re.findall(r"\w+", text)}
+    dangling = [name for name, _ in pool if name not in used]
+    terms = [f"sum({name})" if i % 2 == 0 else f"0.5 * sum(sin({name}))" for i, name in enumerate(dangling)]
+    program.statements.append(("L", " + ".join(terms), lambda e: _torch_loss(e, dangling)))
+    return program
+
+
+def _torch_loss(env: Env, dangling: list[str]) -> Any:
+    total = env[dangling[0]].sum()
+    for i, name in enumerate(dangling[1:], start=1):
+        total = total + (env[name].sum() if i % 2 == 0 else 0.5 * torch.sin(env[name]).sum())
+    return total
+
+
+def run_torch(program: Generated) -> tuple[Env, dict[str, np.ndarray]]:
+    env: Env = {name: torch.tensor(value, dtype=torch.float64, requires_grad=True)
+                for name, value in program.leaves.items()}
+    leaves = dict(env)
+    for name, _, fn in program.statements:
+        env[name] = fn(env)
+    env["L"].backward()
+    grads = {name: (t.grad.numpy() if t.grad is not None else np.zeros(t.shape)) for name, t in leaves.items()}
+    return env, grads
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_program_matches_torch(seed: int) -> None:
+    program = generate(seed)
+    env, torch_grads = run_torch(program)
+    assert torch.isfinite(env["L"]).item(), f"the generator made a non-finite program:\n{program.text}"
+    run = gradcalc.parse_program(program.text).run(program.leaves)
+    for name, _, _ in program.statements:
+        expected = env[name].detach().numpy()
+        got = run.value(name)
+        assert got.shape == expected.shape, f"{name}: shape {got.shape}, torch {expected.shape}\n{program.text}"
+        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12, err_msg=f"value of {name}\n{program.text}")
+    result = run.grad(of="L", wrt=list(program.leaves))
+    for name in program.leaves:
+        np.testing.assert_allclose(result.grads[name], torch_grads[name], rtol=1e-9, atol=1e-12,
+                                   err_msg=f"∂L/∂{name}\n{program.text}")
+
+
+def test_generator_covers_the_menu() -> None:
+    """The 30 programs together use every kind of operation on the menu."""
+    texts = "\n".join(generate(seed).text for seed in range(30))
+    for needle in (" + ", " - ", " * ", " / ", "^", "sin(", "cos(", "exp(", "tanh(", "sigmoid(", "log(abs(",
+                   "sum(", "mean(", "axis=", " @ ", "["):
+        assert needle in texts, f"no generated program uses {needle!r}"
+
+
+# --- grad_fn names ----------------------------------------------------------------------------------
+
+def test_toy_network_grad_fn_names() -> None:
+    run = gradcalc.parse_program("a = 2; w1 = 3; w2 = -1; w3 = 0.5; w4 = 4\n"
+                                 "b = w1*a\nc = w2*a\nd = w3*b + w4*c\nL = 10 - d\n").run()
+    t = {name: torch.tensor(value, dtype=torch.float64, requires_grad=True)
+         for name, value in {"a": 2.0, "w1": 3.0, "w2": -1.0, "w3": 0.5, "w4": 4.0}.items()}
+    b = t["w1"] * t["a"]
+    c = t["w2"] * t["a"]
+    d = t["w3"] * b + t["w4"] * c
+    loss = 10 - d
+    assert run.node("d").grad_fn == "AddBackward0" == type(d.grad_fn).__name__
+    assert run.node("L").grad_fn == "RsubBackward1" == type(loss.grad_fn).__name__
+    assert run.node("b").grad_fn == "MulBackward0" == type(b.grad_fn).__name__
+    assert run.node("a").grad_fn is None  # a leaf, as t["a"].grad_fn is None
+
+
+LEAVES = {
+    "x": np.array([0.5, -1.25, 2.0]),
+    "A": np.arange(6.0).reshape(2, 3) / 7 - 0.3,
+    "B": np.arange(12.0).reshape(3, 4) / 11 - 0.5,
+    "M": np.array([[2.0, 0.3, -0.1], [0.2, 1.5, 0.4], [-0.3, 0.1, 1.8]]),
+    "T": np.arange(12.0).reshape(2, 2, 3) / 5 - 1,
+}
+
+# (gradcalc expression, the same in PyTorch)
+GRAD_FN_CASES: list[tuple[str, Callable[[Env], Any]]] = [
+    ("x * x", lambda e: e["x"] * e["x"]),
+    ("A + x", lambda e: e["A"] + e["x"]),
+    ("x - A", lambda e: e["x"] - e["A"]),
+    ("10 - x", lambda e: 10 - e["x"]),
+    ("x - 1", lambda e: e["x"] - 1),
+    ("x / A", lambda e: e["x"] / e["A"]),
+    ("x / 2", lambda e: e["x"] / 2),
+    ("2 / x", lambda e: 2 / e["x"]),
+    ("x ^ 2", lambda e: e["x"] ** 2),
+    ("2 ^ x", lambda e: 2 ** e["x"]),
+    ("abs(x) ^ x", lambda e: torch.abs(e["x"]) ** e["x"]),
+    ("-x", lambda e: -e["x"]),
+    ("mean(A)", lambda e: e["A"].mean()),
+    ("mean(A, axis=0)", lambda e: e["A"].mean(dim=0)),
+    ("sum(A)", lambda e: e["A"].sum()),
+    ("sum(A, axis=1)", lambda e: e["A"].sum(dim=1)),
+    ("prod(A)", lambda e: e["A"].prod()),
+    ("max(x)", lambda e: e["x"].max()),
+    ("min(x)", lambda e: e["x"].min()),
+    ("norm(x)", lambda e: e["x"].norm()),
+    ("logsumexp(x)", lambda e: e["x"].logsumexp(0)),
+    ("softmax(x)", lambda e: torch.softmax(e["x"], 0)),
+    ("A @ B", lambda e: e["A"] @ e["B"]),
+    ("A @ x", lambda e: e["A"] @ e["x"]),
+    ("x @ B", lambda e: e["x"] @ e["B"]),
+    ("x @ x", lambda e: e["x"] @ e["x"]),
+    ("T @ B", lambda e: e["T"] @ e["B"]),
+    ("x[0]", lambda e: e["x"][0]),
+    ("x[1:3]", lambda e: e["x"][1:3]),
+    ("A[0, :]", lambda e: e["A"][0, :]),
+    ("A[:, 1]", lambda e: e["A"][:, 1]),
+    ("A.T", lambda e: e["A"].T),
+    ("transpose(A, 0, 1)", lambda e: e["A"].transpose(0, 1)),
+    ("reshape(A, 3, 2)", lambda e: e["A"].reshape(3, 2)),
+    ("exp(x)", lambda e: torch.exp(e["x"])),
+    ("sin(x)", lambda e: torch.sin(e["x"])),
+    ("tanh(x)", lambda e: torch.tanh(e["x"])),
+    ("sigmoid(x)", lambda e: torch.sigmoid(e["x"])),
+    ("relu(x)", lambda e: torch.relu(e["x"])),
+    ("clip(x, -1, 1)", lambda e: e["x"].clamp(-1, 1)),
+    ("maximum(x, A)", lambda e: torch.maximum(e["x"], e["A"])),
+    ("where(x > 0, x, 0)", lambda e: torch.where(e["x"] > 0, e["x"], 0.0)),
+    ("trace(M)", lambda e: e["M"].trace()),
+    ("det(M)", lambda e: torch.linalg.det(e["M"])),
+    ("inv(M)", lambda e: torch.linalg.inv(e["M"])),
+    ("[x, x]", lambda e: torch.stack([e["x"], e["x"]])),
+]
+
+
+@pytest.mark.parametrize(("expr", "torch_fn"), GRAD_FN_CASES, ids=[expr for expr, _ in GRAD_FN_CASES])
+def test_grad_fn_name_matches_torch(expr: str, torch_fn: Callable[[Env], Any]) -> None:
+    header = "\n".join(f"{name} = 0" for name in LEAVES)
+    run = gradcalc.parse_program(f"{header}\nr = {expr}\n").run(LEAVES)
+    env = {name: torch.tensor(value, dtype=torch.float64, requires_grad=True) for name, value in LEAVES.items()}
+    expected = torch_fn(env)
+    np.testing.assert_allclose(run.value("r"), expected.detach().numpy(), rtol=1e-12, atol=1e-14)
+    assert run.node("r").grad_fn == type(expected.grad_fn).__name__
+
+
+# --- Kinks and ties: the subgradient PyTorch picks -----------------------------------------------------
+
+KINK_LEAVES = {
+    "k": np.array([-1.0, 0.0, 0.0, 2.0, 2.0, 1.0]),
+    "j": np.array([0.5, 0.0, 1.0, 2.0, -3.0, 1.0]),
+    "z": np.zeros(3),
+    "p": np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0], [4.0, 5.0, 6.0]]),
+}
+
+KINK_CASES: list[tuple[str, Callable[[Env], Any]]] = [
+    ("relu(k)", lambda e: torch.relu(e["k"])),
+    ("abs(k)", lambda e: torch.abs(e["k"])),
+    ("max(k)", lambda e: e["k"].max()),
+    ("min(j - k)", lambda e: (e["j"] - e["k"]).min()),
+    ("maximum(k, j)", lambda e: torch.maximum(e["k"], e["j"])),
+    ("minimum(k, j)", lambda e: torch.minimum(e["k"], e["j"])),
+    ("clip(k, 0, 1)", lambda e: e["k"].clamp(0, 1)),
+    ("clip(k, j, 2)", lambda e: torch.clamp(e["k"], e["j"], torch.tensor(2.0, dtype=torch.float64))),
+    ("norm(z)", lambda e: e["z"].norm()),
+    ("prod(p)", lambda e: e["p"].prod()),
+    ("prod(p, axis=1)", lambda e: e["p"].prod(dim=1)),
+    ("prod(p, axis=0)", lambda e: e["p"].prod(dim=0)),
+    ("z ^ 2 + z ^ j[0:3]", lambda e: e["z"] ** 2 + e["z"] ** e["j"][0:3]),
+    ("z ^ 0", lambda e: e["z"] ** 0),
+    ("sign(k) + floor(k) + ceil(k) + round(k)",
+     lambda e: torch.sign(e["k"]) + torch.floor(e["k"]) + torch.ceil(e["k"]) + torch.round(e["k"])),
+    ("where(k > 0, k * j, j)", lambda e: torch.where(e["k"] > 0, e["k"] * e["j"], e["j"])),
+]
+
+
+@pytest.mark.parametrize(("expr", "torch_fn"), KINK_CASES, ids=[expr for expr, _ in KINK_CASES])
+def test_subgradient_at_kinks_matches_torch(expr: str, torch_fn: Callable[[Env], Any]) -> None:
+    header = "\n".join(f"{name} = 0" for name in KINK_LEAVES)
+    run = gradcalc.parse_program(f"{header}\nr = {expr}\n").run(KINK_LEAVES)
+    env = {name: torch.tensor(value, dtype=torch.float64, requires_grad=True) for name, value in KINK_LEAVES.items()}
+    out = torch_fn(env)
+    weights = np.arange(1.0, out.numel() + 1).reshape(tuple(out.shape))
+    (out * torch.tensor(weights)).sum().backward()
+    np.testing.assert_allclose(run.value("r"), out.detach().numpy(), rtol=1e-12)
+    result = run.grad(of="r", wrt=list(KINK_LEAVES), vector=weights if weights.shape else None)
+    for name, t in env.items():
+        expected = t.grad.numpy() if t.grad is not None else np.zeros(t.shape)
+        np.testing.assert_allclose(result.grads[name], expected, rtol=1e-12, atol=0, err_msg=f"∂r/∂{name}")
