@@ -213,7 +213,10 @@ class Compiler:
             value = self.expr(value_expr)
 
             def assign_local(frame: Frame) -> None:
-                frame[name] = value(frame)
+                node = value(frame)
+                if node.name is None:
+                    node.name = name  # named: never freed as a temporary
+                frame[name] = node
 
             return assign_local
         state = self.state
@@ -684,6 +687,9 @@ class Compiler:
 
         def call(frame: Frame) -> Node:
             local: Frame = dict(zip(params, [arg(frame) for arg in args]))
+            for param, node in local.items():
+                if node.name is None:
+                    node.name = param  # a parameter may be read many times: never freed as a temporary
             state.call_depth += 1
             try:
                 if state.call_depth > limit:

@@ -23,7 +23,8 @@ recording = True
 class Primitive:
     """A named operation: how to evaluate it, and (from rules.py) one VJP per input."""
 
-    __slots__ = ("broadcasts", "differentiable", "forward", "grad_fn", "n_inputs", "name", "vjps")
+    __slots__ = ("broadcasts", "differentiable", "forward", "grad_fn", "n_inputs", "name", "reads_inputs",
+                 "reads_output", "vjps")
 
     def __init__(
         self,
@@ -41,6 +42,9 @@ class Primitive:
         self.vjps: Sequence[Callable[..., Any]] = ()
         self.broadcasts = broadcasts  # elementwise with NumPy broadcasting: backward unbroadcasts
         self.differentiable = differentiable  # False: gradient zero everywhere it exists (sign, <)
+        # Which values the VJPs read beyond shapes (rules.py says; by default all of them):
+        self.reads_inputs: frozenset[int] | None = None  # None: every input
+        self.reads_output = True
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
@@ -94,6 +98,38 @@ class Node:
         return f"Node({label}, shape={self.value.shape})"
 
 
+class Released:
+    """What stays of a temporary's value once no derivative rule needs it: its shape and dtype.
+
+    PyTorch saves only the tensors backward needs; this is the same economy, and
+    any rule that reads a released value fails loudly instead of computing nonsense.
+    """
+
+    __slots__ = ("dtype", "shape")
+
+    def __init__(self, value: Any) -> None:
+        self.shape = value.shape
+        self.dtype = value.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+# Off when every node's value must stay visible (the graph view shows them all).
+release_temporaries = True
+
+
+def release_unneeded(node: Node) -> None:
+    """Free the values of `node`'s inputs that are unnamed temporaries no rule will read."""
+    reads = node.op.reads_inputs  # type: ignore[union-attr]
+    for i, parent in enumerate(node.inputs):
+        op = parent.op
+        if (parent.name is None and op is not None and not op.reads_output and reads is not None
+                and i not in reads and parent.value.__class__ is not Released):
+            parent.value = Released(parent.value)
+
+
 def leaf(value: Any, name: str | None = None, requires_grad: bool = True) -> Node:
     """A user-created tensor: an input or parameter (requires_grad) or a constant."""
     return Node(value, None, (), (), requires_grad, name)
@@ -115,7 +151,10 @@ def apply(prim: Primitive, inputs: tuple[Node, ...], params: tuple = ()) -> Node
     except Exception as exc:  # NumPy's ValueError, LinAlgError, TypeError, IndexError
         raise operation_error(prim, inputs, exc) from None
     requires_grad = recording and prim.differentiable and any(node.requires_grad for node in inputs)
-    return Node(value, prim, inputs, params, requires_grad)
+    node = Node(value, prim, inputs, params, requires_grad)
+    if requires_grad and release_temporaries:
+        release_unneeded(node)
+    return node
 
 
 def operation_error(prim: Primitive, inputs: Sequence[Node], exc: Exception) -> GradcalcError:

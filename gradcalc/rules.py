@@ -217,6 +217,23 @@ RULES: dict[Primitive, Any] = {
 }
 
 
+# What the rules above read besides shapes: (input positions, whether the output), so the
+# forward pass can free temporaries no rule needs. Unlisted primitives keep everything.
+READS: dict[Primitive, tuple[tuple[int, ...], bool]] = {
+    ops.ADD: ((), False), ops.SUB: ((), False), ops.NEG: ((), False),
+    ops.MUL: ((0, 1), False), ops.DIV: ((1,), True),
+    ops.EXP: ((), True), ops.TANH: ((), True), ops.SIGMOID: ((), True), ops.SQRT: ((), True), ops.TAN: ((), True),
+    ops.SIN: ((0,), False), ops.COS: ((0,), False), ops.LOG: ((0,), False), ops.ABS: ((0,), False),
+    ops.RELU: ((0,), False), ops.SOFTPLUS: ((0,), False), ops.ATAN: ((0,), False),
+    ops.SINH: ((0,), False), ops.COSH: ((0,), False), ops.ASIN: ((0,), False), ops.ACOS: ((0,), False),
+    ops.LOG2: ((0,), False), ops.LOG10: ((0,), False),
+    ops.SIGN: ((), False), ops.FLOOR: ((), False), ops.CEIL: ((), False), ops.ROUND: ((), False),
+    ops.SUM: ((), False), ops.MEAN: ((), False), ops.RESHAPE: ((), False), ops.TRANSPOSE: ((), False),
+    ops.BROADCAST_TO: ((), False), ops.SUM_TO: ((), False), ops.INDEX: ((), False), ops.SCATTER: ((), False),
+    ops.MATMUL: ((0, 1), False), ops.TRACE: ((), False),
+}
+
+
 def install() -> None:
     """Attach each rule to its primitive (and fail loudly if a primitive has none)."""
     for prim in ops.PRIMITIVES.values():
@@ -225,6 +242,9 @@ def install() -> None:
         if prim not in RULES:
             raise RuntimeError(f"primitive {prim.name} has no derivative rule")
         prim.vjps = RULES[prim]
+        if prim in READS:
+            inputs, output = READS[prim]
+            prim.reads_inputs, prim.reads_output = frozenset(inputs), output
 
 
 install()
