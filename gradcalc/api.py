@@ -47,7 +47,8 @@ class Program:
         self.max_depth = max_depth
         raise_recursion_limit(max_depth)
         try:
-            self.module = parse(text, max_depth)
+            with paused_gc():
+                self.module = parse(text, max_depth)
         except GradcalcError as exc:
             raise exc.within(self.source) from None
 

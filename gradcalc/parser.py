@@ -49,7 +49,7 @@ _TOKEN_WORDS = {
 
 
 def _pos(token: Token) -> Pos:
-    return Pos(token.line or 1, token.column or 1, max(1, len(token)))
+    return Pos(token.line or 1, token.column or 1, len(token) or 1)
 
 
 def grammar_text() -> str:
