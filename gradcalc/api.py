@@ -83,7 +83,7 @@ class Program:
         B.use(device, dtype, max_elements)
         values = dict(values or {})
         try:
-            inputs = {name: to_array(name, value, seed) for name, value in values.items()}
+            inputs = {name: to_array(f"--set {name}", value, seed) for name, value in values.items()}
             context = make_context(self.folder, seed, tuple(allow_read))
             limits = Limits(max_iterations, max_recursion, self.max_depth)
             with paused_gc():
@@ -96,37 +96,40 @@ class Program:
         return Run(self, executed)
 
 
-def to_array(name: str, value: Any, seed: int = 0) -> Any:
-    """A --set value: a number, nested lists, an array, or the text of a constant expression."""
+def to_array(label: str, value: Any, seed: int = 0) -> Any:
+    """An option's value (`--set x`, `--vector`): a number, nested lists, an array, or a constant expression."""
     if isinstance(value, str):
-        return _constant_expression(name, value, seed)
+        return _constant_expression(label, value, seed)
     try:
         return B.asarray(value)
     except (ValueError, TypeError):
-        raise UsageError(f"--set {name}: not a number or a rectangular array of numbers",
+        raise UsageError(f"{label}: not a number or a rectangular array of numbers",
                          "give a number, or a JSON array such as [[1, 2], [3, 4]]") from None
 
 
-def _constant_expression(name: str, text: str, seed: int) -> Any:
-    source = Source(text, f"--set {name}")
+def _constant_expression(label: str, text: str, seed: int) -> Any:
+    """Evaluate the text of a constant expression (`randn(3, 3)`, `[1, 2]`, `2*pi`)."""
+    from .builder import Compiler, State
+    from .builtins import CONSTANTS
+    from .syntax import Assign, Module, walk
+    from .syntax import Name as SyntaxName
+
+    source = Source(text.strip(), label)
     try:
         expr = parse_expression(text)
-        from .builder import Compiler, State
-        from .builtins import CONSTANTS
-        from .syntax import Assign, Module, walk
-        from .syntax import Name as SyntaxName
-
-        module = Module([Assign(name, "=", expr, expr.pos)])
         variables = [n for n in walk(expr) if isinstance(n, SyntaxName) and n.name not in CONSTANTS]
         if variables:
-            raise UsageError(f"--set {name}: the value uses the variable '{variables[0].name}'",
+            raise UsageError(f"{label}: the value uses the variable '{variables[0].name}'",
                              "give a number, a JSON array or an expression of constants such as randn(3, 3)",
                              variables[0].pos)
+        module = Module([Assign("_", "=", expr, expr.pos)])
+        # Its own random stream: a --set value never shifts the program's draws.
         compiler = Compiler(module, {}, make_context(os.getcwd(), seed + 1, ()), Limits(), State())
         frame: dict[str, Node] = {}
-        for run in compiler.module(module):
-            run(frame)
-        return frame[name].value
+        with B.errstate():
+            for run in compiler.module(module):
+                run(frame)
+        return frame["_"].value
     except GradcalcError as exc:
         raise exc.within(source) from None
 

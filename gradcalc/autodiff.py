@@ -116,12 +116,10 @@ def seed_for(output: Node, vector: Any | None, name: str = "the output", create_
     else:
         value = B.asarray(vector)
         if value.shape != output.value.shape:
-            if value.shape == () or B.broadcast_shapes(value.shape, output.value.shape) != output.value.shape:
-                raise UsageError(
-                    f"--vector has shape {tuple(value.shape)} but {name} has shape {tuple(output.value.shape)}",
-                    "give a vector of the output's shape, or --vector ones",
-                )
-            value = B.xp.broadcast_to(value, output.value.shape)
+            raise UsageError(
+                f"--vector has shape {tuple(value.shape)} but {name} has shape {tuple(output.value.shape)}",
+                f"give a JSON array of shape {list(output.value.shape)}, or --vector ones",
+            )
     return constant(value) if create_graph else value
 
 

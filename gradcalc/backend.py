@@ -84,7 +84,8 @@ def asarray(value: Any) -> Array:
     if host.dtype.kind not in "biuf":
         raise GradcalcError(f"expected numbers, got {host.dtype.name} data", "give numbers or nested lists of numbers")
     check_size(host.shape, "the value")
-    array = xp.asarray(host, dtype=dtype)
+    with errstate():  # 1e300 in float32 is inf, as in PyTorch, not a warning
+        array = xp.asarray(host, dtype=dtype)
     return array[()] if array.ndim == 0 else array
 
 
@@ -112,6 +113,8 @@ class Random:
     """
 
     def __init__(self, seed: int) -> None:
+        if seed < 0:
+            raise UsageError(f"the seed must be 0 or more, got {seed}", "use --seed 0, 1, 2, ...")
         self.generator = numpy.random.default_rng(seed)
 
     def normal(self, shape: tuple[int, ...]) -> Array:
@@ -121,8 +124,11 @@ class Random:
         return asarray(self.generator.random(shape))
 
 
-def load_file(path: str, member: str | None) -> Any:
-    """Read .npy, .npz (one member), .csv or .json data from a file into a host array."""
+def load_file(path: str, member: str | None, shown: str) -> Any:
+    """Read .npy, .npz (one member), .csv or .json data from a file into a host array.
+
+    `shown` is the path as the program wrote it, for messages.
+    """
     import json
 
     lower = path.lower()
@@ -134,12 +140,12 @@ def load_file(path: str, member: str | None) -> Any:
             if member is None:
                 if len(names) != 1:
                     raise GradcalcError(
-                        f"{path} holds {len(names)} arrays: {', '.join(names)}",
-                        f'name one: load("{path}", "{names[0] if names else "x"}")',
+                        f"{shown} holds {len(names)} arrays: {', '.join(names)}",
+                        f'name one: load("{shown}", "{names[0] if names else "x"}")',
                     )
                 member = names[0]
             if member not in names:
-                raise GradcalcError(f"{path} has no array named '{member}'", f"it has: {', '.join(names)}")
+                raise GradcalcError(f"{shown} has no array named '{member}'", f"it has: {', '.join(names)}")
             return archive[member]
     if lower.endswith(".csv"):
         try:
@@ -149,7 +155,7 @@ def load_file(path: str, member: str | None) -> Any:
     if lower.endswith(".json"):
         with open(path, encoding="utf-8") as handle:
             return numpy.asarray(json.load(handle), dtype=numpy.float64)
-    raise GradcalcError(f"cannot read '{path}': unknown file type", "load reads .npy, .npz, .csv and .json files")
+    raise GradcalcError(f"cannot read '{shown}': unknown file type", "load reads .npy, .npz, .csv and .json files")
 
 
 def read_values(path: str) -> dict[str, Any]:

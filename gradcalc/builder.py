@@ -63,6 +63,7 @@ class Loop:
     line: int
     kind: str
     iterations: int = 0
+    column: int = 0
 
 
 @dataclass
@@ -72,7 +73,7 @@ class State:
     leaves: dict[str, Node] = field(default_factory=dict)
     last_assigned: str | None = None
     assigned_at: dict[str, Pos] = field(default_factory=dict)  # where each name got its final value
-    loops: dict[int, Loop] = field(default_factory=dict)
+    loops: dict[Pos, Loop] = field(default_factory=dict)  # by the loop keyword's place: two may share a line
     call_depth: int = 0
 
 
@@ -89,6 +90,18 @@ class Function:
     params: list[str]
     body: list[Exec]
     pos: Pos
+    reads_globals: bool = False  # reads a program variable, itself or through the functions it calls
+    callees: set[str] = field(default_factory=set)
+
+
+def _close_over_calls(functions: dict[str, Function]) -> None:
+    """A function that calls one reading program variables reads them too (a fixpoint over calls)."""
+    changed = True
+    while changed:
+        changed = False
+        for function in functions.values():
+            if not function.reads_globals and any(functions[c].reads_globals for c in function.callees):
+                function.reads_globals = changed = True
 
 
 def _calls_random(expr: S.Expr) -> bool:
@@ -130,6 +143,7 @@ class Compiler:
         self.functions: dict[str, Function] = {}
         self.function_defs = {stmt.name: stmt for stmt in module.body if isinstance(stmt, S.FuncDef)}
         self.local: set[str] | None = None  # a function's parameters and locals while compiling its body
+        self.callees: set[str] = set()  # functions called by the function being compiled
         self.in_loop = 0
         self.depth = 0
         self.globals_frame: Frame = {}  # the run's top-level variables, which function bodies read
@@ -152,6 +166,7 @@ class Compiler:
             self.functions[stmt.name] = Function(stmt.name, stmt.params, [], stmt.pos)
         for stmt in self.function_defs.values():
             self.function(stmt)
+        _close_over_calls(self.functions)
         program = self.block([stmt for stmt in module.body if not isinstance(stmt, S.FuncDef)])
         self.check_inputs()
         return program
@@ -163,9 +178,9 @@ class Compiler:
                 continue
             if name in self.assigned:
                 first = self.assigned[name][0] if self.assigned[name] else None
-                where = f" (line {first.pos.line})" if first else ""
-                raise UsageError(f"cannot set '{name}': it is computed from other variables{where}, not a leaf",
-                                 "set the leaves it is computed from instead: " + ", ".join(sorted(self.leaf_names)))
+                raise UsageError(f"cannot set '{name}': it is computed from other variables, not a leaf",
+                                 "set the leaves it is computed from instead: " + ", ".join(sorted(self.leaf_names)),
+                                 first.pos if first else None)
             hint = did_you_mean(name, list(self.assigned) + list(self.free_read))
             raise UsageError(f"the program has no variable '{name}'", hint or "check the name")
 
@@ -185,10 +200,14 @@ class Compiler:
 
     def function(self, stmt: S.FuncDef) -> None:
         self.local = set(stmt.params)
+        reads_before, self.callees = self.reads, set()
         try:
             body = self.block(stmt.body)
         finally:
             self.local = None
+        function = self.functions[stmt.name]
+        function.reads_globals = self.reads > reads_before
+        function.callees = self.callees
         if not stmt.body or not any(isinstance(s, S.Return) for s in stmt.body):
             raise GradcalcSyntaxError(f"function '{stmt.name}' never returns a value",
                                       "end its block with `return <expression>`", stmt.pos)
@@ -260,7 +279,7 @@ class Compiler:
         self.in_loop += 1
         body = self.block(stmt.body)
         self.in_loop -= 1
-        loop = self.state.loops.setdefault(stmt.pos.line, Loop(stmt.pos.line, "while"))
+        loop = self.state.loops.setdefault(stmt.pos, Loop(stmt.pos.line, "while", column=stmt.pos.column))
         limit = self.limits.max_iterations
         pos = stmt.pos
 
@@ -293,15 +312,23 @@ class Compiler:
         self.in_loop += 1
         body = self.block(stmt.body)
         self.in_loop -= 1
-        loop = self.state.loops.setdefault(stmt.pos.line, Loop(stmt.pos.line, "for"))
+        loop = self.state.loops.setdefault(stmt.pos, Loop(stmt.pos.line, "for", column=stmt.pos.column))
         limit = self.limits.max_iterations
         var, pos = stmt.var, stmt.pos
 
+        bounds_pos = call.pos
+
         def run_for(frame: Frame) -> Any:
-            numbers = [as_int(bound(frame), "a range bound") for bound in bounds]
+            try:
+                numbers = [as_int(bound(frame), "a range bound") for bound in bounds]
+            except GradcalcError as exc:
+                raise exc.at(bounds_pos) from None
+            if len(numbers) == 3 and numbers[2] == 0:
+                raise ValueProblem("range's step cannot be 0", "use a positive or negative step", pos)
             steps = range(*numbers)
-            if len(steps) > limit:
-                raise LimitExceeded(f"the for loop at line {pos.line} would run {len(steps):,} iterations, "
+            count = max(0, -((steps.start - steps.stop) // steps.step))  # len() overflows past 2^63
+            if count > limit:
+                raise LimitExceeded(f"the for loop at line {pos.line} would run {count:,} iterations, "
                                     f"past the limit of {limit:,}", "raise --max-iterations", pos)
             for i in steps:
                 loop.iterations += 1
@@ -426,7 +453,10 @@ class Compiler:
         )
 
     def expr_tensor(self, expr: S.Tensor) -> Eval:
-        literal = _literal(expr)
+        try:
+            literal = _literal(expr)
+        except GradcalcError as exc:
+            raise exc.at(expr.pos) from None
         if literal is not None:
             node = constant(literal)
             return lambda frame: node
@@ -674,6 +704,10 @@ class Compiler:
 
     def _user_call(self, expr: S.Call) -> Eval:
         function = self.functions[expr.name]
+        if self.local is not None:
+            self.callees.add(expr.name)
+        elif function.reads_globals:
+            self.reads += 1  # `y = f(3)` where f reads a variable: y is computed, not a leaf
         if expr.keywords:
             raise ArgumentError(f"{expr.name} takes no keyword arguments", "pass its arguments in order",
                                 expr.keywords[0].pos)
@@ -748,7 +782,7 @@ def _literal(expr: S.Tensor) -> Any:
         return None
     try:
         return B.asarray(values)
-    except (ValueError, GradcalcError):
+    except ValueError:
         return None  # ragged: the stacking path reports the shapes
 
 

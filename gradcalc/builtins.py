@@ -235,11 +235,13 @@ def _load(context: Context, path: str, member: str | None = None) -> Node:
         raise FileProblem(f"load('{path}'): no such file ({full})",
                           "check the file name; paths are relative to the program")
     try:
-        data = B.load_file(full, member)
+        data = B.load_file(full, member, path)
     except GradcalcError:
         raise
     except Exception as exc:  # NumPy's and json's many ways to say the file is malformed
         raise FileProblem(f"load('{path}'): cannot read it: {exc}", "check that the file holds numbers") from None
+    if data.size == 0:
+        raise FileProblem(f"load('{path}'): the file holds no numbers", "check the file's contents")
     return constant(B.asarray(data))
 
 

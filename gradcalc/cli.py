@@ -10,19 +10,47 @@ import inspect
 import io
 import sys
 import typing
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Annotated, Any, Optional
 
 import typer
+import typer.core
 
 from . import __version__
 from .errors import GradcalcError, UsageError
 
 EXIT_OK, EXIT_WRONG, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
 
+# Click's base error, whether Typer vendors Click (0.26+) or depends on it.
+_ClickError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+class _Group(typer.core.TyperGroup):
+    """Usage errors (a bad option value) become JSON too when --json is given."""
+
+    def main(self, args: Any = None, *positional: Any, **kwargs: Any) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        if "--json" not in argv or kwargs.get("standalone_mode") is False:
+            return super().main(argv, *positional, **kwargs)
+        try:
+            # Without standalone mode Click returns typer.Exit's code instead of exiting: exit with it.
+            status = super().main(argv, *positional, **{**kwargs, "standalone_mode": False})
+        except _ClickError as error:
+            from .jsonout import write
+
+            write({"error": {"type": "UsageError", "message": error.format_message(), "line": None,
+                             "column": None}}, sys.stderr)
+            sys.exit(EXIT_BAD_INPUT)
+        except typer.Abort:
+            sys.exit(130)
+        sys.exit(status if isinstance(status, int) else EXIT_OK)
+
+
 app = typer.Typer(
+    cls=_Group,
     name="gradcalc",
     help="Gradient calculator and expression differentiator: write equations, get values, gradients and the graph.",
     no_args_is_help=True,
@@ -72,19 +100,19 @@ _COMMON_OPTIONS: dict[str, tuple[Any, Any]] = {
         help="Replace a leaf's value: a number, a JSON array or a constant expression (repeatable).")], []),
     "values": (Annotated[Optional[str], typer.Option(
         "--values", metavar="FILE", help="Leaf values from a JSON object or an .npz file.")], None),
-    "seed": (Annotated[int, typer.Option(help="Seed of randn/rand.")], 0),
+    "seed": (Annotated[int, typer.Option(min=0, help="Seed of randn/rand.")], 0),
     "dtype": (Annotated[Dtype, typer.Option(help="Floating-point type.")], Dtype.float64),
     "device": (Annotated[Device, typer.Option(help="cpu (NumPy) or gpu (CuPy).")], Device.cpu),
     "json": (Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables.")], False),
     "full": (Annotated[bool, typer.Option("--full", help="Print large tensors in full.")], False),
     "max_elements": (Annotated[int, typer.Option(
-        help="Largest tensor allowed, in elements.", rich_help_panel="Limits")], 10**8),
+        min=1, help="Largest tensor allowed, in elements.", rich_help_panel="Limits")], 10**8),
     "max_iterations": (Annotated[int, typer.Option(
-        help="Most iterations one loop may run.", rich_help_panel="Limits")], 1_000_000),
+        min=0, help="Most iterations one loop may run.", rich_help_panel="Limits")], 1_000_000),
     "max_depth": (Annotated[int, typer.Option(
-        help="Deepest nesting of brackets and expressions.", rich_help_panel="Limits")], 200),
+        min=1, max=100_000, help="Deepest nesting of brackets and expressions.", rich_help_panel="Limits")], 200),
     "max_recursion": (Annotated[int, typer.Option(
-        help="Deepest nesting of function calls.", rich_help_panel="Limits")], 200),
+        min=1, max=100_000, help="Deepest nesting of function calls.", rich_help_panel="Limits")], 200),
     "allow_read": (Annotated[list[str], typer.Option(
         "--allow-read", metavar="DIR", help="Let load() read files in DIR too (repeatable).",
         rich_help_panel="Limits")], []),
@@ -121,7 +149,9 @@ def _guarded(common: Common, body: Callable[[], None]) -> None:
     from .render import error_json, error_text
 
     try:
-        body()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a CLI speaks in its own messages, never Python warnings
+            body()
     except GradcalcError as error:
         if common.json:
             from .jsonout import write

@@ -14,8 +14,8 @@ class Source:
     filename: str = "<expr>"
 
     def line(self, number: int) -> str:
-        lines = self.text.splitlines()
-        return lines[number - 1] if 0 < number <= len(lines) else ""
+        lines = self.text.split("\n")  # as the lexer counts lines: \f and \u2028 do not end one
+        return lines[number - 1].rstrip("\r") if 0 < number <= len(lines) else ""
 
 
 class Pos(NamedTuple):

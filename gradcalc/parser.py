@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
@@ -127,6 +128,9 @@ class _ToSyntax(Transformer):
 
     def start(self, *children: object) -> S.Module:
         return S.Module(_statements(list(children)))
+
+    def value(self, expr: S.Expr) -> S.Expr:
+        return expr
 
     def block(self, brace: Token, *children: object) -> list[S.Stmt]:
         return _statements(list(children))
@@ -260,36 +264,37 @@ def parse(text: str, max_depth: int = DEFAULT_MAX_DEPTH) -> S.Module:
 
 
 def parse_expression(text: str, max_depth: int = DEFAULT_MAX_DEPTH) -> S.Expr:
-    """Parse one expression (a --set value): a program `_ = TEXT`, so one grammar serves both."""
-    module = _parse(f"_ = {text}", "start", max_depth, column_shift=4)
-    if len(module.body) != 1 or not isinstance(module.body[0], S.Assign) or module.body[0].op != "=":
-        raise GradcalcSyntaxError("expected one expression", "write a number, a JSON array or an expression")
-    return module.body[0].value
+    """Parse one expression on its own (a --set or --vector value)."""
+    try:
+        return _parse(text.strip(), "value", max_depth)  # type: ignore[no-any-return]
+    except GradcalcSyntaxError as error:
+        if "SEMICOLON" in str(error.message).upper() or "';'" in error.message or "new line" in error.message:
+            error.hint = "a value is one expression: a number, a JSON array, or one such as randn(3, 3)"
+        raise
 
 
-def _parse(text: str, start: str, max_depth: int, column_shift: int = 0) -> S.Module:
+def _parse(text: str, start: str, max_depth: int) -> Any:
     try:
         return _parser(start, max_depth).parse(text)
     except VisitError as exc:  # an error raised by a Transformer method
         if isinstance(exc.orig_exc, GradcalcError):
-            raise _shift(exc.orig_exc, column_shift) from None
+            raise exc.orig_exc from None
         raise
-    except GradcalcError as exc:
-        raise _shift(exc, column_shift) from None
+    except GradcalcError:
+        raise
     except UnexpectedInput as exc:
-        raise _shift(_explain(exc, text), column_shift) from None
-
-
-def _shift(error: GradcalcError, columns: int) -> GradcalcError:
-    if columns and error.pos is not None and error.pos.line == 1:
-        error.pos = Pos(error.pos.line, max(1, error.pos.column - columns), error.pos.width)
-    return error
+        raise _explain(exc, text) from None
 
 
 def _expected_words(expected: set[str]) -> str:
+    """What could come next, in words: a short list, or the kind of thing when the list is long."""
     words = sorted({_TOKEN_WORDS.get(e, f"'{e.lower()}'" if e.isalpha() else e)
                     for e in expected if not e.startswith("__")})
     if len(words) > 6:
+        if {"NAME", "NUMBER"} <= expected:
+            return "an expression (a number, a name, a bracket or a function call)"
+        if "MUL_OP" in expected:
+            return "an operator, or the end of the statement"
         return ""
     return ", ".join(words[:-1]) + (" or " if len(words) > 1 else "") + words[-1] if words else ""
 
@@ -342,18 +347,25 @@ def _explain(exc: UnexpectedInput, text: str) -> GradcalcSyntaxError:
     if token.type in ("EQUALS", "AUG_OP") and "EQUALS" not in expected:
         return GradcalcSyntaxError(f"cannot assign with '{token}' here",
                                    "only a plain name can be assigned: `y = ...`", pos)
-    if token.type == "NAME" and str(token) in _KEYWORDS:
+    if token.type != "NAME" and str(token) in _KEYWORDS and token.type != "ELSE":
         return GradcalcSyntaxError(f"'{token}' is a keyword and cannot be used here",
-                                   words and f"expected {words}", pos)
+                                   f"expected {words}" if words else "a keyword cannot be a variable's name", pos)
     if token.type == "ELSE":
         return GradcalcSyntaxError("'else' without 'if'", "put it on the line of the if block's closing '}'", pos)
+    if {"NAME", "WHILE", "IF"} <= expected and token.type != "NAME":  # where a statement starts
+        return GradcalcSyntaxError(
+            f"a statement cannot start with '{token}'",
+            "a statement is an assignment `y = ...`, a function `f(x) = ...`, or if / while / for / no_grad",
+            pos,
+        )
     if "EQUALS" in expected and token.type != "NAME":
         return GradcalcSyntaxError(
             f"unexpected '{token}': a statement must assign a name",
             "write it as `y = <expression>` (a statement is an assignment, a function or a block)",
             pos,
         )
-    return GradcalcSyntaxError(f"unexpected '{token}'", f"expected {words}" if words else "", pos)
+    return GradcalcSyntaxError(f"unexpected '{token}'",
+                               f"expected {words}" if words else "check the syntax just before it", pos)
 
 
 def raise_recursion_limit(max_depth: int) -> None:

@@ -33,8 +33,14 @@ def _table(*columns: tuple[str, str]) -> Table:
 
 
 def _loop_notes(run: Run) -> list[Text]:
-    return [Text(f"the {loop.kind} loop at line {loop.line} ran {loop.iterations} time"
-                 f"{'s' if loop.iterations != 1 else ''}", style="dim") for loop in run.loops]
+    """How often each loop ran (the graph holds every iteration's operations)."""
+    lines = [loop.line for loop in run.loops]
+    notes = []
+    for loop in run.loops:
+        where = f"line {loop.line}" + (f", column {loop.column}" if lines.count(loop.line) > 1 else "")
+        notes.append(Text(f"the {loop.kind} loop at {where} ran {loop.iterations:,} time"
+                          f"{'s' if loop.iterations != 1 else ''}", style="dim"))
+    return notes
 
 
 def values_view(run: Run, full: bool = False) -> RenderableType:

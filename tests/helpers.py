@@ -1,0 +1,166 @@
+"""Shared helpers for the CLI, error and fuzz tests: run gradcalc in-process and read what it printed."""
+
+from __future__ import annotations
+
+import json
+import re
+import traceback
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from gradcalc.cli import app
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "samples"
+NEURON = str(SAMPLES / "neuron.eq")
+NEURON_TENSOR = str(SAMPLES / "neuron_tensor.eq")
+MEAN = str(SAMPLES / "mean.eq")
+
+# Rich decides width, colour and terminal features from the environment: pin all of it.
+ENV = {"COLUMNS": "120", "LINES": "50", "TERM": "dumb", "NO_COLOR": "1", "FORCE_COLOR": None,
+       "PYTHONIOENCODING": "utf-8"}
+
+# Warnings that Python hides by default outside __main__.
+_QUIET_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
+
+EXIT_OK, EXIT_WRONG, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
+
+
+@dataclass
+class CliResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def run_cli(*args: object, input: str | None = None) -> CliResult:  # noqa: A002  (click's name for it)
+    """Run `gradcalc ARGS` in-process; stdout and stderr apart.
+
+    An exception that escapes the app would be a traceback for a real user, and a warning would be
+    printed on stderr: both are appended to stderr, as a real run would show them.
+    """
+    runner = CliRunner(env=ENV)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        result = runner.invoke(app, [str(a) for a in args], input=input, catch_exceptions=True)
+    stderr = result.stderr
+    # What Python would print on stderr by default (pytest would otherwise swallow it).
+    for warning in caught:
+        if not issubclass(warning.category, _QUIET_WARNINGS):
+            stderr += warnings.formatwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    exit_code = result.exit_code
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        exc = result.exception
+        stderr += "Traceback (most recent call last):\n" + "".join(
+            traceback.format_exception(type(exc), exc, exc.__traceback__))
+        exit_code = exit_code if exit_code not in (0, None) else 1
+    return CliResult(exit_code, result.stdout, stderr)
+
+
+def _reject_constant(token: str) -> Any:
+    pytest.fail(f"output is not strict JSON (RFC 8259): it holds the bare token {token}")
+
+
+def strict_json(text: str) -> Any:
+    """Parse one JSON document, refusing NaN / Infinity tokens that RFC 8259 forbids."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        pytest.fail(f"not one JSON document ({exc}): {text!r}")
+
+
+def json_ok(*args: object, input: str | None = None) -> Any:  # noqa: A002
+    """Run a command with --json that must succeed; return its parsed document."""
+    result = run_cli(*args, "--json", input=input)
+    assert result.exit_code == EXIT_OK, f"exit {result.exit_code}\nstdout: {result.stdout}\nstderr: {result.stderr}"
+    assert_no_traceback(result)
+    return strict_json(result.stdout)
+
+
+def assert_no_traceback(result: CliResult) -> None:
+    for text in (result.stdout, result.stderr):
+        assert "Traceback" not in text, text
+        assert "internal error" not in text, text
+        assert "RecursionError" not in text, text
+
+
+# error: FILE:LINE:COL: message
+_WHERE = re.compile(r"^error: (?P<file>.+?):(?P<line>\d+):(?P<column>\d+): (?P<message>.+)$")
+_CODE = re.compile(r"^(?P<gutter>\s*(?P<number>\d+) \| )(?P<code>.*)$")
+_CARET = re.compile(r"^(?P<gutter>\s*\| )(?P<pad> *)(?P<caret>\^+)\s*$")
+
+
+@dataclass
+class TextError:
+    file: str
+    line: int
+    column: int
+    message: str
+    code: str
+    hint: str
+    text: str
+
+
+def assert_bad_input(result: CliResult) -> None:
+    """Exit 2, nothing on stdout, no traceback."""
+    assert result.exit_code == EXIT_BAD_INPUT, (
+        f"expected exit 2, got {result.exit_code}\nstdout: {result.stdout}\nstderr: {result.stderr}")
+    assert_no_traceback(result)
+    assert result.stdout == "", f"an error must print nothing on stdout, got {result.stdout!r}"
+    assert result.stderr.strip(), "an error must say something on stderr"
+
+
+def located_error(result: CliResult, *, file: str | None = None, line: int | None = None,
+                  column: int | None = None, code: str | None = None) -> TextError:
+    """Check the human error format: `error: FILE:LINE:COL: message`, the source line, a caret under
+    the column, and a hint; return the parts."""
+    assert_bad_input(result)
+    lines = result.stderr.rstrip("\n").splitlines()
+    assert sum(1 for text in lines if text.startswith("error:")) == 1, f"one message expected:\n{result.stderr}"
+    where = _WHERE.match(lines[0])
+    assert where, f"first line is not 'error: FILE:LINE:COL: message':\n{result.stderr}"
+    code_match = next((m for m in map(_CODE.match, lines[1:]) if m), None)
+    caret_match = next((m for m in map(_CARET.match, lines[1:]) if m), None)
+    assert code_match, f"no offending source line shown:\n{result.stderr}"
+    assert caret_match, f"no caret line shown:\n{result.stderr}"
+    assert int(code_match["number"]) == int(where["line"]), result.stderr
+    # the caret sits under the reported column of the shown code
+    caret_at = len(caret_match["gutter"]) + len(caret_match["pad"])
+    assert caret_at == len(code_match["gutter"]) + int(where["column"]) - 1, f"caret misplaced:\n{result.stderr}"
+    hints = [text.strip()[len("hint:"):].strip() for text in lines if text.strip().startswith("hint:")]
+    assert hints and hints[0], f"no hint:\n{result.stderr}"
+    error = TextError(where["file"], int(where["line"]), int(where["column"]), where["message"],
+                      code_match["code"], hints[0], result.stderr)
+    if file is not None:
+        assert error.file == file, result.stderr
+    if line is not None:
+        assert error.line == line, result.stderr
+    if column is not None:
+        assert error.column == column, result.stderr
+    if code is not None:
+        assert error.code.rstrip() == code.expandtabs(1).rstrip(), result.stderr
+    return error
+
+
+def json_error(result: CliResult) -> dict[str, Any]:
+    """Check that stderr is exactly one JSON object {"error": {type, message, line, column, ...}}."""
+    assert_bad_input(result)
+    doc = strict_json(result.stderr)
+    assert isinstance(doc, dict) and list(doc) == ["error"], doc
+    body = doc["error"]
+    for key in ("type", "message", "line", "column"):
+        assert key in body, f"JSON error lacks {key!r}: {body}"
+    assert isinstance(body["type"], str) and body["type"], body
+    assert isinstance(body["message"], str) and body["message"], body
+    assert body["line"] is None or isinstance(body["line"], int), body
+    assert body["column"] is None or isinstance(body["column"], int), body
+    return body
