@@ -151,6 +151,11 @@ def apply(prim: Primitive, inputs: tuple[Node, ...], params: tuple = ()) -> Node
     except Exception as exc:  # NumPy's ValueError, LinAlgError, TypeError, IndexError
         raise operation_error(prim, inputs, exc) from None
     requires_grad = recording and prim.differentiable and any(node.requires_grad for node in inputs)
+    return record(value, prim, inputs, params, requires_grad)
+
+
+def record(value: Any, prim: Primitive, inputs: tuple[Node, ...], params: tuple, requires_grad: bool) -> Node:
+    """A new node for a primitive's result; its inputs' values are freed if no rule needs them."""
     node = Node(value, prim, inputs, params, requires_grad)
     if requires_grad and release_temporaries:
         release_unneeded(node)

@@ -191,12 +191,8 @@ def _binary(prim: Primitive) -> Callable[[Any, Any], Node]:
         xv, yv = x.value, y.value
         if xv.shape != yv.shape:
             broadcast_shape(prim, xv.shape, yv.shape)
-        value = forward(xv, yv)
         requires_grad = graph.recording and prim.differentiable and (x.requires_grad or y.requires_grad)
-        node = Node(value, prim, (x, y), (), requires_grad)
-        if requires_grad and graph.release_temporaries:
-            graph.release_unneeded(node)
-        return node
+        return graph.record(forward(xv, yv), prim, (x, y), (), requires_grad)
 
     record.__name__ = prim.name
     record.__doc__ = f"Record {prim.name} (elementwise, broadcasting)."
@@ -226,11 +222,7 @@ def _unary(prim: Primitive) -> Callable[[Any], Node]:
 
     def record(x: Any) -> Node:
         x = x if x.__class__ is Node else constant(x)
-        requires_grad = graph.recording and x.requires_grad
-        node = Node(forward(x.value), prim, (x,), (), requires_grad)
-        if requires_grad and graph.release_temporaries:
-            graph.release_unneeded(node)
-        return node
+        return graph.record(forward(x.value), prim, (x,), (), graph.recording and x.requires_grad)
 
     record.__name__ = prim.name
     record.__doc__ = f"Record {prim.name} (elementwise)."
