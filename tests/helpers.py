@@ -6,10 +6,12 @@ import json
 import re
 import traceback
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -164,3 +166,20 @@ def json_error(result: CliResult) -> dict[str, Any]:
     assert body["line"] is None or isinstance(body["line"], int), body
     assert body["column"] is None or isinstance(body["column"], int), body
     return body
+
+
+def central_difference(fn: Callable[[np.ndarray], float], x: np.ndarray, step: float = 1e-6,
+                       relative: bool = True) -> np.ndarray:
+    """∂fn/∂x by central differences, one entry at a time (the step scales with |x| when relative)."""
+    point = np.array(x, dtype=np.float64)
+    grad = np.zeros(point.shape)
+    for k in np.ndindex(point.shape):
+        h = step * max(1.0, abs(float(point[k]))) if relative else step
+        original = point[k]
+        point[k] = original + h
+        up = fn(point.copy())
+        point[k] = original - h
+        down = fn(point.copy())
+        point[k] = original
+        grad[k] = (up - down) / (2 * h)
+    return grad

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import central_difference
 
 import gradcalc
 from gradcalc import ops
@@ -41,20 +42,8 @@ def finite_difference_grads(text: str, values: Mapping[str, Any], of: str, vecto
         weights = np.ones(y.shape) if vector is None else np.asarray(vector, dtype=np.float64)
         return float(np.sum(weights * y))
 
-    grads = {}
-    for name, x in base.items():
-        grad = np.zeros(x.shape)
-        for k in np.ndindex(x.shape):
-            h = step * max(1.0, abs(float(x[k])))
-            original = x[k]
-            x[k] = original + h
-            up = objective(base)
-            x[k] = original - h
-            down = objective(base)
-            x[k] = original
-            grad[k] = (up - down) / (2 * h)
-        grads[name] = grad
-    return grads
+    return {name: central_difference(lambda v, name=name: objective({**base, name: v}), x, step)
+            for name, x in base.items()}
 
 
 def check_program(text: str, values: Mapping[str, Any], of: str, vector: Any = None) -> gradcalc.Run:
