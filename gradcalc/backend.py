@@ -115,7 +115,14 @@ class Random:
     def __init__(self, seed: int) -> None:
         if seed < 0:
             raise UsageError(f"the seed must be 0 or more, got {seed}", "use --seed 0, 1, 2, ...")
-        self.generator = numpy.random.default_rng(seed)
+        self.seed = seed
+        self._generator: Any = None  # made on first draw: numpy.random costs start-up time
+
+    @property
+    def generator(self) -> Any:
+        if self._generator is None:
+            self._generator = numpy.random.default_rng(self.seed)
+        return self._generator
 
     def normal(self, shape: tuple[int, ...]) -> Array:
         return asarray(self.generator.standard_normal(shape))

@@ -146,13 +146,13 @@ def command(examples: str) -> Callable[[Callable[..., None]], Callable[..., None
 
 def _guarded(common: Common, body: Callable[[], None]) -> None:
     """The one place where errors become messages and exit codes."""
-    from .render import error_json, error_text
-
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a CLI speaks in its own messages, never Python warnings
             body()
     except GradcalcError as error:
+        from .render import error_json, error_text  # only now: the happy JSON path never loads Rich
+
         if common.json:
             from .jsonout import write
 
@@ -230,6 +230,13 @@ def _names(options: list[str]) -> list[str]:
     return [name.strip() for option in options for name in option.split(",") if name.strip()]
 
 
+def _views() -> Any:
+    """The Rich views, imported only when a person reads the output (JSON never needs Rich)."""
+    from . import render
+
+    return render
+
+
 def _show(common: Common, doc: Callable[[], dict[str, Any]], view: Callable[[], Any]) -> None:
     if common.json:
         from .jsonout import write
@@ -254,10 +261,10 @@ def _show(common: Common, doc: Callable[[], dict[str, Any]], view: Callable[[], 
 )
 def eval_(common: Common) -> None:
     """Print every variable's value, its shape, and the operation that made it."""
-    from . import jsonout, render
+    from . import jsonout
 
     run = _run(common)
-    _show(common, lambda: jsonout.values_doc(run), lambda: render.values_view(run, common.full))
+    _show(common, lambda: jsonout.values_doc(run), lambda: _views().values_view(run, common.full))
 
 
 @command(
@@ -277,11 +284,11 @@ def grad(
         "--vector", metavar="V", help="For a non-scalar output: 'ones' or a JSON array v; prints vᵀ·J.")] = None,
 ) -> None:
     """Print the output's value and its gradient with respect to each variable."""
-    from . import jsonout, render
+    from . import jsonout
 
     run = _run(common)
     result = run.grad(of, _names(wrt) or None, vector)
-    _show(common, lambda: jsonout.grad_doc(result), lambda: render.grad_view(run, result, common.full))
+    _show(common, lambda: jsonout.grad_doc(result), lambda: _views().grad_view(run, result, common.full))
 
 
 def _version(value: bool) -> None:
