@@ -145,7 +145,7 @@ def child_chain_gradcalc(n: int, reps: int, parse_reps: int, direct_reps: int, t
             t0 = time.perf_counter()
             run = program.run()
             t1 = time.perf_counter()
-            result = run.grad(of="y", wrt=["y"])
+            result = run.grad(of="y", wrt=["y"], retain_graph=False)
             t2 = time.perf_counter()
         build.append(t1 - t0)
         back.append(t2 - t1)
@@ -268,7 +268,7 @@ def child_big_time(side: str, size: int, reps: int, warmup: bool) -> dict[str, A
             t0 = time.perf_counter()
             run = program.run(values={"x": x})
             t1 = time.perf_counter()
-            result = run.grad(of="L", wrt=["x"])
+            result = run.grad(of="L", wrt=["x"], retain_graph=False)
             t2 = time.perf_counter()
             return t1 - t0, t2 - t1, float(result.value), result.grads["x"]
     else:
@@ -319,7 +319,7 @@ def child_big_mem(side: str, size: int, work: bool) -> dict[str, Any]:
             run = program.run(values={"x": x})
             out["after_value"], out["peak_value"] = tracemalloc.get_traced_memory()
             tracemalloc.reset_peak()
-            result = run.grad(of="L", wrt=["x"])
+            result = run.grad(of="L", wrt=["x"], retain_graph=False)
             out["peak_gradient"] = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
             assert result.grads["x"].shape == x.shape
@@ -681,10 +681,10 @@ def profile(quick: bool) -> None:
     size = 10**6 if quick else 10**7
     x = _big_x(size)
     program = Program(BIG_PROGRAM)
-    program.run(values={"x": x}).grad(of="L", wrt=["x"])  # warm-up
+    program.run(values={"x": x}).grad(of="L", wrt=["x"], retain_graph=False)  # warm-up
     prof = cProfile.Profile()
     prof.enable()
-    program.run(values={"x": x}).grad(of="L", wrt=["x"])
+    program.run(values={"x": x}).grad(of="L", wrt=["x"], retain_graph=False)
     prof.disable()
     show(f"10^{len(str(size)) - 1} elements, value + gradient", prof)
 

@@ -152,6 +152,7 @@ class Run:
         self.program = program
         self.frame = executed.frame
         self.state = executed.state
+        self.spent = False  # differentiated with retain_graph=False: intermediate values are freed
 
     @property
     def names(self) -> list[str]:
@@ -189,8 +190,15 @@ class Run:
         return {name: B.to_host(node.value) for name, node in self.frame.items()}
 
     def grad(self, of: str | None = None, wrt: Sequence[str] | None = None, vector: Any = None,
-             create_graph: bool = False) -> Gradients:
-        """∂of/∂name for each name in wrt (default: every leaf); with a vector, vᵀ·J."""
+             create_graph: bool = False, retain_graph: bool = True) -> Gradients:
+        """∂of/∂name for each name in wrt (default: every leaf); with a vector, vᵀ·J.
+
+        retain_graph=False frees intermediate values as backward uses them (less memory,
+        as in PyTorch); the run cannot be differentiated again afterwards.
+        """
+        if self.spent:
+            raise UsageError("this run was already differentiated with retain_graph=False",
+                             "run the program again, or pass retain_graph=True the first time")
         of = of or self.default_output
         output = self.node(of)
         names = list(wrt) if wrt else list(self.state.leaves)
@@ -202,7 +210,8 @@ class Run:
             if isinstance(vector, str) and vector != "ones":
                 vector = to_array("--vector", vector)
             with paused_gc():
-                found = autodiff.grad(output, targets, vector, f"'{of}'", create_graph)
+                found = autodiff.grad(output, targets, vector, f"'{of}'", create_graph, retain_graph)
+            self.spent = not retain_graph
         except GradcalcError as exc:
             raise exc.at(self.state.assigned_at.get(of)).within(self.program.source) from None
         grads: dict[str, Any] = {}

@@ -14,7 +14,7 @@ from typing import Any
 from . import backend as B
 from . import graph, ops
 from .errors import GradcalcError, UsageError
-from .graph import Node, constant, operation_error
+from .graph import Node, Released, constant, operation_error
 
 
 def _reachable(output: Node) -> list[Node]:
@@ -46,11 +46,14 @@ def _on_paths(order: list[Node], targets: set[Node]) -> set[Node]:
     return relevant
 
 
-def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: bool = False) -> dict[Node, Any]:
+def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: bool = False,
+             retain_graph: bool = True) -> dict[Node, Any]:
     """The vector-Jacobian product seedᵀ·∂output/∂target for each target reachable from output.
 
     With create_graph the gradients are graph nodes (differentiable again: Hessians,
     symbolic derivatives); otherwise raw arrays. Unreachable targets are absent.
+    Without retain_graph, each unnamed intermediate's value is freed once its rule has
+    run (PyTorch frees its buffers so): the graph cannot be differentiated again.
     """
     if not output.requires_grad:
         return {output: seed} if output in targets else {}
@@ -60,6 +63,7 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
     ns: Any = ops if create_graph else ops.numeric
     grads: dict[Node, Any] = {output: seed}
     get, pop = grads.get, grads.pop
+    owned: set[Node] = set()  # nodes whose gradient is a sum this pass allocated: safe to add into in place
     previous, graph.recording = graph.recording, create_graph
     try:
         with B.errstate():
@@ -94,7 +98,17 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
                     except Exception as exc:
                         raise operation_error(op, inputs, exc) from None
                     total = get(parent)
-                    grads[parent] = contribution if total is None else total + contribution
+                    if total is None:
+                        grads[parent] = contribution
+                    elif parent in owned:
+                        total += contribution  # a node used many times: no new array per use
+                    else:
+                        grads[parent] = total = total + contribution
+                        if not create_graph and getattr(total, "ndim", 0):  # an array, not a NumPy scalar
+                            owned.add(parent)
+                # Its users' rules ran before its own: once its own has, an unnamed value is spent.
+                if not retain_graph and node.name is None and node.value.__class__ is not Released:
+                    node.value = Released(node.value)
     finally:
         graph.recording = previous
     return {target: grads[target] for target in targets if target in grads}
@@ -124,9 +138,9 @@ def seed_for(output: Node, vector: Any | None, name: str = "the output", create_
 
 
 def grad(output: Node, targets: Sequence[Node], vector: Any | None = None, name: str = "the output",
-         create_graph: bool = False) -> list[Any | None]:
+         create_graph: bool = False, retain_graph: bool = True) -> list[Any | None]:
     """∂output/∂target for each target (vᵀ·J with a vector); None where no path leads there."""
-    found = backward(output, seed_for(output, vector, name, create_graph), targets, create_graph)
+    found = backward(output, seed_for(output, vector, name, create_graph), targets, create_graph, retain_graph)
     return [found.get(target) for target in targets]
 
 

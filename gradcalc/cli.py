@@ -287,7 +287,7 @@ def grad(
     from . import jsonout
 
     run = _run(common)
-    result = run.grad(of, _names(wrt) or None, vector)
+    result = run.grad(of, _names(wrt) or None, vector, retain_graph=False)
     _show(common, lambda: jsonout.grad_doc(result), lambda: _views().grad_view(run, result, common.full))
 
 
