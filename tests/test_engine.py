@@ -343,3 +343,16 @@ def test_ten_thousand_statement_program() -> None:
         value = math.sin(value) * 0.999 + 0.01 * value * value
     assert float(result.value) == pytest.approx(value, rel=1e-10)
     assert float(result.grads["x"]) == pytest.approx(derivative, rel=1e-8)
+
+
+def test_retain_graph_false_frees_intermediates_and_forbids_a_second_backward() -> None:
+    text = "x = [0.5, -1.2, 2.0]\nL = sum(tanh(x)*x + exp(-x*x) - 0.5*x*x*x)"
+    x = np.array([0.5, -1.2, 2.0])
+    expected = (1 - np.tanh(x) ** 2) * x + np.tanh(x) - 2 * x * np.exp(-x * x) - 1.5 * x * x
+    run = gradcalc.parse_program(text).run()
+    np.testing.assert_allclose(run.grad(of="L", wrt=["x"], retain_graph=False).grads["x"], expected, rtol=1e-12)
+    with pytest.raises(gradcalc.GradcalcError, match="retain_graph"):
+        run.grad(of="L", wrt=["x"])
+    kept = gradcalc.parse_program(text).run()
+    for _ in range(2):  # the default keeps the graph: differentiate as often as wanted
+        np.testing.assert_allclose(kept.grad(of="L", wrt=["x"]).grads["x"], expected, rtol=1e-12)
