@@ -106,12 +106,27 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
                         grads[parent] = total = total + contribution
                         if not create_graph and getattr(total, "ndim", 0):  # an array, not a NumPy scalar
                             owned.add(parent)
-                # Its users' rules ran before its own: once its own has, an unnamed value is spent.
-                if not retain_graph and node.name is None and node.value.__class__ is not Released:
-                    node.value = Released(node.value)
+                if not retain_graph:
+                    _free_spent(node, inputs)
     finally:
         graph.recording = previous
     return {target: grads[target] for target in targets if target in grads}
+
+
+def _free_spent(node: Node, inputs: tuple[Node, ...]) -> None:
+    """Free the unnamed values no rule still to run will read (PyTorch frees its buffers so).
+
+    A node's users run their rules before the node does; an unnamed intermediate has one
+    user. So once `node`'s rule has run, its own value is spent, and so is an unnamed
+    input's whose own rule does not read its output (a product's factors, a sum's terms).
+    """
+    if node.name is None and node.value.__class__ is not Released:
+        node.value = Released(node.value)
+    for parent in inputs:
+        op = parent.op
+        if (op is not None and parent.name is None and not op.reads_output
+                and parent.value.__class__ is not Released):
+            parent.value = Released(parent.value)
 
 
 def seed_for(output: Node, vector: Any | None, name: str = "the output", create_graph: bool = False) -> Any:

@@ -808,9 +808,13 @@ def execute(module: S.Module, inputs: Mapping[str, Any], context: Context, limit
             frame[name] = node
     program = compiler.module(module)
     graph.recording = True
-    with B.errstate():
-        for run in program:
-            run(frame)
+    graph.release_temporaries = True
+    try:
+        with B.errstate():
+            for run in program:
+                run(frame)
+    finally:
+        graph.release_temporaries = False
     return Executed(frame, state)
 
 

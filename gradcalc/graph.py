@@ -116,8 +116,10 @@ class Released:
         return len(self.shape)
 
 
-# Off when every node's value must stay visible (the graph view shows them all).
-release_temporaries = True
+# On only while the builder runs a program: there an unnamed node is a temporary with
+# exactly one user. Nodes made elsewhere (by a differentiable backward, or by hand
+# through the API) may be shared, so their values are never freed.
+release_temporaries = False
 
 
 def release_unneeded(node: Node) -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from lark import Lark, Token, Transformer, v_args
-from lark.lexer import Lexer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark.lexer import Lexer
 
 from . import syntax as S
 from .errors import GradcalcError, GradcalcSyntaxError, Pos
