@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -196,6 +197,69 @@ class Run:
         retain_graph=False frees intermediate values as backward uses them (less memory,
         as in PyTorch); the run cannot be differentiated again afterwards.
         """
+        of, output, names, targets = self._select(of, wrt)
+        with self._located(of):
+            if isinstance(vector, str) and vector != "ones":
+                vector = to_array("--vector", vector)
+            with paused_gc():
+                found = autodiff.grad(output, targets, vector, f"'{of}'", create_graph, retain_graph)
+            self.spent = not retain_graph
+        grads: dict[str, Any] = {}
+        no_path: set[str] = set()
+        for name, target, gradient in zip(names, targets, found):
+            if gradient is None:
+                no_path.add(name)
+                gradient = autodiff.zeros_like(target)  # noqa: PLW2901  (no path: zero of the right shape)
+            grads[name] = gradient if create_graph else B.to_host(gradient)
+        return Gradients(of, B.to_host(output.value), grads, no_path, vector)
+
+
+    def jacobian(self, of: str | None = None, wrt: Sequence[str] | None = None, mode: str = "auto") -> Jacobians:
+        """∂of/∂name (shape of.shape + name.shape) for each name in wrt, in reverse or forward mode.
+
+        auto picks the mode with fewer passes' worth of work: reverse makes one VJP per
+        output entry, forward one JVP per input entry (each batched into one pass).
+        """
+        of, output, names, targets = self._select(of, wrt)
+        if mode not in ("auto", "rev", "fwd"):
+            raise UsageError(f"unknown mode '{mode}'", "use --mode auto, rev or fwd")
+        if mode == "auto":
+            inputs = sum(max(1, math.prod(t.shape)) for t in targets)
+            mode = "fwd" if inputs < max(1, math.prod(output.shape)) else "rev"
+        with self._located(of), paused_gc(), B.errstate():
+            blocks = (autodiff.jacobian_fwd if mode == "fwd" else autodiff.jacobian_rev)(output, targets)
+        return Jacobians(of, B.to_host(output.value), names, [B.to_host(b) for b in blocks], mode)
+
+    def hessian(self, of: str | None = None, wrt: Sequence[str] | None = None) -> Hessians:
+        """The blocks ∂²of/∂a∂b for a, b in wrt (of must be a scalar): reverse over reverse."""
+        of, output, names, targets = self._select(of, wrt)
+        with self._located(of):
+            if output.shape != ():
+                raise UsageError(
+                    f"'{of}' has shape {tuple(output.shape)}: a Hessian needs a scalar output",
+                    f"reduce it in the program (for example `L = sum(...)`), or take `gradcalc jacobian` of '{of}'")
+            with paused_gc(), B.errstate():
+                rows = autodiff.hessian(output, targets)
+        return Hessians(of, B.to_host(output.value), names, [[B.to_host(b) for b in row] for row in rows])
+
+    def jvp(self, of: str | None, wrt: str, tangent: Any) -> Tangents:
+        """J·v: the change of `of` along the direction `tangent` of `wrt` (forward mode)."""
+        of, output, _, targets = self._select(of, [wrt])
+        with self._located(of):
+            target = targets[0]
+            if isinstance(tangent, str) and tangent == "ones":
+                direction = B.xp.ones(target.shape, dtype=B.dtype)
+            else:
+                direction = to_array("--tangent", tangent)
+            if tuple(direction.shape) != tuple(target.shape):
+                raise UsageError(f"--tangent has shape {tuple(direction.shape)} but '{wrt}' has shape "
+                                 f"{tuple(target.shape)}", f"give a JSON array of shape {list(target.shape)}")
+            with paused_gc(), B.errstate():
+                result = autodiff.jvp(output, target, direction)
+        return Tangents(of, B.to_host(output.value), wrt, B.to_host(direction), B.to_host(result))
+
+    def _select(self, of: str | None, wrt: Sequence[str] | None) -> tuple[str, Node, list[str], list[Node]]:
+        """The output's name and node, and the --wrt names and nodes (default: every leaf)."""
         if self.spent:
             raise UsageError("this run was already differentiated with retain_graph=False",
                              "run the program again, or pass retain_graph=True the first time")
@@ -205,23 +269,47 @@ class Run:
         if not names:
             raise UsageError("the program has no leaves to differentiate with respect to",
                              "name a variable with --wrt")
-        targets = [self.node(name, prefer_leaf=True) for name in names]
+        return of, output, names, [self.node(name, prefer_leaf=True) for name in names]
+
+    @contextlib.contextmanager
+    def _located(self, of: str) -> Iterator[None]:
+        """Errors about the output point at the line that gave it its value."""
         try:
-            if isinstance(vector, str) and vector != "ones":
-                vector = to_array("--vector", vector)
-            with paused_gc():
-                found = autodiff.grad(output, targets, vector, f"'{of}'", create_graph, retain_graph)
-            self.spent = not retain_graph
+            yield
         except GradcalcError as exc:
             raise exc.at(self.state.assigned_at.get(of)).within(self.program.source) from None
-        grads: dict[str, Any] = {}
-        no_path: set[str] = set()
-        for name, target, gradient in zip(names, targets, found):
-            if gradient is None:
-                no_path.add(name)
-                gradient = autodiff.zeros_like(target)  # noqa: PLW2901  (no path: zero of the right shape)
-            grads[name] = gradient if create_graph else B.to_host(gradient)
-        return Gradients(of, B.to_host(output.value), grads, no_path, vector)
+
+
+@dataclass
+class Jacobians:
+    """The result of `Run.jacobian`: one block of shape of.shape + name.shape per --wrt name."""
+
+    of: str
+    value: Any
+    wrt: list[str]
+    blocks: list[Any]
+    mode: str
+
+
+@dataclass
+class Hessians:
+    """The result of `Run.hessian`: blocks[i][j] = ∂²of/∂wrt[i]∂wrt[j]."""
+
+    of: str
+    value: Any
+    wrt: list[str]
+    blocks: list[list[Any]]
+
+
+@dataclass
+class Tangents:
+    """The result of `Run.jvp`: J·v for the direction v of one variable."""
+
+    of: str
+    value: Any
+    wrt: str
+    tangent: Any
+    jvp: Any
 
 
 def load(path: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Program:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import backend as B
-from . import graph, ops
+from . import batching, graph, ops
 from .errors import GradcalcError, UsageError
 from .graph import Node, Released, constant, operation_error
 
@@ -47,20 +47,21 @@ def _on_paths(order: list[Node], targets: set[Node]) -> set[Node]:
 
 
 def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: bool = False,
-             retain_graph: bool = True) -> dict[Node, Any]:
+             retain_graph: bool = True, batched: bool = False) -> dict[Node, Any]:
     """The vector-Jacobian product seedᵀ·∂output/∂target for each target reachable from output.
 
     With create_graph the gradients are graph nodes (differentiable again: Hessians,
     symbolic derivatives); otherwise raw arrays. Unreachable targets are absent.
     Without retain_graph, each unnamed intermediate's value is freed once its rule has
     run (PyTorch frees its buffers so): the graph cannot be differentiated again.
+    With batched the seed is a `batching.Batched` stack of seeds, all carried in one pass.
     """
     if not output.requires_grad:
         return {output: seed} if output in targets else {}
     target_set = set(targets)
     order = _reachable(output)
     relevant = _on_paths(order, target_set)
-    ns: Any = ops if create_graph else ops.numeric
+    ns: Any = ops if create_graph else batching.namespace if batched else ops.numeric
     grads: dict[Node, Any] = {output: seed}
     get, pop = grads.get, grads.pop
     owned: set[Node] = set()  # nodes whose gradient is a sum this pass allocated: safe to add into in place
@@ -161,3 +162,70 @@ def grad(output: Node, targets: Sequence[Node], vector: Any | None = None, name:
 
 def zeros_like(node: Node) -> Any:
     return B.xp.zeros(node.value.shape, dtype=B.dtype)
+
+
+# --- Jacobians, forward mode, Hessians: all from the same rules ----------------------------
+
+def jacobian_rev(output: Node, targets: Sequence[Node]) -> list[Any]:
+    """Each ∂output/∂target (shape output.shape + target.shape): one batched VJP per output entry."""
+    found = backward(output, batching.basis(output.shape), targets, batched=True)
+    return [_block(found.get(t), output.shape, t.shape) for t in targets]
+
+
+def _linear_vjp(output: Node, targets: Sequence[Node]) -> tuple[Node, dict[Node, Any]]:
+    """The VJP u ↦ uᵀ·J recorded as a graph with the cotangent u as a variable.
+
+    It is linear in u, so its VJP with respect to u is J·v: forward mode from the
+    reverse rules alone (the "double-VJP" or transpose trick), with no second table.
+    """
+    cotangent = graph.leaf(B.xp.ones(output.shape, dtype=B.dtype), "u")
+    return cotangent, backward(output, cotangent, targets, create_graph=True)
+
+
+def jacobian_fwd(output: Node, targets: Sequence[Node]) -> list[Any]:
+    """Each ∂output/∂target by forward mode: one batched JVP per input entry."""
+    cotangent, linear = _linear_vjp(output, targets)
+    blocks = []
+    for target in targets:
+        transposed = linear.get(target)
+        if transposed is None or not transposed.requires_grad:
+            blocks.append(_block(None, output.shape, target.shape))
+            continue
+        columns = backward(transposed, batching.basis(target.shape), [cotangent], batched=True).get(cotangent)
+        if columns is None:
+            blocks.append(_block(None, output.shape, target.shape))
+            continue
+        stack = B.xp.moveaxis(B.xp.reshape(columns.stack, (-1, *output.shape)), 0, -1)
+        blocks.append(B.xp.reshape(stack, output.shape + target.shape))
+    return blocks
+
+
+def jvp(output: Node, target: Node, tangent: Any) -> Any:
+    """J·v: how output moves when target moves along v."""
+    cotangent, linear = _linear_vjp(output, [target])
+    transposed = linear.get(target)
+    if transposed is None or not transposed.requires_grad:
+        return B.xp.zeros(output.shape, dtype=B.dtype)
+    result = backward(transposed, tangent, [cotangent]).get(cotangent)
+    return B.xp.zeros(output.shape, dtype=B.dtype) if result is None else result
+
+
+def hessian(output: Node, targets: Sequence[Node]) -> list[list[Any]]:
+    """The blocks ∂²output/∂target_i∂target_j of a scalar output: reverse over reverse."""
+    first = backward(output, constant(B.xp.ones((), dtype=B.dtype)), targets, create_graph=True)
+    rows = []
+    for target in targets:
+        gradient = first.get(target)
+        if gradient is None or not gradient.requires_grad:
+            rows.append([_block(None, target.shape, other.shape) for other in targets])
+            continue
+        second = backward(gradient, batching.basis(target.shape), targets, batched=True)
+        rows.append([_block(second.get(other), target.shape, other.shape) for other in targets])
+    return rows
+
+
+def _block(found: Any, out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> Any:
+    if found is None:
+        return B.xp.zeros(out_shape + in_shape, dtype=B.dtype)
+    return B.xp.reshape(found.stack, out_shape + in_shape)
+

@@ -216,3 +216,10 @@ def format_value(value: Any, full: bool = False, threshold: int = 64) -> str:
         edgeitems=3,
         max_line_width=72,
     )
+
+
+def is_symmetric(matrix: Any) -> bool:
+    """A square matrix equal to its transpose, to rounding."""
+    host = to_host(matrix)
+    square = host.ndim == 2 and host.shape[0] == host.shape[1]
+    return square and bool(numpy.allclose(host, host.T, rtol=1e-10, atol=1e-12))

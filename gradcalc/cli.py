@@ -254,6 +254,19 @@ def _show(common: Common, doc: Callable[[], dict[str, Any]], view: Callable[[], 
     sys.stdout.write("\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n")
 
 
+_OF = Annotated[Optional[str], typer.Option(
+    "--of", metavar="NAME", help="The output to differentiate (default: the last variable assigned).")]
+_WRT = Annotated[list[str], typer.Option(
+    "--wrt", metavar="NAME", help="Differentiate with respect to NAME (repeatable or comma-separated; "
+    "default: every leaf). Intermediates are allowed.")]
+
+
+class Mode(str, Enum):
+    auto = "auto"
+    rev = "rev"
+    fwd = "fwd"
+
+
 @command(
     "  gradcalc eval samples/neuron.eq\n\n"
     "  gradcalc eval -e 'x = linspace(0, 1, 5); y = x^2' --json\n\n"
@@ -275,11 +288,8 @@ def eval_(common: Common) -> None:
 )
 def grad(
     common: Common,
-    of: Annotated[Optional[str], typer.Option(
-        "--of", metavar="NAME", help="The output to differentiate (default: the last variable assigned).")] = None,
-    wrt: Annotated[list[str], typer.Option(
-        "--wrt", metavar="NAME", help="Differentiate with respect to NAME (repeatable or comma-separated; "
-        "default: every leaf). Intermediates are allowed.")] = [],  # noqa: B006  (Typer reads the default)
+    of: _OF = None,
+    wrt: _WRT = [],  # noqa: B006  (Typer reads the default)
     vector: Annotated[Optional[str], typer.Option(
         "--vector", metavar="V", help="For a non-scalar output: 'ones' or a JSON array v; prints vᵀ·J.")] = None,
 ) -> None:
@@ -289,6 +299,58 @@ def grad(
     run = _run(common)
     result = run.grad(of, _names(wrt) or None, vector, retain_graph=False)
     _show(common, lambda: jsonout.grad_doc(result), lambda: _views().grad_view(run, result, common.full))
+
+
+@command(
+    "  gradcalc jacobian samples/doubling.eq --of y --wrt x\n\n"
+    "  gradcalc jacobian -e 'W = randn(3, 4); b = zeros(3); x = ones(4); y = tanh(W @ x + b)' --wrt x --json\n\n"
+    "  gradcalc jacobian samples/neuron_tensor.eq --of L --wrt a --mode fwd --full"
+)
+def jacobian(
+    common: Common,
+    of: _OF = None,
+    wrt: _WRT = [],  # noqa: B006  (Typer reads the default)
+    mode: Annotated[Mode, typer.Option(help="rev: one VJP per output entry; fwd: one JVP per input entry; "
+                                            "auto: whichever needs fewer (all batched into one pass).")] = Mode.auto,
+) -> None:
+    """Print the full Jacobian ∂of/∂wrt, shape of.shape + wrt.shape, as a labelled matrix."""
+    from . import jsonout
+
+    run = _run(common)
+    result = run.jacobian(of, _names(wrt) or None, mode.value)
+    _show(common, lambda: jsonout.jacobian_doc(result), lambda: _views().jacobian_view(run, result, common.full))
+
+
+@command(
+    "  gradcalc hessian -e 'x = [1, 2, 3]; L = sum(x^4) + sum(x[:-1] * x[1:])' --wrt x\n\n"
+    "  gradcalc hessian samples/neuron.eq --wrt w1,w3 --json"
+)
+def hessian(common: Common, of: _OF = None, wrt: _WRT = []) -> None:  # noqa: B006
+    """Print the Hessian of a scalar output: the block ∂²of/∂a∂b for each pair of --wrt variables."""
+    from . import jsonout
+
+    run = _run(common)
+    result = run.hessian(of, _names(wrt) or None)
+    _show(common, lambda: jsonout.hessian_doc(result), lambda: _views().hessian_view(run, result, common.full))
+
+
+@command(
+    "  gradcalc jvp samples/doubling.eq --of y --wrt x --tangent '[1, 0, 0]'\n\n"
+    "  gradcalc jvp -e 'y = x^2 * sin(x)' --set x=2 --wrt x --tangent 1"
+)
+def jvp(
+    common: Common,
+    wrt: Annotated[str, typer.Option("--wrt", metavar="NAME", help="The variable that moves.")],
+    tangent: Annotated[str, typer.Option("--tangent", metavar="V", help="Its direction v: 'ones', a number "
+                                         "or a JSON array of its shape.")],
+    of: _OF = None,
+) -> None:
+    """Print J·v, how the output changes when --wrt moves along --tangent (forward mode)."""
+    from . import jsonout
+
+    run = _run(common)
+    result = run.jvp(of, wrt, tangent)
+    _show(common, lambda: jsonout.jvp_doc(result), lambda: _views().jvp_view(run, result, common.full))
 
 
 def _version(value: bool) -> None:

@@ -6,7 +6,7 @@ import json
 from typing import Any, TextIO
 
 from . import backend as B
-from .api import Gradients, Run
+from .api import Gradients, Hessians, Jacobians, Run, Tangents
 
 
 def values_doc(run: Run) -> dict[str, Any]:
@@ -22,6 +22,32 @@ def grad_doc(result: Gradients) -> dict[str, Any]:
     if result.no_path:
         doc["no_path"] = sorted(result.no_path)
     return doc
+
+
+def jacobian_doc(result: Jacobians) -> dict[str, Any]:
+    """One --wrt: the SPEC's {of, wrt, shape, jacobian}; several: one such block each."""
+    blocks = [{"wrt": name, "shape": list(block.shape), "jacobian": B.to_json(block)}
+              for name, block in zip(result.wrt, result.blocks)]
+    if len(blocks) == 1:
+        return {"of": result.of, **blocks[0], "mode": result.mode}
+    return {"of": result.of, "wrt": result.wrt, "mode": result.mode, "blocks": blocks}
+
+
+def hessian_doc(result: Hessians) -> dict[str, Any]:
+    """One --wrt: the SPEC's {of, wrt, shape, hessian}; several: the block Hessian, block by block."""
+    if len(result.wrt) == 1:
+        block = result.blocks[0][0]
+        return {"of": result.of, "wrt": result.wrt[0], "shape": list(block.shape), "hessian": B.to_json(block),
+                "value": B.to_json(result.value)}
+    blocks = [{"wrt": [first, second], "shape": list(result.blocks[i][j].shape),
+               "hessian": B.to_json(result.blocks[i][j])}
+              for i, first in enumerate(result.wrt) for j, second in enumerate(result.wrt)]
+    return {"of": result.of, "wrt": result.wrt, "value": B.to_json(result.value), "blocks": blocks}
+
+
+def jvp_doc(result: Tangents) -> dict[str, Any]:
+    return {"of": result.of, "wrt": result.wrt, "shape": list(result.jvp.shape), "value": B.to_json(result.value),
+            "tangent": B.to_json(result.tangent), "jvp": B.to_json(result.jvp)}
 
 
 def write(doc: dict[str, Any], stream: TextIO) -> None:

@@ -246,10 +246,11 @@ add, sub, mul, div, power = (_binary(p) for p in (ADD, SUB, MUL, DIV, POW))
 maximum, minimum, atan2 = (_binary(p) for p in (MAXIMUM, MINIMUM, ATAN2))
 lt, le, gt, ge, eq, ne = (_binary(p) for p in (LT, LE, GT, GE, EQ, NE))
 logical_and, logical_or = _binary(AND), _binary(OR)
+_ELEMENTWISE = (NEG, EXP, LOG, LOG2, LOG10, SQRT, SIN, COS, TAN, ASIN, ACOS, ATAN, SINH, COSH, TANH, ABS, SIGMOID,
+                RELU, SOFTPLUS, SIGN, FLOOR, CEIL, ROUND)
+ELEMENTWISE_UNARY = frozenset(p.name for p in _ELEMENTWISE)
 (neg, exp, log, log2, log10, sqrt, sin, cos, tan, asin, acos, atan, sinh, cosh, tanh, abs_, sigmoid, relu,
- softplus, sign, floor, ceil, round_) = (_unary(p) for p in (
-    NEG, EXP, LOG, LOG2, LOG10, SQRT, SIN, COS, TAN, ASIN, ACOS, ATAN, SINH, COSH, TANH, ABS, SIGMOID, RELU,
-    SOFTPLUS, SIGN, FLOOR, CEIL, ROUND))
+ softplus, sign, floor, ceil, round_) = (_unary(p) for p in _ELEMENTWISE)
 logical_not = _recorder(NOT)
 (reshape, transpose, broadcast_to, sum_to, index, scatter, stack, trace, det, inv, softmax) = (_recorder(p) for p in (
     RESHAPE, TRANSPOSE, BROADCAST_TO, SUM_TO, INDEX, SCATTER, STACK, TRACE, DET, INV, SOFTMAX))
@@ -375,7 +376,7 @@ Node.__rpow__ = _reflected(power)  # type: ignore[assignment]
 Node.__matmul__ = matmul  # type: ignore[assignment]
 Node.__rmatmul__ = _reflected(matmul)  # type: ignore[assignment]
 Node.__neg__ = neg  # type: ignore[assignment]
-Node.__getitem__ = index  # type: ignore[assignment]
+Node.__getitem__ = lambda self, key: index(self, key if isinstance(key, tuple) else (key,))  # type: ignore[assignment]
 Node.T = property(lambda self: transpose(self, None))  # type: ignore[attr-defined]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -101,3 +102,85 @@ def error_json(error: GradcalcError) -> dict[str, Any]:
     if error.hint:
         body["hint"] = error.hint
     return {"error": body}
+
+
+ROWS_SHOWN, COLUMNS_SHOWN, EDGE = 24, 10, 3
+
+
+def _labels(name: str, shape: tuple[int, ...]) -> list[str]:
+    """y, or y[0], y[1], ... (y[0,1] for matrices): one label per entry."""
+    if shape == ():
+        return [name]
+    return [f"{name}[{','.join(map(str, index))}]" for index in itertools.product(*(range(n) for n in shape))]
+
+
+def _kept(count: int, limit: int, full: bool) -> list[int | None]:
+    """Indices to show; None marks the elided middle."""
+    if full or count <= limit:
+        return list(range(count))
+    return [*range(EDGE), None, *range(count - EDGE, count)]
+
+
+def matrix_table(rows: list[str], columns: list[str], block: Any, full: bool) -> Table:
+    """A labelled matrix (rows: output entries, columns: input entries), large ones summarised."""
+    matrix = B.to_host(block).reshape(len(rows), len(columns))
+    shown_rows, shown_columns = _kept(len(rows), ROWS_SHOWN, full), _kept(len(columns), COLUMNS_SHOWN, full)
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    table.add_column("", style="bold")
+    for j in shown_columns:
+        table.add_column("…" if j is None else columns[j], justify="right")
+    for i in shown_rows:
+        if i is None:
+            table.add_row("…", *["⋮" if j is not None else "⋱" for j in shown_columns])
+            continue
+        table.add_row(rows[i], *["…" if j is None else B.format_number(float(matrix[i, j])) for j in shown_columns])
+    return table
+
+
+def _size_note(rows: int, columns: int, full: bool) -> list[Text]:
+    if full or (rows <= ROWS_SHOWN and columns <= COLUMNS_SHOWN):
+        return []
+    return [Text(f"{rows}×{columns} entries, summarised: --full shows them all", style="dim")]
+
+
+def jacobian_view(run: Run, result: Any, full: bool = False) -> RenderableType:
+    """`jacobian`: a labelled matrix per --wrt variable."""
+    parts: list[RenderableType] = []
+    out_shape = tuple(result.value.shape)
+    for name, block in zip(result.wrt, result.blocks):
+        in_shape = tuple(run.node(name, prefer_leaf=True).value.shape)
+        rows, columns = _labels(result.of, out_shape), _labels(name, in_shape)
+        parts.append(Text.assemble((f"∂{result.of}/∂{name}", "bold"),
+                                   f"   shape {shape_text(out_shape + in_shape)}, "
+                                   f"{'reverse' if result.mode == 'rev' else 'forward'} mode"))
+        parts += [matrix_table(rows, columns, block, full), *_size_note(len(rows), len(columns), full), Text("")]
+    return Group(*parts[:-1], *_loop_notes(run))
+
+
+def hessian_view(run: Run, result: Any, full: bool = False) -> RenderableType:
+    """`hessian`: a labelled matrix per pair of --wrt variables; symmetric blocks are marked."""
+    heading = Text.assemble((result.of, "bold"), " = ", B.format_value(result.value, full))
+    parts: list[RenderableType] = [heading, Text("")]
+    shapes = {name: tuple(run.node(name, prefer_leaf=True).value.shape) for name in result.wrt}
+    for i, first in enumerate(result.wrt):
+        for j, second in enumerate(result.wrt):
+            block = result.blocks[i][j]
+            rows, columns = _labels(first, shapes[first]), _labels(second, shapes[second])
+            title = f"∂²{result.of}/∂{first}²" if i == j else f"∂²{result.of}/∂{first}∂{second}"
+            square = B.to_host(block).reshape(len(rows), len(columns))
+            note = "   symmetric" if i == j and B.is_symmetric(square) else ""
+            parts.append(Text.assemble((title, "bold"), f"   shape {shape_text(shapes[first] + shapes[second])}",
+                                       (note, "green")))
+            parts += [matrix_table(rows, columns, block, full), *_size_note(len(rows), len(columns), full), Text("")]
+    return Group(*parts[:-1], *_loop_notes(run))
+
+
+def jvp_view(run: Run, result: Any, full: bool = False) -> RenderableType:
+    """`jvp`: J·v, the output's change along the tangent."""
+    table = _table(("", "left"), ("shape", "left"), ("value", "right"))
+    table.add_row(f"{result.wrt} (tangent v)", shape_text(tuple(result.tangent.shape)),
+                  B.format_value(result.tangent, full))
+    table.add_row(f"J·v = ∂{result.of}/∂{result.wrt}·v", shape_text(tuple(result.jvp.shape)),
+                  B.format_value(result.jvp, full))
+    heading = Text.assemble((result.of, "bold"), " = ", B.format_value(result.value, full))
+    return Group(heading, Text(""), table, *_loop_notes(run))

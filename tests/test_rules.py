@@ -17,7 +17,7 @@ from helpers import central_difference
 
 import gradcalc  # noqa: F401  (installs the derivative table)
 from gradcalc import ops, rules
-from gradcalc.autodiff import backward
+from gradcalc.autodiff import backward, hessian, jacobian_fwd, jacobian_rev
 from gradcalc.graph import Node, constant, leaf
 
 RNG = np.random.default_rng(20240611)
@@ -412,3 +412,47 @@ def test_rule_matches_finite_differences(name: str) -> None:
 def test_every_case_names_a_primitive() -> None:
     """A stale entry (a primitive renamed or removed) is a mistake in this table."""
     assert set(CASES) <= set(ops.PRIMITIVES), set(CASES) - set(ops.PRIMITIVES)
+
+
+def _one_row_at_a_time(out: Node, targets: list[Node]) -> list[np.ndarray]:
+    """The Jacobian as a loop of single VJPs, one per output entry (the unbatched reference)."""
+    shape = np.shape(out.value)
+    rows: list[list[np.ndarray]] = [[] for _ in targets]
+    for k in np.ndindex(shape):
+        seed = np.zeros(shape)
+        seed[k] = 1.0
+        found = backward(out, _value(seed), targets)
+        for row, target in zip(rows, targets, strict=True):
+            row.append(np.asarray(found.get(target, np.zeros(np.shape(target.value))), dtype=np.float64))
+    return [np.reshape(np.stack(row), shape + np.shape(t.value)) for row, t in zip(rows, targets, strict=True)]
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_batched_jacobians_and_hessians_match_one_pass_per_row(name: str) -> None:
+    """Every rule under batching.namespace (reverse and forward mode) gives the loop's numbers."""
+    failures = []
+    for case in CASES[name]:
+        wants = case.wants or (True,) * len(case.inputs)
+        nodes = [leaf(_value(np.asarray(a, dtype=np.float64)), requires_grad=w)
+                 for a, w in zip(case.inputs, wants, strict=True)]
+        targets = [n for n, w in zip(nodes, wants, strict=True) if w]
+        out = case.build(*nodes)
+        expected = _one_row_at_a_time(out, targets)
+        weights = constant(_value(np.random.default_rng(3).standard_normal(np.shape(out.value))))
+        scalar = ops.sum(ops.mul(weights, out))
+        gradient = backward(scalar, constant(np.float64(1.0)), targets, create_graph=True)
+        try:
+            for mode, got in (("rev", jacobian_rev(out, targets)), ("fwd", jacobian_fwd(out, targets))):
+                for g, e in zip(got, expected, strict=True):
+                    _close(g, e, f"{name} [{case.label}] {mode}-mode Jacobian")
+            hessian_rows = hessian(scalar, targets)
+            for i, target in enumerate(targets):
+                if target not in gradient or not gradient[target].requires_grad:
+                    continue
+                for j, reference in enumerate(_one_row_at_a_time(gradient[target], targets)):
+                    _close(hessian_rows[i][j], reference, f"{name} [{case.label}] Hessian block {i},{j}")
+        except AssertionError as exc:
+            failures.append(str(exc).strip())
+        except Exception as exc:
+            failures.append(f"{name} [{case.label}]: {type(exc).__name__}: {exc}")
+    assert not failures, "\n\n".join(failures)
