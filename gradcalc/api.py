@@ -17,12 +17,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import autodiff
+from . import autodiff, symbolic
 from . import backend as B
 from .builder import Executed, Limits, execute, make_context
 from .errors import GradcalcError, NameNotFound, Source, UsageError, did_you_mean
-from .graph import Node
+from .graph import Node, constant
 from .parser import DEFAULT_MAX_DEPTH, parse, parse_expression, raise_recursion_limit
+from .symbolic import Derivative
 
 
 @contextlib.contextmanager
@@ -67,6 +68,12 @@ class Program:
         except OSError as exc:
             raise UsageError(f"cannot read {path}: {exc.strerror}", "check the file's permissions") from None
         return cls(text, path, os.path.dirname(os.path.abspath(path)), max_depth)
+
+    def free_names(self) -> list[str]:
+        """The names the program reads but never assigns: its inputs, given with --set."""
+        from .builder import free_names
+
+        return free_names(self.module)
 
     def run(
         self,
@@ -257,6 +264,47 @@ class Run:
             with paused_gc(), B.errstate():
                 result = autodiff.jvp(output, target, direction)
         return Tangents(of, B.to_host(output.value), wrt, B.to_host(direction), B.to_host(result))
+
+    def diff(self, of: str | None = None, wrt: Sequence[str] | None = None, order: int = 1,
+             keep: Sequence[str] = (), intermediates: bool = False) -> list[Derivative]:
+        """Each derivative as an expression: in the leaves, or keeping named intermediates.
+
+        The expression is the differentiable backward pass (the same rules as `grad`)
+        read back as algebra, along the path this run executed.
+        """
+        if order not in (1, 2):
+            raise UsageError(f"--order {order} is not supported", "use --order 1 or --order 2")
+        of, output, names, targets = self._select(of, wrt)
+        unknown = [name for name in keep if name not in self.frame]
+        if unknown:
+            raise UsageError(f"--keep: the program has no variable '{unknown[0]}'",
+                             did_you_mean(unknown[0], self.frame) or "name variables the program assigns")
+        symbols = {node: name for name, node in self.state.leaves.items()}
+        for name, node in self.frame.items():
+            if node.op is not None and (intermediates or name in keep) and name != of:
+                symbols[node] = name
+        taken = set(self.frame) | set(self.state.leaves)
+        with self._located(of):
+            if output.shape != ():
+                raise UsageError(f"'{of}' has shape {tuple(output.shape)}: diff differentiates a scalar output",
+                                 f"reduce it (for example `L = sum(...)`), or use `gradcalc jacobian --of {of}`")
+            with paused_gc(), B.errstate():
+                first = autodiff.backward(output, constant(B.scalar(1.0)), targets, create_graph=True)
+                results = []
+                for name, target in zip(names, targets):
+                    gradient = first.get(target, constant(B.xp.zeros(target.shape, dtype=B.dtype)))
+                    if order == 1:
+                        results.append(symbolic.describe(of, (name,), gradient, symbols, taken))
+                        continue
+                    if gradient.shape != ():
+                        raise UsageError(f"--order 2 needs scalar variables; '{name}' has shape "
+                                         f"{tuple(target.shape)}", f"use `gradcalc hessian --wrt {name}`")
+                    second = autodiff.backward(gradient, constant(B.scalar(1.0)), targets, create_graph=True) \
+                        if gradient.requires_grad else {}
+                    for other_name, other in zip(names, targets):
+                        found = second.get(other, constant(B.xp.zeros(other.shape, dtype=B.dtype)))
+                        results.append(symbolic.describe(of, (name, other_name), found, symbols, taken))
+        return results
 
     def _select(self, of: str | None, wrt: Sequence[str] | None) -> tuple[str, Node, list[str], list[Node]]:
         """The output's name and node, and the --wrt names and nodes (default: every leaf)."""

@@ -818,5 +818,31 @@ def execute(module: S.Module, inputs: Mapping[str, Any], context: Context, limit
     return Executed(frame, state)
 
 
+def free_names(module: S.Module) -> list[str]:
+    """Names a program reads but never assigns (its inputs), in order of first use."""
+    assigned = set(assigned_names(module.body))
+    local: set[str] = set()
+    expressions: list[S.Expr] = []
+    stack: list[S.Stmt] = list(reversed(module.body))
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, S.FuncDef):
+            local.update(stmt.params)
+            local.update(s.name for s in stmt.body if isinstance(s, S.Assign))
+            local.add(stmt.name)
+        for attr in ("value", "cond", "iterable"):
+            if isinstance(getattr(stmt, attr, None), S.Expr):
+                expressions.append(getattr(stmt, attr))
+        for attr in ("orelse", "body"):
+            stack.extend(reversed(getattr(stmt, attr, [])))
+    found: dict[str, None] = {}
+    for expr in expressions:
+        for node in S.walk(expr):
+            if isinstance(node, S.Name) and node.name not in assigned and node.name not in local \
+                    and node.name not in CONSTANTS and node.name not in BUILTINS:
+                found.setdefault(node.name, None)
+    return list(found)
+
+
 def make_context(folder: str, seed: int, allow_read: tuple[str, ...]) -> Context:
     return Context(B.Random(seed), os.path.abspath(folder), tuple(os.path.abspath(p) for p in allow_read))

@@ -211,10 +211,10 @@ def _inputs(common: Common) -> dict[str, Any]:
     return values
 
 
-def _run(common: Common) -> Any:
-    program = _program(common)
+def _run(common: Common, program: Any = None, values: dict[str, Any] | None = None) -> Any:
+    program = program or _program(common)
     return program.run(
-        _inputs(common),
+        _inputs(common) if values is None else values,
         seed=common.seed,
         dtype=common.dtype.value,
         device=common.device.value,
@@ -351,6 +351,47 @@ def jvp(
     run = _run(common)
     result = run.jvp(of, wrt, tangent)
     _show(common, lambda: jsonout.jvp_doc(result), lambda: _views().jvp_view(run, result, common.full))
+
+
+class Terms(str, Enum):
+    leaves = "leaves"
+    intermediates = "intermediates"
+
+
+@command(
+    "  gradcalc diff samples/neuron.eq --of L --wrt w1\n\n"
+    "  gradcalc diff -e 'y = x^2 * sin(x)' --wrt x\n\n"
+    "  gradcalc diff -e 'y = x^2 * sin(x)' --wrt x --order 2 --latex\n\n"
+    "  gradcalc diff samples/neuron.eq --wrt a --in-terms-of intermediates --json"
+)
+def diff(
+    common: Common,
+    of: _OF = None,
+    wrt: _WRT = [],  # noqa: B006
+    order: Annotated[int, typer.Option(min=1, max=2, help="1: first derivatives; 2: second derivatives "
+                                                        "∂²/∂a∂b (scalar variables).")] = 1,
+    keep: Annotated[list[str], typer.Option(
+        "--keep", metavar="NAME", help="Keep the named intermediate as a symbol instead of expanding it "
+        "(repeatable or comma-separated).")] = [],  # noqa: B006
+    in_terms_of: Annotated[Terms, typer.Option(
+        help="leaves: expand everything; intermediates: keep every named intermediate.")] = Terms.leaves,
+    latex: Annotated[bool, typer.Option("--latex", help="Print LaTeX instead of gradcalc syntax.")] = False,
+) -> None:
+    """Print each derivative as a simplified expression, and its value at the program's values."""
+    from . import jsonout
+
+    program = _program(common)
+    values = _inputs(common)
+    placeholders = [name for name in program.free_names() if name not in values]
+    for name in placeholders:  # a formula with no values still has a derivative: differentiate at a generic point
+        values[name] = PLACEHOLDER
+    run = _run(common, program, values)
+    results = run.diff(of, _names(wrt) or None, order, _names(keep), in_terms_of is Terms.intermediates)
+    _show(common, lambda: jsonout.diff_doc(results, placeholders),
+          lambda: _views().diff_view(run, results, latex, placeholders, common.full))
+
+
+PLACEHOLDER = 0.7  # the point a formula is differentiated at when its variables have no values
 
 
 def _version(value: bool) -> None:

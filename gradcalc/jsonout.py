@@ -7,6 +7,7 @@ from typing import Any, TextIO
 
 from . import backend as B
 from .api import Gradients, Hessians, Jacobians, Run, Tangents
+from .symbolic import Derivative
 
 
 def values_doc(run: Run) -> dict[str, Any]:
@@ -48,6 +49,26 @@ def hessian_doc(result: Hessians) -> dict[str, Any]:
 def jvp_doc(result: Tangents) -> dict[str, Any]:
     return {"of": result.of, "wrt": result.wrt, "shape": list(result.jvp.shape), "value": B.to_json(result.value),
             "tangent": B.to_json(result.tangent), "jvp": B.to_json(result.jvp)}
+
+
+def diff_doc(results: list[Derivative], placeholders: list[str]) -> dict[str, Any]:
+    """One derivative: the SPEC's {of, wrt, derivative, latex}; several: one such entry each."""
+    entries = []
+    for result in results:
+        entry: dict[str, Any] = {
+            "of": result.of,
+            "wrt": result.wrt[0] if len(result.wrt) == 1 else list(result.wrt),
+            "derivative": result.text,
+            "latex": result.latex,
+            "where": {name: text for name, text, _ in result.where},
+            "evaluable": result.evaluable,
+        }
+        if not placeholders:
+            entry["value"] = B.to_json(result.value)
+        entries.append(entry)
+    if len(entries) == 1:
+        return entries[0]
+    return {"of": results[0].of, "derivatives": entries}
 
 
 def write(doc: dict[str, Any], stream: TextIO) -> None:

@@ -184,3 +184,44 @@ def jvp_view(run: Run, result: Any, full: bool = False) -> RenderableType:
                   B.format_value(result.jvp, full))
     heading = Text.assemble((result.of, "bold"), " = ", B.format_value(result.value, full))
     return Group(heading, Text(""), table, *_loop_notes(run))
+
+
+def diff_view(run: Run, results: list[Any], latex: bool, placeholders: list[str], full: bool = False) -> RenderableType:
+    """`diff`: each derivative as an expression, its shared parts, and its value here."""
+    from .symbolic import latex_name
+
+    parts: list[RenderableType] = []
+    for result in results:
+        of, wrt = result.of, result.wrt
+        if latex:
+            bottom = " ".join(rf"\partial {latex_name(w)}" for w in wrt) if len(set(wrt)) == len(wrt) \
+                else rf"\partial {latex_name(wrt[0])}^{{2}}"
+            top = rf"\partial^{{2}} {latex_name(of)}" if len(wrt) == 2 else rf"\partial {latex_name(of)}"
+            parts.append(Text(rf"\frac{{{top}}}{{{bottom}}} = {result.latex}"))
+            parts += [Text(f"  {latex_name(name)} = {text}") for name, _, text in result.where]
+        else:
+            label = f"∂²{of}/∂{wrt[0]}∂{wrt[1]}" if len(wrt) == 2 else f"∂{of}/∂{wrt[0]}"
+            if len(wrt) == 2 and wrt[0] == wrt[1]:
+                label = f"∂²{of}/∂{wrt[0]}²"
+            parts.append(Text.assemble((label, "bold"), f" = {result.text}"))
+            for i, (name, text, _) in enumerate(result.where):
+                parts.append(Text(f"{'  where ' if i == 0 else '        '}{name} = {text}"))
+        if placeholders:
+            shown = ", ".join(placeholders)
+            parts.append(Text(f"  ({shown} ha{'s' if len(placeholders) == 1 else 've'} no value: "
+                              f"give --set {placeholders[0]}=... to see the derivative's value)", style="dim"))
+        else:
+            parts.append(Text(f"  = {B.format_value(result.value, full)} at the program's values", style="dim"))
+        if not result.evaluable:
+            parts.append(Text("  (scatter(g, index, shape) places g at index in zeros of that shape; "
+                              "gradcalc cannot evaluate it as written)", style="dim"))
+    if run.loops or _branched(run):
+        parts.append(Text("differentiated along the path this run executed (loops and branches as they ran)",
+                          style="dim"))
+    return Group(*parts)
+
+
+def _branched(run: Run) -> bool:
+    from . import syntax as S
+
+    return any(isinstance(stmt, S.If) for stmt in run.program.module.body)

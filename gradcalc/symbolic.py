@@ -1,0 +1,710 @@
+"""Derivatives as expressions: the differentiable backward pass, read back as algebra.
+
+`diff` runs the same derivative rules as `grad`, recording graph nodes
+(autodiff.backward with create_graph). This module turns that graph into an
+expression over the program's leaves (or named intermediates), simplifies it as
+it builds it, names subexpressions used more than once (`where t1 = ...`) so
+the text stays linear in the program, and prints gradcalc syntax or LaTeX.
+
+Simplification is local and deterministic, never a search: constructors fold
+numbers, drop identities (x*1, x+0, x*0, x^1), collect like terms and powers of
+one base, and order terms and factors canonically. It cannot hang.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from . import backend as B
+from .graph import Node
+
+
+class Expr:
+    """An interned expression: structurally equal expressions are the same object."""
+
+    __slots__ = ("order", "shape")
+    shape: tuple[int, ...]
+    order: tuple
+
+
+class Num(Expr):
+    __slots__ = ("value",)
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+
+class Const(Expr):
+    """A tensor constant (a literal in the program or a matrix a rule made)."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+
+
+class Sym(Expr):
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class Add(Expr):
+    __slots__ = ("constant", "terms")
+
+    def __init__(self, constant: float, terms: tuple[tuple[Expr, float], ...]) -> None:
+        self.constant = constant
+        self.terms = terms
+
+
+class Mul(Expr):
+    __slots__ = ("coefficient", "factors")
+
+    def __init__(self, coefficient: float, factors: tuple[Expr, ...]) -> None:
+        self.coefficient = coefficient
+        self.factors = factors
+
+
+class Pow(Expr):
+    __slots__ = ("base", "exponent")
+
+    def __init__(self, base: Expr, exponent: Expr) -> None:
+        self.base = base
+        self.exponent = exponent
+
+
+class Call(Expr):
+    __slots__ = ("args", "fn", "params")
+
+    def __init__(self, fn: str, args: tuple[Expr, ...], params: tuple) -> None:
+        self.fn = fn
+        self.args = args
+        self.params = params
+
+
+_ELEMENTWISE_MATH = {
+    "exp": math.exp, "log": math.log, "log2": math.log2, "log10": math.log10, "sqrt": math.sqrt, "sin": math.sin,
+    "cos": math.cos, "tan": math.tan, "asin": math.asin, "acos": math.acos, "atan": math.atan, "sinh": math.sinh,
+    "cosh": math.cosh, "tanh": math.tanh, "abs": abs, "sign": lambda v: float((v > 0) - (v < 0)),
+    "floor": math.floor, "ceil": math.ceil, "relu": lambda v: max(v, 0.0),
+    "sigmoid": lambda v: 1 / (1 + math.exp(-v)), "softplus": lambda v: math.log1p(math.exp(v)),
+}
+_COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_COMPARE_FN = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
+               "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
+
+
+class Algebra:
+    """Smart constructors over one intern table: every result is simplified and shared."""
+
+    def __init__(self) -> None:
+        self.table: dict[tuple, Expr] = {}
+        self.counter = itertools.count()
+
+    def _intern(self, key: tuple, make: Any, shape: tuple[int, ...], order: tuple) -> Expr:
+        found = self.table.get(key)
+        if found is None:
+            found = make()
+            found.shape, found.order = shape, (*order, next(self.counter))  # creation order breaks ties
+            self.table[key] = found
+        return found
+
+    def num(self, value: float) -> Expr:
+        value = float(value)
+        if value == 0:
+            value = 0.0  # one zero, not -0.0
+        return self._intern(("n", value), lambda: Num(value), (), (0, value))
+
+    def const(self, array: Any) -> Expr:
+        host = B.to_host(array)
+        if host.ndim == 0:
+            return self.num(float(host))
+        flat = host.reshape(-1)
+        if flat.size and bool((flat == flat[0]).all()):
+            return self.broadcast(self.num(float(flat[0])), tuple(host.shape))
+        return self._intern(("c", host.tobytes(), host.shape), lambda: Const(host), tuple(host.shape), (4,))
+
+    def sym(self, name: str, shape: tuple[int, ...]) -> Expr:
+        return self._intern(("s", name), lambda: Sym(name), shape, (1, name))
+
+    def broadcast(self, value: Expr, shape: tuple[int, ...]) -> Expr:
+        """value broadcast to shape: elementwise algebra broadcasts by itself."""
+        if value.shape == shape:
+            return value
+        return self.call("broadcast_to", (value,), (shape,), shape)
+
+    # --- sums and products --------------------------------------------------------------------
+
+    def add(self, *items: Expr) -> Expr:
+        constant = 0.0
+        collected: dict[Expr, float] = {}
+        shape: tuple[int, ...] = ()
+        for outer in items:
+            item = _unbroadcast(outer)
+            shape = _broadcast(shape, outer.shape)
+            if isinstance(item, Num):
+                constant += item.value
+            elif isinstance(item, Add):
+                constant += item.constant
+                for term, coefficient in item.terms:
+                    collected[term] = collected.get(term, 0.0) + coefficient
+            else:
+                term, coefficient = self._split(item)
+                collected[term] = collected.get(term, 0.0) + coefficient
+        terms = tuple(sorted(((t, c) for t, c in collected.items() if c != 0), key=lambda tc: tc[0].order))
+        if not terms:
+            return self.broadcast(self.num(constant), shape)
+        if constant == 0 and len(terms) == 1:
+            return self.broadcast(self.mul(self.num(terms[0][1]), terms[0][0]), shape)
+        key = ("+", constant, tuple((id(t), c) for t, c in terms))
+        return self._intern(key, lambda: Add(constant, terms), shape, (3, *terms[0][0].order[:2]))
+
+    def _split(self, item: Expr) -> tuple[Expr, float]:
+        """A term as (its non-numeric part, its coefficient)."""
+        if isinstance(item, Mul):
+            rest = item.factors[0] if len(item.factors) == 1 else self._product(1.0, item.factors, item.shape)
+            return rest, item.coefficient
+        return item, 1.0
+
+    def mul(self, *items: Expr) -> Expr:
+        coefficient = 1.0
+        powers: dict[Expr, list[Expr]] = {}
+        shape: tuple[int, ...] = ()
+        for outer in items:
+            item = _unbroadcast(outer)
+            shape = _broadcast(shape, outer.shape)
+            if isinstance(item, Num):
+                coefficient *= item.value
+            elif isinstance(item, Mul):
+                coefficient *= item.coefficient
+                for factor in item.factors:
+                    base, exponent = _as_power(factor, self)
+                    powers.setdefault(base, []).append(exponent)
+            else:
+                base, exponent = _as_power(item, self)
+                powers.setdefault(base, []).append(exponent)
+        if coefficient == 0:
+            return self.broadcast(self.num(0.0), shape)
+        factors = []
+        for base, exponents in powers.items():
+            factor = self.pow(base, self.add(*exponents) if len(exponents) > 1 else exponents[0])
+            if isinstance(factor, Num):
+                coefficient *= factor.value
+            elif isinstance(factor, Mul):  # (2*x)^2 distributed
+                coefficient *= factor.coefficient
+                factors.extend(factor.factors)
+            else:
+                factors.append(factor)
+        if not factors:
+            return self.broadcast(self.num(coefficient), shape)
+        if coefficient == 1 and len(factors) == 1:
+            return self.broadcast(factors[0], shape)
+        return self.broadcast(self._product(coefficient, factors, shape), shape)
+
+    def _product(self, coefficient: float, factors: Iterable[Expr], shape: tuple[int, ...]) -> Expr:
+        ordered = tuple(sorted(factors, key=lambda f: f.order))
+        key = ("*", coefficient, tuple(id(f) for f in ordered))
+        return self._intern(key, lambda: Mul(coefficient, ordered), shape, ordered[0].order)
+
+    def pow(self, base: Expr, exponent: Expr) -> Expr:
+        if isinstance(exponent, Num):
+            e = exponent.value
+            if e == 0:
+                return self.broadcast(self.num(1.0), base.shape)
+            if e == 1:
+                return base
+            if isinstance(base, Num):
+                folded = _fold(lambda: base.value ** e)
+                if folded is not None:
+                    return self.num(folded)
+            if isinstance(base, Pow) and isinstance(base.exponent, Num) and float(e).is_integer():
+                return self.pow(base.base, self.num(base.exponent.value * e))
+            if isinstance(base, Mul) and float(e).is_integer():
+                return self.mul(self.num(base.coefficient ** e), *(self.pow(f, exponent) for f in base.factors))
+        key = ("^", id(base), id(exponent))
+        return self._intern(key, lambda: Pow(base, exponent), _broadcast(base.shape, exponent.shape), base.order)
+
+    def neg(self, value: Expr) -> Expr:
+        return self.mul(self.num(-1.0), value)
+
+    # --- everything else ----------------------------------------------------------------------
+
+    def call(self, fn: str, args: tuple[Expr, ...], params: tuple, shape: tuple[int, ...]) -> Expr:
+        if fn in _ELEMENTWISE_MATH and isinstance(args[0], Num):
+            folded = _fold(lambda: _ELEMENTWISE_MATH[fn](args[0].value))
+            if folded is not None:
+                return self.num(folded)
+        if fn in _COMPARE and all(isinstance(a, Num) for a in args):
+            return self.num(float(_COMPARE_FN[fn](args[0].value, args[1].value)))  # type: ignore[attr-defined]
+        if fn == "where" and isinstance(args[0], Num):
+            return self.broadcast(args[1] if args[0].value else args[2], shape)
+        if fn == "where" and args[1] is args[2]:
+            return args[1]
+        if fn == "broadcast_to" and isinstance(args[0], Call) and args[0].fn == "broadcast_to":
+            args = args[0].args
+        key = ("f", fn, tuple(id(a) for a in args), _hashable(params))
+        return self._intern(key, lambda: Call(fn, args, params), shape, (2, fn, *(args[0].order[:2] if args else ())))
+
+
+def _fold(compute: Any) -> float | None:
+    """A folded constant, or None where it would not be a finite number (keep it symbolic)."""
+    try:
+        value = float(compute())
+    except (ValueError, ZeroDivisionError, OverflowError, TypeError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _hashable(params: tuple) -> tuple:
+    return tuple(repr(p) for p in params)
+
+
+def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    return a if a == b else B.broadcast_shapes(a, b)
+
+
+def _unbroadcast(item: Expr) -> Expr:
+    """Elementwise algebra broadcasts by itself: look through broadcast_to (callers keep the shape)."""
+    return item.args[0] if isinstance(item, Call) and item.fn == "broadcast_to" else item
+
+
+def _as_power(item: Expr, algebra: Algebra) -> tuple[Expr, Expr]:
+    if isinstance(item, Pow):
+        return item.base, item.exponent
+    return item, algebra.num(1.0)
+
+
+# --- from the graph to expressions --------------------------------------------------------
+
+_UNARY = {"exp", "log", "log2", "log10", "sqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
+          "abs", "sigmoid", "relu", "softplus", "sign", "floor", "ceil", "round", "det", "inv", "trace",
+          "logical_not"}
+
+
+def read(roots: list[Node], symbols: dict[Node, str], algebra: Algebra) -> list[Expr]:
+    """The expressions of graph nodes; nodes in `symbols` stay as their names (leaves, kept intermediates)."""
+    memo: dict[Node, Expr] = {}
+    for root in roots:
+        stack: list[tuple[Node, bool]] = [(root, False)]
+        while stack:  # post-order without recursion: deep programs make deep graphs
+            node, ready = stack.pop()
+            if node in memo:
+                continue
+            if node in symbols or node.op is None:
+                memo[node] = (algebra.sym(symbols[node], tuple(node.shape)) if node in symbols
+                              else algebra.const(node.value))
+                continue
+            if not ready:
+                stack.append((node, True))
+                stack.extend((parent, False) for parent in node.inputs if parent not in memo)
+                continue
+            memo[node] = _translate(node, [memo[p] for p in node.inputs], algebra)
+    return [memo[root] for root in roots]
+
+
+def _translate(node: Node, args: list[Expr], algebra: Algebra) -> Expr:
+    name, shape, params = node.op.name, tuple(node.shape), node.params  # type: ignore[union-attr]
+    if name == "add":
+        return algebra.add(*args)
+    if name == "sub":
+        return algebra.add(args[0], algebra.neg(args[1]))
+    if name == "mul":
+        return algebra.mul(*args)
+    if name == "div":
+        return algebra.mul(args[0], algebra.pow(args[1], algebra.num(-1.0)))
+    if name == "pow":
+        return algebra.pow(*args)
+    if name == "neg":
+        return algebra.neg(args[0])
+    if name == "broadcast_to":
+        return algebra.broadcast(args[0], shape)
+    if name == "reshape":
+        return _reshape(args[0], shape, algebra)
+    if name == "sum_to" and args[0].shape == shape:
+        return args[0]
+    return algebra.call(name, tuple(args), params, shape)
+
+
+def _reshape(value: Expr, shape: tuple[int, ...], algebra: Algebra) -> Expr:
+    """reshape, seeing through what the matmul and reduction rules reshape for their own sake."""
+    if value.shape == shape:
+        return value
+    inner = _unbroadcast(value)
+    if inner.shape == ():  # one number in any shape is a broadcast
+        return algebra.broadcast(inner, shape)
+    if isinstance(value, Call) and value.fn == "reshape":
+        return _reshape(value.args[0], shape, algebra)
+    if isinstance(value, Call) and value.fn == "matmul" and len(shape) == 1:
+        left, right = value.args
+        # (A @ v[:, None])[:, 0] is A @ v, and (v[None, :] @ B)[0] is v @ B: undo the rule's promotion.
+        if _is_promoted_vector(right, column=True) and len(left.shape) == 2:
+            return algebra.call("matmul", (left, right.args[0]), (), shape)  # type: ignore[attr-defined]
+        if _is_promoted_vector(left, column=False) and len(right.shape) == 2:
+            return algebra.call("matmul", (left.args[0], right), (), shape)  # type: ignore[attr-defined]
+    return algebra.call("reshape", (value,), (shape,), shape)
+
+
+def _is_promoted_vector(expr: Expr, column: bool) -> bool:
+    if not (isinstance(expr, Call) and expr.fn == "reshape" and len(expr.args[0].shape) == 1):
+        return False
+    return expr.shape == ((expr.args[0].shape[0], 1) if column else (1, expr.args[0].shape[0]))
+
+
+def shared(roots: list[Expr], taken: set[str]) -> dict[Expr, str]:
+    """Names for subexpressions used more than once and worth naming, children first."""
+    uses: dict[Expr, int] = {}
+    order: list[Expr] = []
+    size: dict[Expr, int] = {}
+    for root in roots:
+        stack: list[tuple[Expr, bool]] = [(root, False)]
+        while stack:
+            expr, ready = stack.pop()
+            if ready:
+                size[expr] = 1 + sum(size[c] for c in _children(expr))
+                order.append(expr)
+                continue
+            uses[expr] = uses.get(expr, 0) + 1
+            if uses[expr] > 1:
+                continue
+            stack.append((expr, True))
+            stack.extend((c, False) for c in _children(expr))
+    names = (f"t{i}" for i in itertools.count(1))
+    chosen: dict[Expr, str] = {}
+    for expr in order:
+        if uses[expr] > 1 and size[expr] >= 4 and expr not in roots:
+            name = next(names)
+            while name in taken:
+                name = next(names)
+            chosen[expr] = name
+    return chosen
+
+
+def _children(expr: Expr) -> tuple[Expr, ...]:
+    if isinstance(expr, Add):
+        return tuple(t for t, _ in expr.terms)
+    if isinstance(expr, Mul):
+        return expr.factors
+    if isinstance(expr, Pow):
+        return (expr.base, expr.exponent)
+    if isinstance(expr, Call):
+        return expr.args
+    return ()
+
+
+# --- printing -------------------------------------------------------------------------------
+
+def number(value: float) -> str:
+    """Exact and short: repr's shortest round-trip digits, without a trailing .0."""
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value)
+
+
+class Printer:
+    """gradcalc syntax: the printed text evaluates back to the same values with `gradcalc eval -e`."""
+
+    def __init__(self, names: dict[Expr, str]) -> None:
+        self.names = names
+
+    def top(self, expr: Expr) -> str:
+        inner = _unbroadcast(expr)
+        text = self.show(inner, 0)
+        if inner.shape != expr.shape:  # a broadcast result: keep its shape when evaluated
+            return f"{self.show(inner, 2)}*ones({', '.join(map(str, expr.shape))})"
+        return text
+
+    def show(self, expr: Expr, context: int, named: bool = True) -> str:
+        """Text of expr, parenthesised if its precedence is below the context's."""
+        if named and expr in self.names:
+            return self.names[expr]
+        text, precedence = self._text(expr)
+        return f"({text})" if precedence < context else text
+
+    def _text(self, expr: Expr) -> tuple[str, int]:
+        if isinstance(expr, Num):
+            return number(expr.value), (9 if expr.value >= 0 else 2)
+        if isinstance(expr, Sym):
+            return expr.name, 9
+        if isinstance(expr, Const):
+            return _literal(B.to_host(expr.array).tolist()), 9
+        if isinstance(expr, Add):
+            return self._sum(expr), 1
+        if isinstance(expr, Mul):
+            return self._product(expr), 2
+        if isinstance(expr, Pow):
+            return self._power(expr)
+        return self._call(expr)  # type: ignore[arg-type]
+
+    def _sum(self, expr: Add) -> str:
+        parts: list[str] = []
+        pieces = [(self._term(t, abs(c)), c < 0) for t, c in expr.terms]
+        if expr.constant:  # last, unless that would start with a minus: 1 - x^2, not -x^2 + 1
+            constant = (number(abs(expr.constant)), expr.constant < 0)
+            pieces.insert(0 if pieces[0][1] and expr.constant > 0 else len(pieces), constant)
+        for i, (text, negative) in enumerate(pieces):
+            parts.append(("-" if negative else "") + text if i == 0 else (" - " if negative else " + ") + text)
+        return "".join(parts)
+
+    def _term(self, term: Expr, coefficient: float) -> str:
+        if coefficient == 1 or term in self.names:
+            body = self.show(term, 2)
+            return body if coefficient == 1 else f"{number(coefficient)}*{body}"
+        factors = term.factors if isinstance(term, Mul) else (term,)
+        return self._product(Mul(coefficient * (term.coefficient if isinstance(term, Mul) else 1), factors))
+
+    def _product(self, expr: Mul) -> str:
+        over, under = _fraction(expr)
+        coefficient = expr.coefficient
+        sign = "-" if coefficient < 0 else ""
+        magnitude = abs(coefficient)
+        top = [number(magnitude)] if magnitude != 1 or not over else []
+        top += [self.show(f, 2 if i == 0 and not top else 3) for i, f in enumerate(over)]
+        text = "*".join(top) if top else "1"
+        if under:
+            bottom = "*".join(self.show(f, 3) for f in under)
+            text += f"/{bottom}" if len(under) == 1 and not isinstance(under[0], Mul) else f"/({bottom})"
+        return sign + text
+
+    def _power(self, expr: Pow) -> tuple[str, int]:
+        if isinstance(expr.exponent, Num) and expr.exponent.value == 0.5:
+            return f"sqrt({self.show(expr.base, 0)})", 9
+        if isinstance(expr.exponent, Num) and expr.exponent.value < 0:  # x^-2 reads as 1/x^2
+            return self._product(Mul(1.0, (expr,))), 2
+        base = self.show(expr.base, 9)
+        exponent = self.show(expr.exponent, 9)
+        return f"{base}^{exponent}", 4
+
+    def _call(self, expr: Call) -> tuple[str, int]:
+        fn, args, params = expr.fn, expr.args, expr.params
+        if fn in _COMPARE:
+            return f"{self.show(args[0], 2)} {_COMPARE[fn]} {self.show(args[1], 2)}", 0
+        if fn in {"logical_and", "logical_or"}:
+            word = " and " if fn == "logical_and" else " or "
+            return word.join(self.show(a, 1) for a in args), 0
+        if fn == "logical_not":
+            return f"not {self.show(args[0], 1)}", 0
+        if fn == "matmul":
+            return f"{self.show(args[0], 3)} @ {self.show(args[1], 3)}", 2
+        if fn == "broadcast_to":
+            return self.show(args[0], 0), 9
+        if fn == "index":
+            return f"{self.show(args[0], 9)}[{_key(params[0])}]", 9
+        if fn == "transpose":
+            axes = params[0]
+            if axes is None:
+                return f"{self.show(args[0], 9)}.T", 9
+            swapped = [i for i, a in enumerate(axes) if a != i]
+            if len(axes) == 2:
+                return f"{self.show(args[0], 9)}.T", 9
+            return f"transpose({self.show(args[0], 0)}, {swapped[0]}, {swapped[-1]})", 9
+        if fn == "reshape":
+            return f"reshape({self.show(args[0], 0)}, {list(params[0])})", 9
+        if fn == "stack":
+            return "[" + ", ".join(self.show(a, 0) for a in args) + "]", 9
+        if fn == "sum_to":
+            return self._sum_to(args[0], params[0]), 9
+        if fn == "scatter" and args[0].shape == () and all(isinstance(k, int) for k in params[0]) \
+                and math.prod(params[1]) <= 64:
+            hot = [0.0] * math.prod(params[1])
+            flat = 0
+            for k, n in zip(params[0], params[1]):
+                flat = flat * n + k % n
+            hot[flat] = 1.0
+            literal = _literal(_nest(hot, params[1]))
+            value = args[0]
+            if isinstance(value, Num) and value.value == 1:
+                return literal, 9
+            return f"{self.show(value, 3)}*{literal}", 2
+        if fn in ("sum", "mean", "prod", "max", "min", "norm", "logsumexp"):
+            axis, keepdims = params
+            extra = "" if axis is None else f", axis={list(axis) if isinstance(axis, tuple) else axis}"
+            extra += ", keepdims=1" if keepdims else ""
+            return f"{fn}({self.show(args[0], 0)}{extra})", 9
+        if fn == "softmax":
+            return f"softmax({self.show(args[0], 0)}, axis={params[0]})", 9
+        shown = {"abs": "abs", "round": "round"}.get(fn, fn)
+        inner = ", ".join(self.show(a, 0) for a in args)
+        extra = "".join(f", {p!r}" for p in params)
+        return f"{shown}({inner}{extra})", 9
+
+    def _sum_to(self, value: Expr, shape: tuple[int, ...]) -> str:
+        source = value.shape
+        lead = len(source) - len(shape)
+        axes = list(range(lead)) + [lead + i for i, n in enumerate(shape) if n == 1 and source[lead + i] != 1]
+        inner = self.show(value, 0)
+        if not shape:
+            return f"sum({inner})"
+        return f"reshape(sum({inner}, axis={axes}, keepdims=1), {list(shape)})"
+
+
+def _fraction(expr: Mul) -> tuple[list[Expr], list[Any]]:
+    over: list[Expr] = []
+    under: list[Any] = []
+    for factor in expr.factors:
+        if isinstance(factor, Pow) and isinstance(factor.exponent, Num) and factor.exponent.value < 0:
+            e = -factor.exponent.value
+            under.append(factor.base if e == 1 else _Positive(factor.base, e))
+        else:
+            over.append(factor)
+    return over, under
+
+
+class _Positive(Pow):
+    """base^e with e > 0, made only for printing a denominator (never interned)."""
+
+    def __init__(self, base: Expr, exponent: float) -> None:
+        super().__init__(base, Num(exponent))
+        self.exponent.shape, self.exponent.order = (), (0, exponent)
+        self.shape, self.order = base.shape, base.order
+
+
+def _key(key: tuple) -> str:
+    parts = []
+    for k in key:
+        if isinstance(k, slice):
+            text = ("" if k.start is None else str(k.start)) + ":" + ("" if k.stop is None else str(k.stop))
+            parts.append(text + (f":{k.step}" if k.step is not None else ""))
+        else:
+            parts.append(str(k))
+    return ", ".join(parts)
+
+
+def _nest(flat: list[float], shape: tuple[int, ...]) -> Any:
+    if len(shape) <= 1:
+        return flat
+    step = len(flat) // shape[0]
+    return [_nest(flat[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    return number(float(value))
+
+
+_LATEX_FUNCTIONS = {"sin": r"\sin", "cos": r"\cos", "tan": r"\tan", "asin": r"\arcsin", "acos": r"\arccos",
+                    "atan": r"\arctan", "sinh": r"\sinh", "cosh": r"\cosh", "tanh": r"\tanh", "log": r"\log",
+                    "sigmoid": r"\sigma", "exp": r"\exp"}
+_GREEK = {"α": r"\alpha", "β": r"\beta", "γ": r"\gamma", "δ": r"\delta", "ε": r"\epsilon", "η": r"\eta",
+          "θ": r"\theta", "λ": r"\lambda", "μ": r"\mu", "σ": r"\sigma", "τ": r"\tau", "φ": r"\phi", "ω": r"\omega"}
+
+
+def latex_name(name: str) -> str:
+    """w1 -> w_{1}, x_max -> x_{max}, θ -> \\theta."""
+    name = "".join(_GREEK.get(c, c) for c in name)
+    head = name.rstrip("0123456789")
+    if head != name and head:
+        return f"{head}_{{{name[len(head):]}}}"
+    if "_" in name.strip("_"):
+        head, _, tail = name.partition("_")
+        return f"{head}_{{{tail}}}"
+    return name
+
+
+class LatexPrinter(Printer):
+    """The same expressions as LaTeX: fractions, superscripts, subscripted names."""
+
+    def top(self, expr: Expr) -> str:
+        return self.show(_unbroadcast(expr), 0)
+
+    def show(self, expr: Expr, context: int, named: bool = True) -> str:
+        if named and expr in self.names:
+            return latex_name(self.names[expr])
+        text, precedence = self._text(expr)
+        return rf"\left({text}\right)" if precedence < context else text
+
+    def _text(self, expr: Expr) -> tuple[str, int]:
+        if isinstance(expr, Sym):
+            return latex_name(expr.name), 9
+        if isinstance(expr, Const):
+            return r"\begin{bmatrix}" + _latex_rows(B.to_host(expr.array)) + r"\end{bmatrix}", 9
+        return super()._text(expr)
+
+    def _term(self, term: Expr, coefficient: float) -> str:
+        factors = term.factors if isinstance(term, Mul) and term not in self.names else (term,)
+        scale = term.coefficient if isinstance(term, Mul) and term not in self.names else 1.0
+        return self._product(Mul(coefficient * scale, factors))
+
+    def _product(self, expr: Mul) -> str:
+        over, under = _fraction(expr)
+        magnitude = abs(expr.coefficient)
+        sign = "-" if expr.coefficient < 0 else ""
+        top = [number(magnitude)] if magnitude != 1 or not over else []
+        top += [self.show(f, 3) for f in over]
+        text = " ".join(top)
+        text = text.replace(" ", r" \cdot ", 1) if len(top) > 1 and top[0][0].isdigit() and top[1][0].isdigit() \
+            else text
+        if under:
+            return sign + rf"\frac{{{text or '1'}}}{{{' '.join(self.show(f, 3) for f in under)}}}"
+        return sign + (text or "1")
+
+    def _power(self, expr: Pow) -> tuple[str, int]:
+        if isinstance(expr.exponent, Num) and expr.exponent.value == 0.5:
+            return rf"\sqrt{{{self.show(expr.base, 0)}}}", 9
+        if isinstance(expr.exponent, Num) and expr.exponent.value < 0:
+            return self._product(Mul(1.0, (expr,))), 2
+        return f"{self.show(expr.base, 9)}^{{{self.show(expr.exponent, 0)}}}", 4
+
+    def _call(self, expr: Call) -> tuple[str, int]:
+        fn, args = expr.fn, expr.args
+        if fn == "sqrt":
+            return rf"\sqrt{{{self.show(args[0], 0)}}}", 9
+        if fn == "abs":
+            return rf"\left|{self.show(args[0], 0)}\right|", 9
+        if fn == "exp":
+            return f"e^{{{self.show(args[0], 0)}}}", 9
+        if fn in _LATEX_FUNCTIONS:
+            return rf"{_LATEX_FUNCTIONS[fn]}\left({self.show(args[0], 0)}\right)", 9
+        if fn == "matmul":
+            return f"{self.show(args[0], 3)} {self.show(args[1], 3)}", 2
+        if fn == "transpose" and (expr.params[0] is None or len(expr.params[0]) == 2):
+            return f"{self.show(args[0], 9)}^{{T}}", 9
+        if fn == "sum" and expr.params[0] is None:
+            return rf"\sum {self.show(args[0], 3)}", 2
+        if fn in _COMPARE:
+            symbol = {"<": "<", "<=": r"\le", ">": ">", ">=": r"\ge", "==": "=", "!=": r"\ne"}[_COMPARE[fn]]
+            return f"{self.show(args[0], 2)} {symbol} {self.show(args[1], 2)}", 0
+        text, precedence = super()._call(expr)
+        name = text.split("(", 1)[0]
+        if name.isidentifier() and "(" in text:
+            inner = ", ".join(self.show(a, 0) for a in args)
+            return rf"\operatorname{{{name}}}\left({inner}\right)", 9
+        return text, precedence
+
+
+def _latex_rows(host: Any) -> str:
+    rows = host.reshape(host.shape[0], -1) if host.ndim > 1 else host.reshape(1, -1) if host.ndim == 1 else host
+    return r" \\ ".join(" & ".join(number(float(v)) for v in row) for row in rows)
+
+
+# --- the diff command's result ------------------------------------------------------------
+
+@dataclass
+class Derivative:
+    """One derivative: its text (gradcalc syntax), its LaTeX, shared parts, and its value here."""
+
+    of: str
+    wrt: tuple[str, ...]
+    text: str
+    latex: str
+    where: list[tuple[str, str, str]]  # (name, text, latex) of each shared subexpression, in order
+    value: Any
+    evaluable: bool  # False when a tensor operation has no gradcalc syntax (scatter)
+
+
+def describe(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str], taken: set[str]) -> Derivative:
+    """Read a derivative's graph node as a simplified, printable expression."""
+    algebra = Algebra()
+    (expr,) = read([node], symbols, algebra)
+    names = shared([expr], taken)
+    text_printer, latex_printer = Printer(names), LatexPrinter(names)
+    where = [(name, text_printer.show(sub, 0, named=False), latex_printer.show(sub, 0, named=False))
+             for sub, name in names.items()]
+    text = text_printer.top(expr)
+    evaluable = "scatter(" not in text and not any("scatter(" in w[1] for w in where)
+    return Derivative(of, wrt, text, latex_printer.top(expr), where, B.to_host(node.value), evaluable)
