@@ -8,6 +8,7 @@ Only nodes on a path from the output to a target are visited.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -195,7 +196,7 @@ def jacobian_fwd(output: Node, targets: Sequence[Node]) -> list[Any]:
         if columns is None:
             blocks.append(_block(None, output.shape, target.shape))
             continue
-        stack = B.xp.moveaxis(B.xp.reshape(columns.stack, (-1, *output.shape)), 0, -1)
+        stack = B.xp.moveaxis(B.xp.reshape(columns.stack, (math.prod(target.shape), *output.shape)), 0, -1)
         blocks.append(B.xp.reshape(stack, output.shape + target.shape))
     return blocks
 

@@ -248,8 +248,8 @@ def _show(common: Common, doc: Callable[[], dict[str, Any]], view: Callable[[], 
     if sys.stdout.isatty():
         Console(soft_wrap=False).print(view())
         return
-    # Piped: a fixed width and no padding at line ends, so output diffs cleanly.
-    console = Console(soft_wrap=False, width=160, record=True, file=io.StringIO())
+    # Piped: no width to fit (a wide matrix stays whole) and no padding at line ends, so output diffs cleanly.
+    console = Console(soft_wrap=False, width=100_000, record=True, file=io.StringIO())
     console.print(view())
     sys.stdout.write("\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n")
 
