@@ -288,13 +288,19 @@ class Run:
             if output.shape != ():
                 raise UsageError(f"'{of}' has shape {tuple(output.shape)}: diff differentiates a scalar output",
                                  f"reduce it (for example `L = sum(...)`), or use `gradcalc jacobian --of {of}`")
+            kept = [node for node in symbols if node.op is not None]
             with paused_gc(), B.errstate():
-                first = autodiff.backward(output, constant(B.scalar(1.0)), targets, create_graph=True)
+                first = autodiff.backward(output, constant(B.scalar(1.0)), [*targets, *kept], create_graph=True)
+                # The gradient reaching a kept intermediate gets a name of its own: dL_dd for ∂L/∂d.
+                adjoints: dict[Node, str] = {}
+                for node in kept:
+                    if node in first and node not in targets and isinstance(first[node], Node):
+                        adjoints.setdefault(first[node], _adjoint_name(of, symbols[node], taken))
                 results = []
                 for name, target in zip(names, targets):
                     gradient = first.get(target, constant(B.xp.zeros(target.shape, dtype=B.dtype)))
                     if order == 1:
-                        results.append(symbolic.describe(of, (name,), gradient, symbols, taken))
+                        results.append(symbolic.describe(of, (name,), gradient, symbols, taken, adjoints))
                         continue
                     if gradient.shape != ():
                         raise UsageError(f"--order 2 needs scalar variables; '{name}' has shape "
@@ -326,6 +332,15 @@ class Run:
             yield
         except GradcalcError as exc:
             raise exc.at(self.state.assigned_at.get(of)).within(self.program.source) from None
+
+
+def _adjoint_name(of: str, name: str, taken: set[str]) -> str:
+    """d{of}_d{name}, a valid name the program does not use."""
+    candidate = f"d{of}_d{name}"
+    while candidate in taken:
+        candidate += "_"
+    taken.add(candidate)
+    return candidate
 
 
 @dataclass

@@ -677,6 +677,39 @@ class LatexPrinter(Printer):
         return text, precedence
 
 
+def _adjoint_definitions(expr: Expr, adjoints: dict[Node, str], symbols: dict[Node, str]) -> list[tuple[str, str, str]]:
+    """Definitions of the adjoint names an expression uses (and those they use), outputs first."""
+    by_name = {name: node for node, name in adjoints.items()}
+    wanted: dict[str, tuple[str, str]] = {}
+    pending = _symbols_in(expr) & set(by_name)
+    while pending:
+        name = pending.pop()
+        if name in wanted:
+            continue
+        node = by_name[name]
+        others = {a: n for a, n in adjoints.items() if a is not node}
+        (definition,) = read([node], {**symbols, **others}, Algebra())
+        wanted[name] = (Printer({}).top(definition), LatexPrinter({}).top(definition))
+        pending |= (_symbols_in(definition) & set(by_name)) - set(wanted)
+    order = sorted(wanted, key=lambda n: by_name[n].seq)  # made first = nearer the output: defined first
+    return [(name, *wanted[name]) for name in order]
+
+
+def _symbols_in(expr: Expr) -> set[str]:
+    found: set[str] = set()
+    stack = [expr]
+    seen: set[int] = set()
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, Sym):
+            found.add(item.name)
+        stack.extend(_children(item))
+    return found
+
+
 def _latex_rows(host: Any) -> str:
     rows = host.reshape(host.shape[0], -1) if host.ndim > 1 else host.reshape(1, -1) if host.ndim == 1 else host
     return r" \\ ".join(" & ".join(number(float(v)) for v in row) for row in rows)
@@ -697,14 +730,22 @@ class Derivative:
     evaluable: bool  # False when a tensor operation has no gradcalc syntax (scatter)
 
 
-def describe(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str], taken: set[str]) -> Derivative:
-    """Read a derivative's graph node as a simplified, printable expression."""
+def describe(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str], taken: set[str],
+             adjoints: dict[Node, str] | None = None) -> Derivative:
+    """Read a derivative's graph node as a simplified, printable expression.
+
+    `adjoints` names the gradients of kept intermediates (dL_dd for ∂L/∂d): the
+    expression then reads ∂L/∂w1 = dL_dd*w3*a, with dL_dd defined after it,
+    instead of expanding the chain rule into the leaves.
+    """
+    adjoints = {a: name for a, name in (adjoints or {}).items() if a is not node}
     algebra = Algebra()
-    (expr,) = read([node], symbols, algebra)
+    (expr,) = read([node], {**symbols, **adjoints}, algebra)
     names = shared([expr], taken)
     text_printer, latex_printer = Printer(names), LatexPrinter(names)
     where = [(name, text_printer.show(sub, 0, named=False), latex_printer.show(sub, 0, named=False))
              for sub, name in names.items()]
+    where = _adjoint_definitions(expr, adjoints, symbols) + where
     text = text_printer.top(expr)
     evaluable = "scatter(" not in text and not any("scatter(" in w[1] for w in where)
     return Derivative(of, wrt, text, latex_printer.top(expr), where, B.to_host(node.value), evaluable)
