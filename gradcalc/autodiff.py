@@ -48,7 +48,7 @@ def _on_paths(order: list[Node], targets: set[Node]) -> set[Node]:
 
 
 def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: bool = False,
-             retain_graph: bool = True, batched: bool = False) -> dict[Node, Any]:
+             retain_graph: bool = True, batched: bool = False, stop: frozenset[Node] = frozenset()) -> dict[Node, Any]:
     """The vector-Jacobian product seedᵀ·∂output/∂target for each target reachable from output.
 
     With create_graph the gradients are graph nodes (differentiable again: Hessians,
@@ -56,6 +56,7 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
     Without retain_graph, each unnamed intermediate's value is freed once its rule has
     run (PyTorch frees its buffers so): the graph cannot be differentiated again.
     With batched the seed is a `batching.Batched` stack of seeds, all carried in one pass.
+    Nodes in `stop` are treated as leaves: their rules do not run (local partial derivatives).
     """
     if not output.requires_grad:
         return {output: seed} if output in targets else {}
@@ -71,7 +72,7 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
         with B.errstate():
             for node in order:
                 op = node.op
-                if op is None or node not in relevant:
+                if op is None or node not in relevant or node in stop:
                     continue
                 # Free each gradient once used, as PyTorch frees buffers; keep the targets'.
                 g = get(node) if node in target_set else pop(node, None)

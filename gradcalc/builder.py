@@ -282,21 +282,28 @@ class Compiler:
         loop = self.state.loops.setdefault(stmt.pos, Loop(stmt.pos.line, "while", column=stmt.pos.column))
         limit = self.limits.max_iterations
         pos = stmt.pos
+        label = f"while loop at line {pos.line}"
 
         def run_while(frame: Frame) -> Any:
             count = 0
-            while cond(frame):
-                count += 1
-                if count > limit:
-                    loop.iterations += count - 1
-                    raise LimitExceeded(f"the while loop at line {pos.line} ran past {limit:,} iterations",
-                                        "check that its condition becomes false, or raise --max-iterations", pos)
-                for run in body:
-                    result = run(frame)
-                    if result is not None:
-                        loop.iterations += count
-                        return result
-            loop.iterations += count
+            outer = graph.context
+            try:
+                while cond(frame):
+                    count += 1
+                    if count > limit:
+                        count -= 1
+                        raise LimitExceeded(f"the while loop at line {pos.line} ran past {limit:,} iterations",
+                                            "check that its condition becomes false, or raise --max-iterations",
+                                            pos)
+                    graph.context = (outer, "loop", label, count)  # the graph view groups iterations
+                    for run in body:
+                        result = run(frame)
+                        if result is not None:
+                            return result
+                    graph.context = outer
+            finally:
+                graph.context = outer
+                loop.iterations += count
             return None
 
         return run_while
@@ -315,8 +322,8 @@ class Compiler:
         loop = self.state.loops.setdefault(stmt.pos, Loop(stmt.pos.line, "for", column=stmt.pos.column))
         limit = self.limits.max_iterations
         var, pos = stmt.var, stmt.pos
-
         bounds_pos = call.pos
+        label = f"for loop at line {pos.line}"
 
         def run_for(frame: Frame) -> Any:
             try:
@@ -330,13 +337,18 @@ class Compiler:
             if count > limit:
                 raise LimitExceeded(f"the for loop at line {pos.line} would run {count:,} iterations, "
                                     f"past the limit of {limit:,}", "raise --max-iterations", pos)
-            for i in steps:
-                loop.iterations += 1
-                frame[var] = leaf(B.scalar(i), var, requires_grad=False)  # a plain number, not differentiated
-                for run in body:
-                    result = run(frame)
-                    if result is not None:
-                        return result
+            outer = graph.context
+            try:
+                for i in steps:
+                    loop.iterations += 1
+                    graph.context = (outer, "loop", label, i)
+                    frame[var] = leaf(B.scalar(i), var, requires_grad=False)  # a plain number, not differentiated
+                    for run in body:
+                        result = run(frame)
+                        if result is not None:
+                            return result
+            finally:
+                graph.context = outer
             return None
 
         return run_for
@@ -725,6 +737,8 @@ class Compiler:
                 if node.name is None:
                     node.name = param  # a parameter may be read many times: never freed as a temporary
             state.call_depth += 1
+            outer = graph.context
+            graph.context = (outer, "call", f"{expr.name}(…) called at line {pos.line}", state.call_depth)
             try:
                 if state.call_depth > limit:
                     raise LimitExceeded(f"function calls nested more than {limit} deep (recursion in '{expr.name}'?)",
@@ -735,6 +749,7 @@ class Compiler:
                         return result.value
             finally:
                 state.call_depth -= 1
+                graph.context = outer
             raise NameNotFound(f"function '{expr.name}' ended without returning a value",
                                "make every path through it end in `return ...`", function.pos)
 

@@ -19,6 +19,10 @@ _sequence = itertools.count()
 # False inside no_grad { } and while a first-order backward runs: results record no history.
 recording = True
 
+# Where new nodes come from: None at the top level, else (outer, kind, label) for a loop
+# iteration or a function call, so the graph view can group and collapse them.
+context: tuple | None = None
+
 
 class Primitive:
     """A named operation: how to evaluate it, and (from rules.py) one VJP per input."""
@@ -53,7 +57,7 @@ class Primitive:
 class Node:
     """A value in the computation graph."""
 
-    __slots__ = ("__weakref__", "inputs", "name", "op", "params", "requires_grad", "seq", "value")
+    __slots__ = ("__weakref__", "inputs", "name", "op", "origin", "params", "requires_grad", "seq", "value")
     __array_ufunc__ = None  # NumPy defers to Node's operators instead of making object arrays
 
     def __init__(
@@ -72,6 +76,7 @@ class Node:
         self.requires_grad = requires_grad
         self.seq = next(_sequence)  # creation order is a topological order
         self.name = name
+        self.origin = context
 
     @property
     def shape(self) -> tuple[int, ...]:
