@@ -843,7 +843,7 @@ def free_names(module: S.Module) -> list[str]:
         stmt = stack.pop()
         if isinstance(stmt, S.FuncDef):
             local.update(stmt.params)
-            local.update(s.name for s in stmt.body if isinstance(s, S.Assign))
+            local.update(assigned_names(stmt.body))  # a function's locals, in its branches and loops too
             local.add(stmt.name)
         for attr in ("value", "cond", "iterable"):
             if isinstance(getattr(stmt, attr, None), S.Expr):

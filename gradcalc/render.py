@@ -222,6 +222,13 @@ def diff_view(run: Run, results: list[Any], latex: bool, placeholders: list[str]
 
 
 def _branched(run: Run) -> bool:
+    """Whether the program has an if anywhere, function bodies included."""
     from . import syntax as S
 
-    return any(isinstance(stmt, S.If) for stmt in run.program.module.body)
+    stack: list[S.Stmt] = list(run.program.module.body)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, S.If):
+            return True
+        stack.extend(getattr(stmt, "body", []))
+    return False

@@ -161,8 +161,12 @@ class Algebra:
             return self.broadcast(self.num(constant), shape)
         if constant == 0 and len(terms) == 1:
             return self.broadcast(self.mul(self.num(terms[0][1]), terms[0][0]), shape)
+        natural: tuple[int, ...] = ()  # the terms' own shape; anything larger is an explicit broadcast
+        for term, _ in terms:
+            natural = _broadcast(natural, term.shape)
         key = ("+", constant, tuple((id(t), c) for t, c in terms))
-        return self._intern(key, lambda: Add(constant, terms), shape, (3, *terms[0][0].order[:2]))
+        total = self._intern(key, lambda: Add(constant, terms), natural, (3, *terms[0][0].order[:2]))
+        return self.broadcast(total, shape)
 
     def _split(self, item: Expr) -> tuple[Expr, float]:
         """A term as (its non-numeric part, its coefficient)."""
@@ -204,7 +208,14 @@ class Algebra:
             return self.broadcast(self.num(coefficient), shape)
         if coefficient == 1 and len(factors) == 1:
             return self.broadcast(factors[0], shape)
-        return self.broadcast(self._product(coefficient, factors, shape), shape)
+        if len(factors) == 1 and isinstance(factors[0], Add):  # 2*(x - w) is 2*x - 2*w: like terms then meet
+            total = factors[0]
+            return self.broadcast(self.add(self.num(coefficient * total.constant),
+                                           *(self.mul(self.num(coefficient * c), t) for t, c in total.terms)), shape)
+        natural: tuple[int, ...] = ()  # the factors' own shape; anything larger is an explicit broadcast
+        for factor in factors:
+            natural = _broadcast(natural, factor.shape)
+        return self.broadcast(self._product(coefficient, factors, natural), shape)
 
     def _product(self, coefficient: float, factors: Iterable[Expr], shape: tuple[int, ...]) -> Expr:
         ordered = tuple(sorted(factors, key=lambda f: f.order))
@@ -325,6 +336,23 @@ def _translate(node: Node, args: list[Expr], algebra: Algebra) -> Expr:
         return algebra.broadcast(args[0], shape)
     if name == "reshape":
         return _reshape(args[0], shape, algebra)
+    if name == "transpose" and len(shape) == 2 and isinstance(args[0], Call) and args[0].fn == "reshape" \
+            and len(args[0].args[0].shape) == 1:
+        return _reshape(args[0].args[0], shape, algebra)  # a row made of a vector, turned: a column
+    if name == "matmul":
+        left, right = args
+        # A product with a matrix of one repeated number c and an inner size of 1 is c times the other.
+        if _repeated_number(right) and len(right.shape) == 2 and right.shape[0] == 1 and len(left.shape) == 2:
+            return algebra.broadcast(algebra.mul(left, _unbroadcast(right)), shape)
+        if _repeated_number(left) and len(left.shape) == 2 and left.shape[1] == 1 and len(right.shape) == 2:
+            return algebra.broadcast(algebra.mul(_unbroadcast(left), right), shape)
+        # c*ones(m, k) @ B sums B's rows; A @ c*ones(k, n) sums A's columns.
+        if _repeated_number(left) and len(left.shape) == 2 and len(right.shape) == 2:
+            total = algebra.call("sum", (right,), ((0,), True), (1, right.shape[1]))
+            return algebra.broadcast(algebra.mul(_unbroadcast(left), total), shape)
+        if _repeated_number(right) and len(right.shape) == 2 and len(left.shape) == 2:
+            total = algebra.call("sum", (left,), ((1,), True), (left.shape[0], 1))
+            return algebra.broadcast(algebra.mul(_unbroadcast(right), total), shape)
     if name == "sum_to" and args[0].shape == shape:
         return args[0]
     return algebra.call(name, tuple(args), params, shape)
@@ -347,6 +375,10 @@ def _reshape(value: Expr, shape: tuple[int, ...], algebra: Algebra) -> Expr:
         if _is_promoted_vector(left, column=False) and len(right.shape) == 2:
             return algebra.call("matmul", (left.args[0], right), (), shape)  # type: ignore[attr-defined]
     return algebra.call("reshape", (value,), (shape,), shape)
+
+
+def _repeated_number(expr: Expr) -> bool:
+    return isinstance(_unbroadcast(expr), Num)
 
 
 def _is_promoted_vector(expr: Expr, column: bool) -> bool:
@@ -412,11 +444,14 @@ class Printer:
         self.names = names
 
     def top(self, expr: Expr) -> str:
-        inner = _unbroadcast(expr)
-        text = self.show(inner, 0)
-        if inner.shape != expr.shape:  # a broadcast result: keep its shape when evaluated
-            return f"{self.show(inner, 2)}*ones({', '.join(map(str, expr.shape))})"
-        return text
+        return self.show(expr, 0)
+
+    def _broadcast(self, value: Expr, shape: tuple[int, ...]) -> str:
+        """A value spread over a shape, written so that it evaluates to that shape."""
+        ones = f"ones({', '.join(map(str, shape))})"
+        if isinstance(value, Num):
+            return ones if value.value == 1 else f"{number(value.value)}*{ones}"
+        return f"{self.show(value, 2)}*{ones}"
 
     def show(self, expr: Expr, context: int, named: bool = True) -> str:
         """Text of expr, parenthesised if its precedence is below the context's."""
@@ -491,7 +526,7 @@ class Printer:
         if fn == "matmul":
             return f"{self.show(args[0], 3)} @ {self.show(args[1], 3)}", 2
         if fn == "broadcast_to":
-            return self.show(args[0], 0), 9
+            return self._broadcast(args[0], params[0]), 9 if isinstance(args[0], Num) and args[0].value == 1 else 2
         if fn == "index":
             return f"{self.show(args[0], 9)}[{_key(params[0])}]", 9
         if fn == "transpose":
@@ -609,8 +644,8 @@ def latex_name(name: str) -> str:
 class LatexPrinter(Printer):
     """The same expressions as LaTeX: fractions, superscripts, subscripted names."""
 
-    def top(self, expr: Expr) -> str:
-        return self.show(_unbroadcast(expr), 0)
+    def _broadcast(self, value: Expr, shape: tuple[int, ...]) -> str:
+        return self.show(value, 0)  # mathematics broadcasts silently
 
     def show(self, expr: Expr, context: int, named: bool = True) -> str:
         if named and expr in self.names:
@@ -648,7 +683,10 @@ class LatexPrinter(Printer):
             return rf"\sqrt{{{self.show(expr.base, 0)}}}", 9
         if isinstance(expr.exponent, Num) and expr.exponent.value < 0:
             return self._product(Mul(1.0, (expr,))), 2
-        return f"{self.show(expr.base, 9)}^{{{self.show(expr.exponent, 0)}}}", 4
+        base = self.show(expr.base, 9)
+        if isinstance(_unbroadcast(expr.base), (Pow, Call)) and "^" in base and not base.startswith(r"\left("):
+            base = rf"\left({base}\right)"  # e^{x} raised again: TeX forbids a double superscript
+        return f"{base}^{{{self.show(expr.exponent, 0)}}}", 4
 
     def _call(self, expr: Call) -> tuple[str, int]:
         fn, args = expr.fn, expr.args
