@@ -86,6 +86,7 @@ class Program:
         max_iterations: int = Limits.max_iterations,
         max_recursion: int = Limits.max_recursion,
         allow_read: Sequence[str] = (),
+        keep_values: bool = False,
     ) -> Run:
         """Execute the program with some leaves replaced (`--set`); returns the executed run."""
         B.use(device, dtype, max_elements)
@@ -95,13 +96,13 @@ class Program:
             context = make_context(self.folder, seed, tuple(allow_read))
             limits = Limits(max_iterations, max_recursion, self.max_depth)
             with paused_gc():
-                executed = execute(self.module, inputs, context, limits)
+                executed = execute(self.module, inputs, context, limits, keep_values)
         except GradcalcError as exc:
             raise exc.within(self.source) from None
         except RecursionError:
             raise GradcalcError("the program nests too deeply to evaluate",
                                 "split deep expressions into several statements").within(self.source) from None
-        return Run(self, executed)
+        return Run(self, executed, keep_values)
 
 
 def to_array(label: str, value: Any, seed: int = 0) -> Any:
@@ -156,8 +157,9 @@ class Gradients:
 class Run:
     """An executed program: every variable's final value, the leaves, and the graph."""
 
-    def __init__(self, program: Program, executed: Executed) -> None:
+    def __init__(self, program: Program, executed: Executed, keep_values: bool = False) -> None:
         self.program = program
+        self.values_kept = keep_values
         self.frame = executed.frame
         self.state = executed.state
         self.spent = False  # differentiated with retain_graph=False: intermediate values are freed
@@ -311,6 +313,33 @@ class Run:
                         found = second.get(other, constant(B.xp.zeros(other.shape, dtype=B.dtype)))
                         results.append(symbolic.describe(of, (name, other_name), found, symbols, taken))
         return results
+
+    def graph(self, of: str | None = None) -> Any:
+        """The computation graph as the tutorials draw it (graphview.View): needs run(keep_values=True)."""
+        from . import graphview
+
+        of = self._check_graph(of)
+        with self._located(of), paused_gc(), B.errstate():
+            return graphview.build(self, of)
+
+    def explain(self, of: str | None, wrt: str, limit: int | None = None) -> tuple[Any, Any]:
+        """The chain rule for ∂of/∂wrt as a sum over paths (graphview.Explanation, and the view)."""
+        from . import graphview
+
+        of = self._check_graph(of)
+        target = self.node(wrt, prefer_leaf=True)
+        with self._located(of), paused_gc(), B.errstate():
+            view = graphview.build(self, of)
+            if view.node_of(target) is None and target.requires_grad and self.node(of).requires_grad:
+                raise UsageError(f"'{wrt}' is not in the graph of '{of}' as a named value",
+                                 "explain follows named variables: name the value (w = ...) or pick another --wrt")
+            return graphview.explain(view, target, limit or graphview.PATH_LIMIT), view
+
+    def _check_graph(self, of: str | None) -> str:
+        if not self.values_kept:
+            raise UsageError("the graph view needs every intermediate value",
+                             "run the program with keep_values=True")
+        return of or self.default_output
 
     def _select(self, of: str | None, wrt: Sequence[str] | None) -> tuple[str, Node, list[str], list[Node]]:
         """The output's name and node, and the --wrt names and nodes (default: every leaf)."""

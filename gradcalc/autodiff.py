@@ -18,13 +18,16 @@ from .errors import GradcalcError, UsageError
 from .graph import Node, Released, constant, operation_error
 
 
-def _reachable(output: Node) -> list[Node]:
-    """Nodes that require grad and lead to `output`, newest first."""
+def _reachable(output: Node, stop: frozenset[Node] = frozenset()) -> list[Node]:
+    """Nodes that require grad and lead to `output`, newest first (not looking past `stop`)."""
     seen = {output}
     stack = [output]
     add, push, pop = seen.add, stack.append, stack.pop
     while stack:
-        for parent in pop().inputs:
+        current = pop()
+        if current in stop:
+            continue
+        for parent in current.inputs:
             if parent.requires_grad and parent not in seen:
                 add(parent)
                 push(parent)
@@ -61,7 +64,7 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
     if not output.requires_grad:
         return {output: seed} if output in targets else {}
     target_set = set(targets)
-    order = _reachable(output)
+    order = _reachable(output, stop)
     relevant = _on_paths(order, target_set)
     ns: Any = ops if create_graph else batching.namespace if batched else ops.numeric
     grads: dict[Node, Any] = {output: seed}

@@ -223,3 +223,8 @@ def is_symmetric(matrix: Any) -> bool:
     host = to_host(matrix)
     square = host.ndim == 2 and host.shape[0] == host.shape[1]
     return square and bool(numpy.allclose(host, host.T, rtol=1e-10, atol=1e-12))
+
+
+def close(a: Any, b: Any) -> bool:
+    """Equal to rounding (a path sum against autograd's gradient)."""
+    return bool(numpy.allclose(to_host(a), to_host(b), rtol=1e-9, atol=1e-12))

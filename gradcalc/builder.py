@@ -809,8 +809,12 @@ class Executed:
     state: State
 
 
-def execute(module: S.Module, inputs: Mapping[str, Any], context: Context, limits: Limits) -> Executed:
-    """Compile and run a program; inputs are already arrays in the working dtype."""
+def execute(module: S.Module, inputs: Mapping[str, Any], context: Context, limits: Limits,
+            keep_values: bool = False) -> Executed:
+    """Compile and run a program; inputs are already arrays in the working dtype.
+
+    keep_values keeps every intermediate's value (the graph view shows them all).
+    """
     state = State()
     compiler = Compiler(module, inputs, context, limits, state)
     frame: Frame = {}
@@ -823,7 +827,8 @@ def execute(module: S.Module, inputs: Mapping[str, Any], context: Context, limit
             frame[name] = node
     program = compiler.module(module)
     graph.recording = True
-    graph.release_temporaries = True
+    graph.context = None
+    graph.release_temporaries = not keep_values
     try:
         with B.errstate():
             for run in program:

@@ -155,7 +155,8 @@ def _softmax(x: Node, axis: Node | None = None) -> Node:
 
 
 def _detach(x: Node) -> Node:
-    return leaf(x.value, requires_grad=False)
+    # Named for the graph view, which shows where detach cut the graph.
+    return leaf(x.value, f"detach({x.name})" if x.name else "detach(…)", requires_grad=False)
 
 
 def _all(x: Node) -> Node:

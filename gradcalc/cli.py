@@ -211,10 +211,12 @@ def _inputs(common: Common) -> dict[str, Any]:
     return values
 
 
-def _run(common: Common, program: Any = None, values: dict[str, Any] | None = None) -> Any:
+def _run(common: Common, program: Any = None, values: dict[str, Any] | None = None,
+         keep_values: bool = False) -> Any:
     program = program or _program(common)
     return program.run(
         _inputs(common) if values is None else values,
+        keep_values=keep_values,
         seed=common.seed,
         dtype=common.dtype.value,
         device=common.device.value,
@@ -389,6 +391,81 @@ def diff(
     results = run.diff(of, _names(wrt) or None, order, _names(keep), in_terms_of is Terms.intermediates)
     _show(common, lambda: jsonout.diff_doc(results, placeholders),
           lambda: _views().diff_view(run, results, latex, placeholders, common.full))
+
+
+class Format(str, Enum):
+    tree = "tree"
+    dot = "dot"
+    mermaid = "mermaid"
+    svg = "svg"
+    png = "png"
+
+
+@command(
+    "  gradcalc graph samples/neuron.eq\n\n"
+    "  gradcalc graph samples/neuron.eq --format dot -o neuron.dot\n\n"
+    "  gradcalc graph samples/neuron.eq --format svg -o neuron.svg   (needs Graphviz)\n\n"
+    "  gradcalc graph samples/doubling.eq --of y --format mermaid"
+)
+def graph(
+    common: Common,
+    of: _OF = None,
+    format_: Annotated[Format, typer.Option("--format", help="tree (for people), dot or mermaid (text), "
+                                            "svg or png (drawn by Graphviz).")] = Format.tree,
+    output: Annotated[Optional[str], typer.Option("--output", "-o", metavar="FILE",
+                                                  help="Write to FILE instead of standard output.")] = None,
+) -> None:
+    """Print the computation graph: each variable's grad_fn, value and gradient; each edge's local derivative."""
+    from . import drawing
+
+    run = _run(common, keep_values=True)
+    view = run.graph(of)
+    if common.json:
+        from . import jsonout
+
+        jsonout.write(drawing.view_json(view), sys.stdout)
+        return
+    if format_ is Format.tree:
+        if output is not None:
+            raise UsageError("-o writes --format dot, mermaid, svg or png", "drop -o, or pick a --format")
+        _show(common, lambda: {}, lambda: _views().graph_tree(view))
+        return
+    data: str | bytes = {"dot": drawing.dot, "mermaid": drawing.mermaid}[format_.value](view) \
+        if format_ in (Format.dot, Format.mermaid) else drawing.picture(view, format_.value)
+    _write(data, output, format_.value)
+
+
+def _write(data: str | bytes, path: str | None, kind: str) -> None:
+    if path is None:
+        if isinstance(data, bytes) and kind == "png":
+            raise UsageError("a PNG is binary: it needs a file", "add -o graph.png")
+        sys.stdout.write(data if isinstance(data, str) else data.decode("utf-8"))
+        return
+    try:
+        with open(path, "wb") as handle:
+            handle.write(data.encode("utf-8") if isinstance(data, str) else data)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}", "check the folder exists and is writable") from None
+
+
+@command(
+    "  gradcalc explain samples/neuron.eq --of L --wrt a\n\n"
+    "  gradcalc explain samples/doubling.eq --of y --wrt x --json"
+)
+def explain(
+    common: Common,
+    wrt: Annotated[str, typer.Option("--wrt", metavar="NAME", help="The variable whose gradient to explain.")],
+    of: _OF = None,
+    max_paths: Annotated[int, typer.Option(min=1, help="List the paths one by one up to this many; "
+                                           "past it, group them by the variables that use --wrt.")] = 24,
+) -> None:
+    """Spell out the chain rule: every path from the output to --wrt, the product along it, and their sum."""
+    run = _run(common, keep_values=True)
+    explanation, view = run.explain(of, wrt, max_paths)
+    from . import jsonout
+
+    _show(common, lambda: jsonout.explain_doc(explanation, view),
+          lambda: _views().explain_view(explanation, view))
 
 
 PLACEHOLDER = 0.7  # the point a formula is differentiated at when its variables have no values

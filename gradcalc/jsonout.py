@@ -71,6 +71,27 @@ def diff_doc(results: list[Derivative], placeholders: list[str]) -> dict[str, An
     return {"of": results[0].of, "derivatives": entries}
 
 
+def explain_doc(explanation: Any, view: Any) -> dict[str, Any]:
+    """Paths (or groups), their products, the sum, and autograd's gradient."""
+    def number(value: Any) -> Any:
+        return None if value is None else B.to_json(value)
+
+    return {
+        "of": explanation.of,
+        "wrt": explanation.wrt,
+        "count": explanation.count,
+        "paths": [{"nodes": [view.nodes[0].label] + [view.nodes[e.target].label for e in path.edges],
+                   "factors": [e.text for e in path.edges], "values": [number(e.value) for e in path.edges],
+                   "product": number(path.value)} for path in explanation.paths],
+        "groups": [{"via": view.nodes[edge.source].label, "adjoint": number(adjoint), "factor": edge.text,
+                    "value": number(edge.value), "paths": through} for edge, adjoint, through in explanation.groups],
+        "sum": number(explanation.total),
+        "gradient": number(explanation.gradient),
+        "agrees": explanation.total is not None and explanation.gradient is not None
+        and B.close(explanation.total, explanation.gradient),
+    }
+
+
 def write(doc: dict[str, Any], stream: TextIO) -> None:
     """Strict RFC 8259 JSON: allow_nan=False proves no NaN slipped through as a bare token."""
     stream.write(json.dumps(doc, allow_nan=False, ensure_ascii=False))

@@ -232,3 +232,115 @@ def _branched(run: Run) -> bool:
             return True
         stack.extend(getattr(stmt, "body", []))
     return False
+
+
+TREE_DEPTH, SAME_RUN = 40, 3
+
+
+def graph_tree(view: Any) -> RenderableType:
+    """`graph`: the tree rooted at the output; a node reached again is referenced, long runs collapsed."""
+    from rich.tree import Tree
+
+    from .drawing import edge_text, node_lines
+
+    def label(node: Any) -> Text:
+        lines = node_lines(view, node)
+        kind = {"leaf": " (leaf)", "detached": " (cut from the graph)"}.get(node.kind, "")
+        text = Text.assemble((lines[0], "bold"), kind, ("   " + "   ".join(lines[1:]), "dim"))
+        return text
+
+    root = Tree(label(view.nodes[0]))
+    drawn = {0}
+    stack: list[tuple[Any, int, int]] = [(root, 0, 0)]
+    while stack:
+        branch, node_id, depth = stack.pop()
+        later: list[tuple[Any, int, int]] = []
+        for edge in view.children.get(node_id, []):
+            child = view.nodes[edge.target]
+            prefix = Text(edge_text(view, edge) + "  ", style="cyan")
+            if edge.target in drawn:
+                branch.add(Text.assemble(prefix, (child.label, "bold"), " (drawn above)"))
+                continue
+            skipped, child = _collapse_run(view, child)
+            target = branch
+            if skipped:
+                target = branch.add(Text(f"… {skipped} more '{child.label}' nodes like these "
+                                         f"({_run_note(view, child)}): see --json or --format dot for each",
+                                         style="yellow"))
+            drawn.add(child.id)
+            if depth >= TREE_DEPTH:
+                target.add(Text(f"… deeper nodes not shown (depth {TREE_DEPTH}): see --json", style="yellow"))
+                continue
+            later.append((target.add(Text.assemble(prefix, label(child))), child.id, depth + 1))
+        stack.extend(reversed(later))  # depth first, in the children's order
+    return Group(root)
+
+
+def _collapse_run(view: Any, start: Any) -> tuple[int, Any]:
+    """Past SAME_RUN nodes of one name in a chain (loop iterations, y = f(y) lines), skip to its end."""
+    run, node = 0, start
+    while True:
+        children = [e for e in view.children.get(node.id, []) if not e.detached]
+        same = [e for e in children if view.nodes[e.target].label == node.label]
+        if len(same) != 1:
+            break
+        run += 1
+        node = view.nodes[same[0].target]
+    if run < 2 * SAME_RUN:
+        return 0, start
+    return run - SAME_RUN, _advance(view, start, run - SAME_RUN)
+
+
+def _advance(view: Any, node: Any, steps: int) -> Any:
+    for _ in range(steps):
+        edge = next(e for e in view.children[node.id] if view.nodes[e.target].label == node.label)
+        node = view.nodes[edge.target]
+    return node
+
+
+def _run_note(view: Any, node: Any) -> str:
+    return node.origin[-1].split(" of the ", 1)[-1] if node.origin else "straight-line statements"
+
+
+def explain_view(explanation: Any, view: Any) -> RenderableType:
+    """`explain`: each path's product of local derivatives, their sum, and autograd's answer."""
+    of, wrt = explanation.of, explanation.wrt
+    parts: list[RenderableType] = []
+    plural = "s" if explanation.count != 1 else ""
+    if explanation.count == 0:
+        parts.append(Text(f"no path from {of} to {wrt}: ∂{of}/∂{wrt} = 0"))
+        return Group(*parts)
+    if explanation.paths:
+        parts.append(Text.assemble((f"∂{of}/∂{wrt}", "bold"), f": {explanation.count} path{plural} from {of} to {wrt}"))
+        for path in explanation.paths:
+            names = [view.nodes[0].label] + [view.nodes[e.target].label for e in path.edges]
+            partials = [f"∂{view.nodes[e.source].label}/∂{view.nodes[e.target].label}" for e in path.edges]
+            factors = [f"({e.text})" if len(path.edges) > 1 else e.text for e in path.edges]
+            parts.append(Text(""))
+            parts.append(Text("  " + " → ".join(names), style="bold"))
+            parts.append(Text("    " + " · ".join(partials) + " = " + " · ".join(factors)))
+            if path.value is not None:
+                numbers = " · ".join(B.format_number(float(e.value)) for e in path.edges)
+                parts.append(Text(f"    = {numbers} = {B.format_number(float(path.value))}"))
+        values = [p.value for p in explanation.paths]
+        if all(v is not None for v in values):
+            shown = " + ".join(B.format_number(float(v)) for v in values)
+            parts.append(Text(""))
+            parts.append(Text(f"  sum over the path{plural}: {shown} = {B.format_number(float(explanation.total))}"))
+    else:
+        parts.append(Text.assemble((f"∂{of}/∂{wrt}", "bold"), f": {explanation.count:,} paths from {of} to {wrt}, "
+                                   f"grouped by the variables that use {wrt} (∂{of}/∂user · ∂user/∂{wrt})"))
+        for edge, adjoint, through in explanation.groups:
+            user = view.nodes[edge.source].label
+            line = f"  via {user}: ∂{of}/∂{user} · ∂{user}/∂{wrt} = {B.format_value(adjoint)} · ({edge.text})"
+            if adjoint is not None and edge.value is not None:
+                line += f" = {B.format_number(float(adjoint * edge.value))}"
+            parts.append(Text(line + f"   ({through:,} path{'s' if through != 1 else ''})"))
+        if explanation.total is not None:
+            parts.append(Text(f"  sum: {B.format_number(float(explanation.total))}"))
+    if explanation.gradient is not None:
+        agrees = explanation.total is not None and B.close(explanation.total, explanation.gradient)
+        mark = "✓ equals" if agrees else "≠"
+        parts.append(Text(f"  {mark} ∂{of}/∂{wrt} = {B.format_value(explanation.gradient)} from autograd",
+                          style="green" if agrees else "red"))
+    return Group(*parts)

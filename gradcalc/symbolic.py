@@ -768,6 +768,18 @@ class Derivative:
     evaluable: bool  # False when a tensor operation has no gradcalc syntax (scatter)
 
 
+def text_of(node: Node, symbols: dict[Node, str], taken: set[str]) -> str:
+    """Just the gradcalc text of a graph node's expression, shared parts inlined as `where` (the graph view)."""
+    algebra = Algebra()
+    (expr,) = read([node], symbols, algebra)
+    names = shared([expr], taken)
+    printer = Printer(names)
+    text = printer.top(expr)
+    if names:
+        text += "  where " + ", ".join(f"{name} = {printer.show(sub, 0, named=False)}" for sub, name in names.items())
+    return text
+
+
 def describe(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str], taken: set[str],
              adjoints: dict[Node, str] | None = None) -> Derivative:
     """Read a derivative's graph node as a simplified, printable expression.

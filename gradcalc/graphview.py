@@ -1,0 +1,262 @@
+"""The computation graph as the tutorials draw it: variables, local derivatives, paths.
+
+Nodes are the program's named values (leaves, assigned variables, function
+locals) and the output; the unnamed operations between them are folded into
+the edges, as in the seeds' pictures: d = w3*b + w4*c has edges d → b labelled
+∂d/∂b = w3. An edge's local derivative is the graph's own backward pass from d,
+stopped at d's named inputs (so it is a partial derivative), read back as an
+expression. `explain` multiplies the edges along every path from the output to
+a variable and adds the paths up: the chain rule, which must equal autograd.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import autodiff, symbolic
+from . import backend as B
+from .graph import Node, constant, leaf
+
+PATH_LIMIT = 24  # more paths than this are grouped by the adjoints of the variable's users
+
+
+@dataclass
+class ViewNode:
+    id: int
+    node: Node
+    label: str
+    kind: str  # "output", "leaf", "computed", "detached"
+    grad_fn: str | None
+    shape: tuple[int, ...]
+    value: Any
+    grad: Any  # ∂output/∂node (host), or None where there is none
+    origin: list[str]  # loop iterations and calls that made it, outermost first
+
+
+@dataclass
+class ViewEdge:
+    source: int  # the user (nearer the output)
+    target: int  # the input
+    text: str  # ∂source/∂target as an expression ("detached" for a cut edge)
+    value: Any  # its number for scalars, else None
+    detached: bool = False
+
+
+@dataclass
+class View:
+    of: str
+    nodes: list[ViewNode]
+    edges: list[ViewEdge]
+    children: dict[int, list[ViewEdge]] = field(default_factory=dict)
+
+    def node_of(self, node: Node) -> ViewNode | None:
+        return next((v for v in self.nodes if v.node is node), None)
+
+
+def _origin(node: Node) -> list[str]:
+    labels: list[str] = []
+    context = node.origin
+    while context is not None:
+        outer, kind, label, index = context
+        labels.append(f"iteration {index} of the {label}" if kind == "loop" else f"in {label}")
+        context = outer
+    return list(reversed(labels))
+
+
+def _shown(node: Node) -> bool:
+    """A node the picture shows: a named value, or a value cut from the graph by detach/no_grad."""
+    return node.name is not None
+
+
+def _frontier(node: Node) -> list[Node]:
+    """The shown nodes reached from node through unnamed operations (its inputs as the tutorial draws them)."""
+    found: list[Node] = []
+    seen: set[Node] = set()
+    stack = list(reversed(node.inputs))
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if _shown(current):
+            found.append(current)
+        elif current.op is not None and current.requires_grad:
+            stack.extend(reversed(current.inputs))
+    return found
+
+
+def build(run: Any, of: str) -> View:
+    """The view of the graph that made `of`, with gradients when `of` is a scalar."""
+    output = run.node(of)
+    order: list[Node] = [output]
+    index: dict[Node, int] = {output: 0}
+    inputs_of: dict[Node, list[Node]] = {}
+    position = 0
+    while position < len(order):  # breadth first from the output: the picture's top-down order
+        current = order[position]
+        position += 1
+        if current is not output and (current.op is None or not current.requires_grad):
+            continue  # a leaf or a cut value: drawn, not expanded
+        inputs_of[current] = _frontier(current)
+        for child in inputs_of[current]:
+            if child not in index:
+                index[child] = len(order)
+                order.append(child)
+    labels = {node: _label(node, of, node is output) for node in order}
+    grads = _gradients(output, order)
+    nodes = [ViewNode(i, node, labels[node], _kind(node, node is output), node.grad_fn or _leaf_fn(node),
+                      tuple(node.shape), B.to_host(node.value), grads.get(node), _origin(node))
+             for i, node in enumerate(order)]
+    edges: list[ViewEdge] = []
+    for node, children in inputs_of.items():
+        edges.extend(_edges(node, children, index, labels))
+    view = View(of, nodes, edges)
+    for edge in edges:
+        view.children.setdefault(edge.source, []).append(edge)
+    return view
+
+
+def _label(node: Node, of: str, is_output: bool) -> str:
+    return node.name or of if is_output else node.name or "?"
+
+
+def _kind(node: Node, is_output: bool) -> str:
+    if is_output:
+        return "output"
+    if not node.requires_grad:
+        return "detached"
+    return "leaf" if node.op is None else "computed"
+
+
+def _leaf_fn(node: Node) -> str | None:
+    return "AccumulateGrad" if node.op is None and node.requires_grad else None
+
+
+def _gradients(output: Node, order: list[Node]) -> dict[Node, Any]:
+    if output.shape != () or not output.requires_grad:
+        return {}
+    targets = [n for n in order if n.requires_grad]
+    found = autodiff.backward(output, B.xp.ones((), dtype=B.dtype), targets)
+    return {node: B.to_host(g) for node, g in found.items()}
+
+
+def _edges(node: Node, children: list[Node], index: dict[Node, int], labels: dict[Node, str]) -> list[ViewEdge]:
+    """∂node/∂child for each drawn input: the backward pass from node, stopped at its drawn inputs."""
+    differentiable = [c for c in children if c.requires_grad]
+    edges = [ViewEdge(index[node], index[c], "detached", None, detached=True)
+             for c in children if not c.requires_grad]
+    if not differentiable or not node.requires_grad:
+        return edges
+    scalar = node.shape == ()
+    seed = constant(B.scalar(1.0)) if scalar else leaf(B.xp.ones(node.shape, dtype=B.dtype), "g")
+    partials = autodiff.backward(node, seed, differentiable, create_graph=True, stop=frozenset(children))
+    symbols = {c: labels[c] for c in children}
+    taken = set(symbols.values())
+    symbols[node] = labels[node]
+    if not scalar:
+        symbols[seed] = "g"
+    for child in differentiable:
+        partial = partials.get(child)
+        if partial is None:
+            continue
+        text = symbolic.text_of(partial, symbols, taken)
+        value = B.to_host(partial.value) if scalar and child.shape == () else None
+        edges.append(ViewEdge(index[node], index[child], text if scalar else f"g ↦ {text}", value))
+    return sorted(edges, key=lambda e: e.target)
+
+
+# --- explain: the chain rule as a sum over paths --------------------------------------------
+
+@dataclass
+class Path:
+    edges: list[ViewEdge]
+    value: Any
+
+
+@dataclass
+class Explanation:
+    of: str
+    wrt: str
+    count: int  # number of paths from the output to the variable
+    paths: list[Path]  # every path, when count <= PATH_LIMIT
+    groups: list[tuple[ViewEdge, Any, int]]  # else (edge user→variable, ∂output/∂user, paths through it)
+    gradient: Any  # what autograd computed
+    total: Any  # the sum over paths (or groups)
+
+
+def explain(view: View, target: Node, limit: int = PATH_LIMIT) -> Explanation:
+    """Every path from the output to target, with the product of its local derivatives."""
+    found = view.node_of(target)
+    node_ids = {v.id for v in view.nodes}
+    goal = found.id if found is not None else -1
+    counts = _path_counts(view, goal, node_ids)
+    count = counts.get(0, 0)
+    gradient = found.grad if found is not None else None
+    if count <= limit:
+        paths = [Path(edges, _product(edges)) for edges in _paths(view, goal)]
+        total = _sum([p.value for p in paths])
+        return Explanation(view.of, _name(view, goal), count, paths, [], gradient, total)
+    into = _paths_from_output(view)
+    groups = []
+    for edge in view.edges:
+        if edge.target == goal and not edge.detached:
+            user = view.nodes[edge.source]
+            groups.append((edge, user.grad, into.get(edge.source, 0)))
+    total = _sum([_times(g, e.value) for e, g, _ in groups])
+    return Explanation(view.of, _name(view, goal), count, [], groups, gradient, total)
+
+
+def _name(view: View, goal: int) -> str:
+    return view.nodes[goal].label if 0 <= goal < len(view.nodes) else "?"
+
+
+def _path_counts(view: View, goal: int, ids: set[int]) -> dict[int, int]:
+    """How many paths lead from each node to the goal (dynamic programming, inputs first)."""
+    counts = {goal: 1} if goal in ids else {}
+    for node in reversed(view.nodes):  # breadth-first order reversed: inputs before their users
+        if node.id == goal:
+            continue
+        total = sum(counts.get(edge.target, 0) for edge in view.children.get(node.id, []) if not edge.detached)
+        if total:
+            counts[node.id] = total
+    return counts
+
+
+def _paths_from_output(view: View) -> dict[int, int]:
+    into = {0: 1}
+    for node in view.nodes:
+        for edge in view.children.get(node.id, []):
+            if not edge.detached:
+                into[edge.target] = into.get(edge.target, 0) + into.get(node.id, 0)
+    return into
+
+
+def _paths(view: View, goal: int) -> Iterator[list[ViewEdge]]:
+    stack: list[tuple[int, list[ViewEdge]]] = [(0, [])]
+    while stack:
+        at, edges = stack.pop()
+        if at == goal:
+            yield edges
+            continue
+        for edge in reversed(view.children.get(at, [])):
+            if not edge.detached:
+                stack.append((edge.target, [*edges, edge]))
+
+
+def _product(edges: list[ViewEdge]) -> Any:
+    value: Any = 1.0
+    for edge in edges:
+        value = _times(value, edge.value)
+    return value
+
+
+def _times(a: Any, b: Any) -> Any:
+    return None if a is None or b is None else a * b
+
+
+def _sum(values: list[Any]) -> Any:
+    if any(v is None for v in values):
+        return None
+    return sum(values, 0.0)
