@@ -296,10 +296,9 @@ class Compiler:
                                             "check that its condition becomes false, or raise --max-iterations",
                                             pos)
                     graph.context = (outer, "loop", label, count)  # the graph view groups iterations
-                    for run in body:
-                        result = run(frame)
-                        if result is not None:
-                            return result
+                    result = _run_block(body, frame)
+                    if result is not None:
+                        return result
                     graph.context = outer
             finally:
                 graph.context = outer
@@ -343,10 +342,9 @@ class Compiler:
                     loop.iterations += 1
                     graph.context = (outer, "loop", label, i)
                     frame[var] = leaf(B.scalar(i), var, requires_grad=False)  # a plain number, not differentiated
-                    for run in body:
-                        result = run(frame)
-                        if result is not None:
-                            return result
+                    result = _run_block(body, frame)
+                    if result is not None:
+                        return result
             finally:
                 graph.context = outer
             return None
@@ -359,11 +357,7 @@ class Compiler:
         orelse = self.block(stmt.orelse)
 
         def run_if(frame: Frame) -> Any:
-            for run in body if cond(frame) else orelse:
-                result = run(frame)
-                if result is not None:
-                    return result
-            return None
+            return _run_block(body if cond(frame) else orelse, frame)
 
         return run_if
 
@@ -373,13 +367,9 @@ class Compiler:
         def run_no_grad(frame: Frame) -> Any:
             previous, graph.recording = graph.recording, False
             try:
-                for run in body:
-                    result = run(frame)
-                    if result is not None:
-                        return result
+                return _run_block(body, frame)
             finally:
                 graph.recording = previous
-            return None
 
         return run_no_grad
 
@@ -761,6 +751,15 @@ Compiler._EXPRESSIONS = {  # type: ignore[attr-defined]
     for kind in (S.Number, S.String, S.Name, S.Tensor, S.Unary, S.Binary, S.Compare, S.BoolOp, S.Not, S.Call,
                  S.Slice, S.Index, S.Attribute)
 }
+
+
+def _run_block(body: list[Exec], frame: Frame) -> Any:
+    """Run a block's statements; a `return` inside stops it and is handed up."""
+    for run in body:
+        result = run(frame)
+        if result is not None:
+            return result
+    return None
 
 
 def _max_hint(builtin: Builtin) -> str:
