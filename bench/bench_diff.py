@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.util
-import json
 import os
 import platform
 import random
@@ -58,7 +57,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+import benchkit
+from benchkit import REPO, fmt_time, log, med
+
 CHAIN_STEP = "y = sin(y)*0.999 + 0.01*y*y"
 CHAIN_X = 0.5
 TARGET_SECONDS = 2.0
@@ -66,10 +67,6 @@ LINEAR_LIMIT = 1.25  # size per statement at the largest N ÷ at the smallest (n
 TOLERANCE = 1e-9  # relative difference allowed between two evaluations of the same derivative
 SYMPY_MEMORY = 4 << 30
 NAME = re.compile(r"\bt\d+\b")
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 # --- the workloads (the same on both sides) -----------------------------------------------------
@@ -242,13 +239,13 @@ def child_main(args: list[str]) -> None:
         result = child_gradcalc(kind, int(rest[0]), int(rest[1]))
     else:
         result = child_sympy(kind, int(rest[0]), float(rest[1]), rest[2])
-    print("RESULT " + json.dumps(result), flush=True)
+    benchkit.emit_result(result)
 
 
 def run_child(*args: Any, timeout: float) -> dict[str, Any]:
     """A workload in a fresh process; on timeout, {"timed_out": step it was in, "steps": finished}."""
     with tempfile.NamedTemporaryFile("r", suffix=".progress", encoding="utf-8") as progress:
-        command = [sys.executable, str(Path(__file__).resolve()), "--child", *map(str, args)]
+        command = benchkit.child_command(__file__, *args)
         if args[1] == "sympy":
             command.append(progress.name)
         with tempfile.TemporaryFile("w+", encoding="utf-8") as stdout:
@@ -267,27 +264,13 @@ def run_child(*args: Any, timeout: float) -> dict[str, Any]:
                 return {"timed_out": where, "steps": finished, "cap": timeout}
             stdout.seek(0)
             text = stdout.read()
-    lines = [line for line in text.splitlines() if line.startswith("RESULT ")]
-    if child.returncode != 0 or not lines:
+    result = benchkit.read_result(text) if child.returncode == 0 else None
+    if result is None:
         return {"failed": f"exit status {child.returncode}", "tail": text[-1000:]}
-    return json.loads(lines[-1][len("RESULT "):])
+    return result
 
 
 # --- report -------------------------------------------------------------------------------------
-
-def med(values: list[float]) -> float:
-    return statistics.median(values)
-
-
-def fmt_time(seconds: float | None) -> str:
-    if seconds is None:
-        return "n/a"
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds * 1e6:.0f} µs"
-
 
 def total(side: dict[str, Any], keys: tuple[str, ...]) -> float:
     """Median of the per-repeat sums (the steps of one repeat belong together)."""
@@ -426,7 +409,7 @@ def environment(quick: bool, reps: int, sympy: str | None, cap: float) -> dict[s
     return {"quick": quick, "date": time.strftime("%Y-%m-%d %H:%M"), "commit": commit, "reps": reps,
             "gradcalc": "?", "sympy": sympy, "sympy_timeout": cap, "python": platform.python_version(),
             "cpus": os.cpu_count(), "machine": platform.machine(),
-            "load_before": " ".join(f"{v:.2f}" for v in os.getloadavg())}
+            "load_before": benchkit.loadavg()}
 
 
 def profile(case: str) -> None:
@@ -463,11 +446,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile tables instead of timings")
     parser.add_argument("--case", default="chain-2000", help="the case --profile looks at (chain-N, sum-T)")
     parser.add_argument("--json-out", default=str(REPO / "bench" / "out" / "diff.json"))
-    parser.add_argument("--child", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child_main(args.child)
-        return
+    args = benchkit.parse_args_or_run_child(parser, child_main)
     if args.profile:
         profile(args.case)
         return
@@ -508,13 +487,12 @@ def main() -> None:
                     chain_timed_out = True
         results[group].append(case)
     env["wall_s"] = round(time.perf_counter() - t0)
-    env["load_after"] = " ".join(f"{v:.2f}" for v in os.getloadavg())
+    env["load_after"] = benchkit.loadavg()
     text, ok = report(results)
     print(text)
     if args.json_out:
         path = Path(args.json_out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(results, indent=1), encoding="utf-8")
+        benchkit.write_json(path, results)
         log(f"raw numbers: {path}")
     if not ok:
         sys.exit(1)

@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import json
 import math
 import os
-import platform
 import resource
 import shlex
 import statistics
@@ -37,7 +35,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+import benchkit
+from benchkit import REPO, log, med, ratio_text, verdict
+
 CHAIN_LINE = "y = sin(y)*0.999 + 0.01*y*y"
 OPS_PER_STATEMENT = 5  # sin, mul (by 0.999), mul (0.01*y), mul (by y), add
 BIG_PROGRAM = "x = 0\nL = sum(tanh(x)*x + exp(-x*x) - 0.5*x*x*x)"
@@ -57,10 +57,6 @@ L.backward()
 print({"L": L.item(), "a": a.grad.item(), "w1": w1.grad.item(), "w2": w2.grad.item(),
        "w3": w3.grad.item(), "w4": w4.grad.item(), "d": d.grad.item()})
 """.strip()
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 # --- memory probes ----------------------------------------------------------------------------
@@ -188,13 +184,6 @@ def child_chain_gradcalc(n: int, reps: int, parse_reps: int, direct_reps: int, t
     return out
 
 
-def _torch(threads: int = 2) -> Any:
-    import torch
-
-    torch.set_num_threads(threads)
-    return torch
-
-
 def _malloc_in_use() -> int | None:
     """Bytes malloc has handed out and not had back (glibc mallinfo2, all arenas), or None."""
     try:
@@ -214,7 +203,7 @@ def _malloc_in_use() -> int | None:
 
 
 def child_chain_torch(n: int, reps: int) -> dict[str, Any]:
-    torch = _torch()
+    torch = benchkit.import_torch()
     build, back, rss = [], [], []
     out: dict[str, Any] = {"version": torch.__version__, "threads": torch.get_num_threads()}
     for _ in range(reps):
@@ -272,7 +261,7 @@ def child_big_time(side: str, size: int, reps: int, warmup: bool) -> dict[str, A
             t2 = time.perf_counter()
             return t1 - t0, t2 - t1, float(result.value), result.grads["x"]
     else:
-        torch = _torch(1 if side == "torch_1thread" else 2)
+        torch = benchkit.import_torch(1 if side == "torch_1thread" else 2)
         xt = torch.from_numpy(x).requires_grad_(True)
 
         def once() -> tuple[float, float, Any, Any]:
@@ -324,7 +313,7 @@ def child_big_mem(side: str, size: int, work: bool) -> dict[str, Any]:
             tracemalloc.stop()
             assert result.grads["x"].shape == x.shape
     else:
-        torch = _torch()
+        torch = benchkit.import_torch()
         xt = torch.from_numpy(x).requires_grad_(True)
         if work:
             before = _malloc_in_use()
@@ -338,12 +327,8 @@ def child_big_mem(side: str, size: int, work: bool) -> dict[str, Any]:
 
 
 def run_child(*args: Any, timeout: float = 900) -> dict[str, Any]:
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", *map(str, args)]
-    done = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, text=True, timeout=timeout, check=False)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if done.returncode != 0 or not lines:
-        raise RuntimeError(f"child failed ({done.returncode}): {shlex.join(command)}\n{done.stdout[-2000:]}")
-    return json.loads(lines[-1][len("RESULT "):])
+    """A workload of this file in a fresh process (see child_main); RuntimeError if it fails."""
+    return benchkit.run_child(__file__, *args, timeout=timeout)
 
 
 def child_main(args: list[str]) -> None:
@@ -358,7 +343,7 @@ def child_main(args: list[str]) -> None:
         result = child_big_mem(rest[0], int(rest[1]), rest[2] == "1")
     else:
         raise SystemExit(f"unknown child {kind}")
-    print("RESULT " + json.dumps(result), flush=True)
+    benchkit.emit_result(result)
 
 
 # --- (a) start-up -------------------------------------------------------------------------------
@@ -425,31 +410,13 @@ def import_times(reps: int) -> list[dict[str, Any]]:
 
 # --- report -------------------------------------------------------------------------------------
 
-def med(values: list[float]) -> float:
-    return statistics.median(values)
-
-
-def fmt_time(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds * 1e6:.2f} µs"
+def fmt_time(seconds: float | None) -> str:
+    """Times in this report: ms to 1 decimal, µs to 2."""
+    return benchkit.fmt_time(seconds, digits=1, micro_digits=2)
 
 
 def fmt_mib(kib: float | None) -> str:
     return "n/a" if kib is None else f"{kib / 1024:.1f} MiB"
-
-
-def verdict(ratio: float | None, target: float, strict: bool = False) -> str:
-    if ratio is None:
-        return "n/a"
-    ok = ratio < target if strict else ratio <= target
-    return "**yes**" if ok else "no"
-
-
-def ratio_text(ratio: float | None) -> str:
-    return "n/a" if ratio is None else f"{ratio:.2f}×"
 
 
 def report(results: dict[str, Any]) -> str:
@@ -691,54 +658,22 @@ def profile(quick: bool) -> None:
 
 # --- main ---------------------------------------------------------------------------------------
 
-def environment(quick: bool, have_torch: bool) -> dict[str, Any]:
-    def version(module: str) -> str | None:
-        try:
-            from importlib.metadata import version as dist_version
-
-            return dist_version(module)
-        except Exception:
-            return None
-
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True, text=True,
-                            check=False).stdout.strip() or "?"
-    return {"quick": quick, "date": time.strftime("%Y-%m-%d %H:%M"), "gradcalc": version("gradcalc"),
-            "commit": commit, "torch": version("torch") if have_torch else None, "torch_threads": 2,
-            "numpy": version("numpy"), "python": platform.python_version(), "cpus": os.cpu_count(),
-            "machine": platform.machine(), "load_before": _loadavg()}
-
-
-def _loadavg() -> str:
-    try:
-        return " ".join(f"{v:.2f}" for v in os.getloadavg())
-    except OSError:
-        return "?"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke run: small sizes, few repeats")
     parser.add_argument("--profile", action="store_true", help="print cProfile tables instead of benchmarking")
     parser.add_argument("--only", default="a,b,c", help="sections to run, e.g. --only b,c (default a,b,c)")
-    parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out even if it is installed")
-    parser.add_argument("--json-out", default=str(REPO / "bench" / "out" / "foundation.json"),
-                        help="where to write the raw numbers ('' for nowhere)")
-    parser.add_argument("--child", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child_main(args.child)
-        return
+    benchkit.add_torch_options(parser, "foundation.json")
+    args = benchkit.parse_args_or_run_child(parser, child_main)
     if args.profile:
         profile(args.quick)
         return
 
-    have_torch = not args.no_torch and importlib.util.find_spec("torch") is not None
-    if not have_torch:
-        log("PyTorch is not importable: the PyTorch column is skipped.")
+    have_torch = benchkit.find_torch(args.no_torch)
     sections = set(args.only.split(","))
     quick = args.quick
     started = time.perf_counter()
-    results: dict[str, Any] = {"env": environment(quick, have_torch)}
+    results: dict[str, Any] = {"env": benchkit.torch_environment(quick, have_torch)}
 
     if "a" in sections:
         log("(a) start-up")
@@ -781,11 +716,7 @@ def main() -> None:
             big["mem"][side] = {"base": base["maxrss_kib"], "work": work.pop("maxrss_kib"), **work}
         results["big"] = big
 
-    results["env"]["wall_s"] = round(time.perf_counter() - started, 1)
-    results["env"]["load_after"] = _loadavg()
-    if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps(results, indent=1), encoding="utf-8")
+    benchkit.save_results(results, started, args.json_out)
     print(report(results))
     log(f"done in {results['env']['wall_s']:.0f} s" + (f"; raw numbers in {args.json_out}" if args.json_out else ""))
 

@@ -30,21 +30,18 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import json
 import math
 import os
-import platform
 import resource
-import shlex
 import statistics
-import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+import benchkit
+from benchkit import REPO, log, med, ratio_text, verdict
+
 JAC_PROGRAM = "W = 0\nx = 0\nb = 0\ny = tanh(W @ x + b)"
 HESS_PROGRAM = "x = 0\nL = sum(x^4) + sum(x[:-1] * x[1:])"
 MODES = ("auto", "rev", "fwd")
@@ -52,10 +49,6 @@ TORCH_HESS = ("vectorize=True", "vectorize=False")
 # PyTorch times measured earlier on this machine, printed next to this run's for scale.
 ANCHORS = {("jac", 100): 0.85e-3, ("jac", 1000): 40e-3, ("hess", 100): 0.96e-3, ("hess", 500): 2.4e-3}
 TOLERANCE = 1e-10  # max |difference| allowed, relative to max(1, max |closed form|)
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 # --- inputs (the same on both sides) -----------------------------------------------------------
@@ -92,13 +85,6 @@ def hess_closed_form(x: Any) -> Any:
     return numpy.diag(12 * x * x) + numpy.diag(off, 1) + numpy.diag(off, -1)
 
 
-def _torch() -> Any:
-    import torch
-
-    torch.set_num_threads(2)
-    return torch
-
-
 def torch_jac_function(torch: Any, n: int) -> tuple[Any, Any]:
     W, x, b = (torch.from_numpy(a) for a in jac_inputs(n))
     return (lambda v: torch.tanh(W @ v + b)), x
@@ -121,7 +107,7 @@ def child_check(jac_sizes: list[int], hess_sizes: list[int], with_torch: bool) -
 
     import gradcalc
 
-    torch = _torch() if with_torch else None
+    torch = benchkit.import_torch() if with_torch else None
     out: dict[str, Any] = {"jac": {}, "hess": {}}
     for n in jac_sizes:
         W, x, b = jac_inputs(n)
@@ -194,7 +180,7 @@ def child_jac_gradcalc(n: int, budget: float, low: int, high: int) -> dict[str, 
 
 
 def child_jac_torch(n: int, budget: float, low: int, high: int) -> dict[str, Any]:
-    torch = _torch()
+    torch = benchkit.import_torch()
     f, xt = torch_jac_function(torch, n)
 
     def once() -> float:
@@ -237,7 +223,7 @@ def child_hess_gradcalc(n: int, budget: float, low: int, high: int) -> dict[str,
 
 
 def child_hess_torch(n: int, budget: float, low: int, high: int) -> dict[str, Any]:
-    torch = _torch()
+    torch = benchkit.import_torch()
     f, xt = torch_hess_function(torch, n)
 
     def once(label: str) -> float:
@@ -277,14 +263,11 @@ def _children_cpu_seconds() -> float:
 def run_child(*args: Any, timeout: float = 600) -> dict[str, Any]:
     """Run a workload in a fresh process; adds `others_cores`: how many CPUs other processes kept
     busy on average meanwhile (machine busy time minus the child's own CPU time, ÷ wall time)."""
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", *map(str, args)]
+    command = benchkit.child_command(__file__, *args)
     busy0, own0, t0 = _busy_cpu_seconds(), _children_cpu_seconds(), time.perf_counter()
-    done = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, text=True, timeout=timeout, check=False)
+    done = benchkit.start_child(command, timeout)
     busy1, own1, wall = _busy_cpu_seconds(), _children_cpu_seconds(), time.perf_counter() - t0
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if done.returncode != 0 or not lines:
-        raise RuntimeError(f"child failed ({done.returncode}): {shlex.join(command)}\n{done.stdout[-2000:]}")
-    result = json.loads(lines[-1][len("RESULT "):])
+    result = benchkit.child_result(command, done)
     if busy0 is not None and busy1 is not None:
         result["others_cores"] = [max(0.0, (busy1 - busy0) - (own1 - own0)) / wall]
     return result
@@ -305,33 +288,14 @@ def child_main(args: list[str]) -> None:
         if kind not in workloads:
             raise SystemExit(f"unknown child {kind}")
         result = workloads[kind](int(rest[0]), float(rest[1]), int(rest[2]), int(rest[3]))
-    print("RESULT " + json.dumps(result), flush=True)
+    benchkit.emit_result(result)
 
 
 # --- report -------------------------------------------------------------------------------------
 
-def med(values: list[float]) -> float:
-    return statistics.median(values)
-
-
 def fmt_time(seconds: float | None) -> str:
-    if seconds is None:
-        return "n/a"
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds * 1e6:.0f} µs"
-
-
-def ratio_text(ratio: float | None) -> str:
-    return "n/a" if ratio is None else f"{ratio:.2f}×"
-
-
-def verdict(ratio: float | None, target: float) -> str:
-    if ratio is None:
-        return "n/a"
-    return "**yes**" if ratio <= target else "no"
+    """Times in this report: ms to 2 decimals, µs to none."""
+    return benchkit.fmt_time(seconds, digits=2)
 
 
 def side_name(key: str) -> str:
@@ -593,30 +557,6 @@ def sizes(quick: bool) -> tuple[list[int], list[int]]:
     return ([100, 300], [100, 200]) if quick else ([100, 1000], [100, 500])
 
 
-def environment(quick: bool, have_torch: bool, rounds: int) -> dict[str, Any]:
-    def version(module: str) -> str | None:
-        try:
-            from importlib.metadata import version as dist_version
-
-            return dist_version(module)
-        except Exception:
-            return None
-
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True, text=True,
-                            check=False).stdout.strip() or "?"
-    return {"quick": quick, "date": time.strftime("%Y-%m-%d %H:%M"), "gradcalc": version("gradcalc"),
-            "commit": commit, "torch": version("torch") if have_torch else None, "torch_threads": 2,
-            "numpy": version("numpy"), "python": platform.python_version(), "cpus": os.cpu_count(),
-            "machine": platform.machine(), "load_before": _loadavg(), "rounds": rounds}
-
-
-def _loadavg() -> str:
-    try:
-        return " ".join(f"{v:.2f}" for v in os.getloadavg())
-    except OSError:
-        return "?"
-
-
 def merge(into: dict[str, Any], got: dict[str, Any]) -> None:
     """Append a round's lists of times to the earlier rounds' (recursively); keep the rest."""
     for key, value in got.items():
@@ -638,28 +578,20 @@ def main() -> None:
     parser.add_argument("--case", help="with --profile: the slowest case whose label contains this text, "
                         "e.g. 'Hessian n=500' or 'mode=fwd'")
     parser.add_argument("--only", default="j,h", help="sections to run: j (Jacobian), h (Hessian); default j,h")
-    parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out even if it is installed")
-    parser.add_argument("--json-out", default=str(REPO / "bench" / "out" / "jacobian.json"),
-                        help="where to write the raw numbers ('' for nowhere)")
-    parser.add_argument("--child", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child_main(args.child)
-        return
+    benchkit.add_torch_options(parser, "jacobian.json")
+    args = benchkit.parse_args_or_run_child(parser, child_main)
     if args.profile:
         profile(args.quick, args.case)
         return
 
-    have_torch = not args.no_torch and importlib.util.find_spec("torch") is not None
-    if not have_torch:
-        log("PyTorch is not importable: the PyTorch column is skipped.")
+    have_torch = benchkit.find_torch(args.no_torch)
     sections = set(args.only.split(","))
     quick = args.quick
     rounds = 1 if quick else 2
     # (time budget per child in seconds, fewest repeats, most repeats), warm-up excluded
     plan = (0.3, 3, 20) if quick else (2.0, 5, 300)
     started = time.perf_counter()
-    results: dict[str, Any] = {"env": environment(quick, have_torch, rounds)}
+    results: dict[str, Any] = {"env": {**benchkit.torch_environment(quick, have_torch), "rounds": rounds}}
     jac_sizes, hess_sizes = sizes(quick)
     jac_sizes = jac_sizes if "j" in sections else []
     hess_sizes = hess_sizes if "h" in sections else []
@@ -678,11 +610,7 @@ def main() -> None:
     results["same_inputs"] = all(len({side["fingerprint"] for side in item.values()}) == 1
                                  for section in ("jac", "hess") for item in results.get(section, {}).values())
 
-    results["env"]["wall_s"] = round(time.perf_counter() - started, 1)
-    results["env"]["load_after"] = _loadavg()
-    if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps(results, indent=1), encoding="utf-8")
+    benchkit.save_results(results, started, args.json_out)
     text, agree = report(results)
     print(text)
     log(f"done in {results['env']['wall_s']:.0f} s" + (f"; raw numbers in {args.json_out}" if args.json_out else ""))

@@ -1,0 +1,183 @@
+"""Helpers shared by the benchmark scripts in this folder (standard library only).
+
+Each script is run as `python bench/<name>.py`, which puts this folder on sys.path, so the scripts
+and the child processes they start (the same file, re-invoked with --child) import it as `benchkit`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+RESULT_PREFIX = "RESULT "
+
+
+# --- progress and numbers -----------------------------------------------------------------------
+
+def log(message: str) -> None:
+    """Progress on standard error (standard output is the report, or a child's result)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def med(values: list[float]) -> float:
+    """The median."""
+    return statistics.median(values)
+
+
+def fmt_time(seconds: float | None, digits: int = 1, micro_digits: int = 0) -> str:
+    """Seconds in s, ms (`digits` decimals) or µs (`micro_digits` decimals); None reads "n/a"."""
+    if seconds is None:
+        return "n/a"
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.{digits}f} ms"
+    return f"{seconds * 1e6:.{micro_digits}f} µs"
+
+
+def ratio_text(ratio: float | None) -> str:
+    """A ratio as `1.23×`, or "n/a"."""
+    return "n/a" if ratio is None else f"{ratio:.2f}×"
+
+
+def verdict(ratio: float | None, target: float, strict: bool = False) -> str:
+    """Whether the ratio meets the target (≤, or < when strict): "**yes**", "no" or "n/a"."""
+    if ratio is None:
+        return "n/a"
+    ok = ratio < target if strict else ratio <= target
+    return "**yes**" if ok else "no"
+
+
+# --- environment --------------------------------------------------------------------------------
+
+def dist_version(name: str) -> str | None:
+    """The installed distribution's version, or None."""
+    try:
+        from importlib.metadata import version
+
+        return version(name)
+    except Exception:
+        return None
+
+
+def git_describe() -> str:
+    """`git describe --always --dirty` of the repository, or "?"."""
+    return subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True, text=True,
+                          check=False).stdout.strip() or "?"
+
+
+def loadavg() -> str:
+    """The 1, 5 and 15 minute load averages, or "?" where the platform has none."""
+    try:
+        return " ".join(f"{v:.2f}" for v in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def torch_environment(quick: bool, have_torch: bool) -> dict[str, Any]:
+    """The run's setting for a gradcalc-against-PyTorch report (PyTorch runs with 2 threads)."""
+    return {"quick": quick, "date": time.strftime("%Y-%m-%d %H:%M"), "gradcalc": dist_version("gradcalc"),
+            "commit": git_describe(), "torch": dist_version("torch") if have_torch else None, "torch_threads": 2,
+            "numpy": dist_version("numpy"), "python": platform.python_version(), "cpus": os.cpu_count(),
+            "machine": platform.machine(), "load_before": loadavg()}
+
+
+def add_torch_options(parser: argparse.ArgumentParser, json_name: str) -> None:
+    """The options every gradcalc-against-PyTorch script ends with: --no-torch, and --json-out
+    (default bench/out/`json_name`)."""
+    parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out even if it is installed")
+    parser.add_argument("--json-out", default=str(REPO / "bench" / "out" / json_name),
+                        help="where to write the raw numbers ('' for nowhere)")
+
+
+def find_torch(no_torch: bool) -> bool:
+    """Whether PyTorch is to be used: importable and not left out (said on standard error when not)."""
+    import importlib.util
+
+    have_torch = not no_torch and importlib.util.find_spec("torch") is not None
+    if not have_torch:
+        log("PyTorch is not importable: the PyTorch column is skipped.")
+    return have_torch
+
+
+def import_torch(threads: int = 2) -> Any:
+    """PyTorch, set to `threads` intra-op threads (imported only when called: children only)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    return torch
+
+
+def save_results(results: dict[str, Any], started: float, json_out: str) -> None:
+    """Record the wall time since `started` and the load average in results["env"], then write the
+    results as JSON to `json_out` (nowhere when it is empty)."""
+    results["env"]["wall_s"] = round(time.perf_counter() - started, 1)
+    results["env"]["load_after"] = loadavg()
+    if json_out:
+        write_json(Path(json_out), results)
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write `data` as indented JSON, making the folder if need be."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+
+
+# --- child processes ----------------------------------------------------------------------------
+
+def parse_args_or_run_child(parser: argparse.ArgumentParser,
+                            child_main: Callable[[list[str]], None]) -> argparse.Namespace:
+    """Add the hidden --child option and parse the command line: the parsed arguments, or, with
+    --child, run `child_main` on what follows it and exit (status 0) without returning."""
+    parser.add_argument("--child", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child_main(args.child)
+        sys.exit(0)
+    return args
+
+
+def child_command(script: str | Path, *args: Any) -> list[str]:
+    """The command that re-invokes `script` (with this interpreter) as a child running `args`."""
+    return [sys.executable, str(Path(script).resolve()), "--child", *map(str, args)]
+
+
+def emit_result(result: dict[str, Any]) -> None:
+    """In a child: hand the result to the parent, as one line on standard output."""
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+def read_result(stdout: str) -> dict[str, Any] | None:
+    """In the parent: the result in a child's standard output (its last result line), or None."""
+    lines = [line for line in stdout.splitlines() if line.startswith(RESULT_PREFIX)]
+    return json.loads(lines[-1][len(RESULT_PREFIX):]) if lines else None
+
+
+def start_child(command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run a child command from the repository's root, capturing its standard output."""
+    return subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, text=True, timeout=timeout, check=False)
+
+
+def child_result(command: list[str], done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The result of a finished child; RuntimeError if it failed or gave none."""
+    result = read_result(done.stdout) if done.returncode == 0 else None
+    if result is None:
+        raise RuntimeError(f"child failed ({done.returncode}): {shlex.join(command)}\n{done.stdout[-2000:]}")
+    return result
+
+
+def run_child(script: str | Path, *args: Any, timeout: float) -> dict[str, Any]:
+    """Run a workload of `script` in a fresh process and return its result; RuntimeError if it fails."""
+    command = child_command(script, *args)
+    return child_result(command, start_child(command, timeout))
