@@ -330,10 +330,7 @@ class Run:
         target = self.node(wrt, prefer_leaf=True)
         with self._located(of), paused_gc(), B.errstate():
             view = graphview.build(self, of)
-            if view.node_of(target) is None and target.requires_grad and self.node(of).requires_grad:
-                raise UsageError(f"'{wrt}' is not in the graph of '{of}' as a named value",
-                                 "explain follows named variables: name the value (w = ...) or pick another --wrt")
-            return graphview.explain(view, target, limit or graphview.PATH_LIMIT), view
+            return graphview.explain(view, target, wrt, limit or graphview.PATH_LIMIT), view
 
     def _check_graph(self, of: str | None) -> str:
         if not self.values_kept:

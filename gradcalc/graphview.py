@@ -119,7 +119,7 @@ def build(run: Any, of: str) -> View:
 
 
 def _label(node: Node, of: str, is_output: bool) -> str:
-    return node.name or of if is_output else node.name or "?"
+    return of if is_output else node.name or "?"
 
 
 def _kind(node: Node, is_output: bool) -> str:
@@ -186,18 +186,17 @@ class Explanation:
     total: Any  # the sum over paths (or groups)
 
 
-def explain(view: View, target: Node, limit: int = PATH_LIMIT) -> Explanation:
+def explain(view: View, target: Node, wrt: str, limit: int = PATH_LIMIT) -> Explanation:
     """Every path from the output to target, with the product of its local derivatives."""
     found = view.node_of(target)
-    node_ids = {v.id for v in view.nodes}
     goal = found.id if found is not None else -1
-    counts = _path_counts(view, goal, node_ids)
+    counts = _path_counts(view, goal)
     count = counts.get(0, 0)
     gradient = found.grad if found is not None else None
     if count <= limit:
-        paths = [Path(edges, _product(edges)) for edges in _paths(view, goal)]
-        total = _sum([p.value for p in paths])
-        return Explanation(view.of, _name(view, goal), count, paths, [], gradient, total)
+        paths = [Path(edges, _product(edges)) for edges in _paths(view, goal)] if count else []
+        total = _sum([p.value for p in paths])  # no path: the empty sum, 0
+        return Explanation(view.of, wrt, count, paths, [], gradient, total)
     into = _paths_from_output(view)
     groups = []
     for edge in view.edges:
@@ -205,17 +204,18 @@ def explain(view: View, target: Node, limit: int = PATH_LIMIT) -> Explanation:
             user = view.nodes[edge.source]
             groups.append((edge, user.grad, into.get(edge.source, 0)))
     total = _sum([_times(g, e.value) for e, g, _ in groups])
-    return Explanation(view.of, _name(view, goal), count, [], groups, gradient, total)
+    return Explanation(view.of, wrt, count, [], groups, gradient, total)
 
 
-def _name(view: View, goal: int) -> str:
-    return view.nodes[goal].label if 0 <= goal < len(view.nodes) else "?"
+def _topological(view: View) -> list[ViewNode]:
+    """Inputs before their users: creation order is topological."""
+    return sorted(view.nodes, key=lambda v: v.node.seq)
 
 
-def _path_counts(view: View, goal: int, ids: set[int]) -> dict[int, int]:
+def _path_counts(view: View, goal: int) -> dict[int, int]:
     """How many paths lead from each node to the goal (dynamic programming, inputs first)."""
-    counts = {goal: 1} if goal in ids else {}
-    for node in reversed(view.nodes):  # breadth-first order reversed: inputs before their users
+    counts = {goal: 1} if goal >= 0 else {}
+    for node in _topological(view):
         if node.id == goal:
             continue
         total = sum(counts.get(edge.target, 0) for edge in view.children.get(node.id, []) if not edge.detached)
@@ -226,7 +226,7 @@ def _path_counts(view: View, goal: int, ids: set[int]) -> dict[int, int]:
 
 def _paths_from_output(view: View) -> dict[int, int]:
     into = {0: 1}
-    for node in view.nodes:
+    for node in reversed(_topological(view)):  # users before their inputs
         for edge in view.children.get(node.id, []):
             if not edge.detached:
                 into[edge.target] = into.get(edge.target, 0) + into.get(node.id, 0)

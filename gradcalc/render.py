@@ -261,7 +261,8 @@ def graph_tree(view: Any) -> RenderableType:
             if edge.target in drawn:
                 branch.add(Text.assemble(prefix, (child.label, "bold"), " (drawn above)"))
                 continue
-            skipped, child = _collapse_run(view, child)
+            skipped, child, into = _collapse_run(view, child, edge)
+            prefix = Text(edge_text(view, into) + "  ", style="cyan")
             target = branch
             if skipped:
                 target = branch.add(Text(f"… {skipped} more '{child.label}' nodes like these "
@@ -276,8 +277,11 @@ def graph_tree(view: Any) -> RenderableType:
     return Group(root)
 
 
-def _collapse_run(view: Any, start: Any) -> tuple[int, Any]:
-    """Past SAME_RUN nodes of one name in a chain (loop iterations, y = f(y) lines), skip to its end."""
+def _collapse_run(view: Any, start: Any, into: Any) -> tuple[int, Any, Any]:
+    """Past SAME_RUN nodes of one name in a chain (loop iterations, y = f(y) lines), skip to its end.
+
+    Returns how many were skipped, the node to draw next, and the edge into it.
+    """
     run, node = 0, start
     while True:
         children = [e for e in view.children.get(node.id, []) if not e.detached]
@@ -287,15 +291,12 @@ def _collapse_run(view: Any, start: Any) -> tuple[int, Any]:
         run += 1
         node = view.nodes[same[0].target]
     if run < 2 * SAME_RUN:
-        return 0, start
-    return run - SAME_RUN, _advance(view, start, run - SAME_RUN)
-
-
-def _advance(view: Any, node: Any, steps: int) -> Any:
-    for _ in range(steps):
+        return 0, start, into
+    node, edge = start, into
+    for _ in range(run - SAME_RUN):
         edge = next(e for e in view.children[node.id] if view.nodes[e.target].label == node.label)
         node = view.nodes[edge.target]
-    return node
+    return run - SAME_RUN, node, edge
 
 
 def _run_note(view: Any, node: Any) -> str:
@@ -313,6 +314,9 @@ def explain_view(explanation: Any, view: Any) -> RenderableType:
     if explanation.paths:
         parts.append(Text.assemble((f"∂{of}/∂{wrt}", "bold"), f": {explanation.count} path{plural} from {of} to {wrt}"))
         for path in explanation.paths:
+            if not path.edges:
+                parts.append(Text(f"  {of} is {wrt} itself: ∂{of}/∂{wrt} = 1"))
+                continue
             names = [view.nodes[0].label] + [view.nodes[e.target].label for e in path.edges]
             partials = [f"∂{view.nodes[e.source].label}/∂{view.nodes[e.target].label}" for e in path.edges]
             factors = [f"({e.text})" if len(path.edges) > 1 else e.text for e in path.edges]
