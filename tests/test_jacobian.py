@@ -14,9 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-import gradcalc
-from tests.helpers import (
+from helpers import (
     SAMPLES,
     assert_bad_input,
     assert_no_traceback,
@@ -27,6 +25,8 @@ from tests.helpers import (
     run_cli,
     strict_json,
 )
+
+import gradcalc
 
 DOUBLING = str(SAMPLES / "doubling.eq")
 X_DOUBLING = np.array([-0.9618, -3.3220, -0.6637])
