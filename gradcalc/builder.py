@@ -144,7 +144,6 @@ class Compiler:
         self.function_defs = {stmt.name: stmt for stmt in module.body if isinstance(stmt, S.FuncDef)}
         self.local: set[str] | None = None  # a function's parameters and locals while compiling its body
         self.callees: set[str] = set()  # functions called by the function being compiled
-        self.in_loop = 0
         self.depth = 0
         self.globals_frame: Frame = {}  # the run's top-level variables, which function bodies read
         self.numbers: dict[float, Eval] = {}
@@ -276,9 +275,7 @@ class Compiler:
 
     def stmt_while(self, stmt: S.While) -> Exec:
         cond = self.condition(stmt.cond, "while")
-        self.in_loop += 1
         body = self.block(stmt.body)
-        self.in_loop -= 1
         loop = self.state.loops.setdefault(stmt.pos, Loop(stmt.pos.line, "while", column=stmt.pos.column))
         limit = self.limits.max_iterations
         pos = stmt.pos
@@ -315,9 +312,7 @@ class Compiler:
         bounds = [self.expr(arg) for arg in call.args]
         if self.local is not None:
             self.local.add(stmt.var)
-        self.in_loop += 1
         body = self.block(stmt.body)
-        self.in_loop -= 1
         loop = self.state.loops.setdefault(stmt.pos, Loop(stmt.pos.line, "for", column=stmt.pos.column))
         limit = self.limits.max_iterations
         var, pos = stmt.var, stmt.pos
@@ -661,13 +656,11 @@ class Compiler:
             return f"usage: {builtin.signature()}"
 
         if builtin.variadic:
-            fixed = [p for p in params if not p.startswith("*")]
             if expr.keywords:
                 raise ArgumentError(f"{builtin.name} takes no keyword arguments", usage(), expr.keywords[0].pos)
             if len(expr.args) < builtin.required:
                 raise ArgumentError(f"{builtin.name} needs at least {builtin.required} argument"
                                     f"{'s' if builtin.required != 1 else ''}", usage(), expr.pos)
-            del fixed
             return [self.expr(arg) for arg in expr.args]
         if len(expr.args) > len(params):
             raise ArgumentError(f"{builtin.name} takes at most {len(params)} argument{'s' if len(params) > 1 else ''}, "

@@ -13,7 +13,6 @@ The language's builtins (builtins.py) are made of these functions.
 
 from __future__ import annotations
 
-import math
 import operator
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -391,7 +390,3 @@ def checked_index(x: Node, key: tuple) -> Node:
             raise ValueProblem(f"index {k} is out of range for dimension {axis} of size {shape[axis]}",
                                f"use an index from 0 to {shape[axis] - 1} (or negative, from the end)")
     return index(x, key)
-
-
-def product(shape: tuple[int, ...]) -> int:
-    return math.prod(shape)
