@@ -56,18 +56,7 @@ class Program:
 
     @classmethod
     def from_file(cls, path: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Program:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
-        except FileNotFoundError:
-            raise UsageError(f"no such file: {path}", "check the path, or pass the program with -e 'TEXT'") from None
-        except IsADirectoryError:
-            raise UsageError(f"{path} is a folder, not a program file", "give the path of a .eq file") from None
-        except UnicodeDecodeError:
-            raise UsageError(f"{path} is not UTF-8 text", "save the program as UTF-8 text") from None
-        except OSError as exc:
-            raise UsageError(f"cannot read {path}: {exc.strerror}", "check the file's permissions") from None
-        return cls(text, path, os.path.dirname(os.path.abspath(path)), max_depth)
+        return cls(read_text(path), path, os.path.dirname(os.path.abspath(path)), max_depth)
 
     def free_names(self) -> list[str]:
         """The names the program reads but never assigns: its inputs, given with --set."""
@@ -89,6 +78,9 @@ class Program:
         keep_values: bool = False,
     ) -> Run:
         """Execute the program with some leaves replaced (`--set`); returns the executed run."""
+        options = dict(seed=seed, dtype=dtype, device=device, max_elements=max_elements,
+                       max_iterations=max_iterations, max_recursion=max_recursion, allow_read=allow_read,
+                       keep_values=keep_values)
         B.use(device, dtype, max_elements)
         values = dict(values or {})
         try:
@@ -102,7 +94,22 @@ class Program:
         except RecursionError:
             raise GradcalcError("the program nests too deeply to evaluate",
                                 "split deep expressions into several statements").within(self.source) from None
-        return Run(self, executed, keep_values)
+        return Run(self, executed, inputs, options)
+
+
+def read_text(path: str) -> str:
+    """A program or answers file's text; a missing or unreadable file is a UsageError."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {path}", "check the path, or pass the program with -e 'TEXT'") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a folder, not a program file", "give the path of a .eq file") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not UTF-8 text", "save the file as UTF-8 text") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}", "check the file's permissions") from None
 
 
 def to_array(label: str, value: Any, seed: int = 0) -> Any:
@@ -157,12 +164,37 @@ class Gradients:
 class Run:
     """An executed program: every variable's final value, the leaves, and the graph."""
 
-    def __init__(self, program: Program, executed: Executed, keep_values: bool = False) -> None:
+    def __init__(self, program: Program, executed: Executed, inputs: dict[str, Any],
+                 options: dict[str, Any]) -> None:
         self.program = program
-        self.values_kept = keep_values
+        self.inputs = inputs  # the --set values, as arrays
+        self.options = options  # Program.run's keywords, for rerun
+        self.values_kept = bool(options.get("keep_values"))
         self.frame = executed.frame
         self.state = executed.state
+        self.compiler = executed.compiler
         self.spent = False  # differentiated with retain_graph=False: intermediate values are freed
+
+    def rerun(self, changes: Mapping[str, Any]) -> Run:
+        """The same program, inputs and options with some leaves given other values (nearby points)."""
+        return self.program.run({**self.inputs, **changes}, **self.options)
+
+    def evaluate(self, expr: Any, source: Source) -> Any:
+        """The value of an expression (syntax.Expr) over this run's final variables, on the host."""
+        from . import graph
+
+        previous, graph.recording = graph.recording, False
+        try:
+            self.compiler.depth = 0  # an earlier expression that failed to compile left it raised
+            with B.errstate():
+                return B.to_host(self.compiler.expr(expr)(self.frame).value)
+        except GradcalcError as exc:
+            raise exc.within(source) from None
+        except RecursionError:
+            raise GradcalcError("the expression nests too deeply to evaluate",
+                                "split it into smaller parts").at(expr.pos).within(source) from None
+        finally:
+            graph.recording = previous
 
     @property
     def names(self) -> list[str]:

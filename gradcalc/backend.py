@@ -15,6 +15,7 @@ import numpy
 from .errors import GradcalcError, LimitExceeded, UsageError
 
 xp: Any = numpy  # the array namespace in use: numpy, or cupy after use("gpu")
+host: Any = numpy  # the namespace of values moved to the host (to_host) for output and judging
 device = "cpu"
 dtype: Any = numpy.float64
 max_elements = 10**8

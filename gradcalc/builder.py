@@ -166,7 +166,8 @@ class Compiler:
         for stmt in self.function_defs.values():
             self.function(stmt)
         _close_over_calls(self.functions)
-        program = self.block([stmt for stmt in module.body if not isinstance(stmt, S.FuncDef)])
+        # Claims (check statements) are judged by `gradcalc check` after the run, not run themselves.
+        program = self.block([stmt for stmt in module.body if not isinstance(stmt, (S.FuncDef, S.Claim))])
         self.check_inputs()
         return program
 
@@ -196,6 +197,11 @@ class Compiler:
     def stmt_funcdef(self, stmt: S.FuncDef) -> Exec:
         raise GradcalcSyntaxError(f"function '{stmt.name}' is defined inside a block",
                                   "define functions at the top level of the program", stmt.pos)
+
+    def stmt_claim(self, stmt: S.Claim) -> Exec:
+        raise GradcalcSyntaxError("a check statement inside a block or function",
+                                  "write check statements at the top level: they are judged after the program runs",
+                                  stmt.pos)
 
     def function(self, stmt: S.FuncDef) -> None:
         self.local = set(stmt.params)
@@ -799,6 +805,7 @@ def _literal(expr: S.Tensor) -> Any:
 class Executed:
     frame: Frame
     state: State
+    compiler: Compiler  # compiles expressions that read this run's variables (a claim's right side)
 
 
 def execute(module: S.Module, inputs: Mapping[str, Any], context: Context, limits: Limits,
@@ -827,7 +834,7 @@ def execute(module: S.Module, inputs: Mapping[str, Any], context: Context, limit
                 run(frame)
     finally:
         graph.release_temporaries = False
-    return Executed(frame, state)
+    return Executed(frame, state, compiler)
 
 
 def free_names(module: S.Module) -> list[str]:

@@ -20,7 +20,7 @@ import typer
 import typer.core
 
 from . import __version__
-from .errors import GradcalcError, UsageError
+from .errors import GradcalcError, UsageError, error_json, error_text
 
 EXIT_OK, EXIT_WRONG, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
 
@@ -151,8 +151,6 @@ def _guarded(common: Common, body: Callable[[], None]) -> None:
             warnings.simplefilter("ignore")  # a CLI speaks in its own messages, never Python warnings
             body()
     except GradcalcError as error:
-        from .render import error_json, error_text  # only now: the happy JSON path never loads Rich
-
         if common.json:
             from .jsonout import write
 
@@ -466,6 +464,111 @@ def explain(
 
     _show(common, lambda: jsonout.explain_doc(explanation, view),
           lambda: _views().explain_view(explanation, view))
+
+
+@command(
+    "  gradcalc check samples/neuron.eq --claim 'dL/dw1 = -w3*a' --claim 'dL/da = 2.5'\n\n"
+    "  gradcalc check samples/neuron.eq answers.txt          (one claim per line)\n\n"
+    "  gradcalc check samples/neuron_checked.eq               (its own check statements)\n\n"
+    "  gradcalc check key.eq submissions/ --jobs 2 --json     (grade a folder)"
+)
+def check(
+    common: Common,
+    answers: Annotated[list[str], typer.Argument(
+        metavar="[ANSWERS]...", show_default=False,
+        help="An answers file (one claim per line), or several files / folders of submissions to grade: "
+             "each an answers file or a model with check statements.")] = [],  # noqa: B006
+    claim: Annotated[list[str], typer.Option(
+        "--claim", metavar="CLAIM", help="A claim to judge, such as 'dL/dw1 = -w3*a', '∂L/∂a = 2.5' or "
+        "'L = 15' (repeatable).")] = [],  # noqa: B006
+    rtol: Annotated[Optional[float], typer.Option(
+        min=0, help="Relative tolerance; replaces the default rule (numbers to the digits written, "
+        "expressions to 1e-6).", show_default=False)] = None,
+    atol: Annotated[Optional[float], typer.Option(min=0, help="Absolute tolerance (see --rtol).",
+                                                  show_default=False)] = None,
+    points: Annotated[int, typer.Option(min=0, max=100, help="Random points near the program's values "
+                                        "where an expression claim must hold too.")] = 4,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Grading: every submission in detail.")] = False,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, max=256, help="Grading: submissions judged "
+                                      "in parallel.")] = 1,
+    timeout: Annotated[float, typer.Option(min=0.1, help="Grading: seconds one submission may take.")] = 10.0,
+) -> None:
+    """Judge claimed derivatives (numbers or expressions) right or wrong, say what is wrong, or grade many."""
+    import os
+
+    from . import check as C
+    from . import jsonout
+
+    if common.expr is not None and common.file is not None:  # -e takes the program: FILE is the first answers
+        answers, common.file = [common.file, *answers], None
+    program = _program(common)
+    run = _run(common, program, keep_values=True)
+    judge = C.Judge(run, C.Tolerance.for_dtype(rtol, atol), points, common.seed)
+    if len(answers) > 1 or any(os.path.isdir(path) for path in answers):
+        if claim:
+            raise UsageError("--claim cannot be combined with grading several submissions",
+                             "put the claims in each submission, or check one answers file")
+        from .grading import grade
+
+        items = C.submissions(answers)
+        if not items:
+            raise UsageError("no submissions found in " + ", ".join(answers), "give a folder with answers files")
+        reports = grade(C.JudgeMaker(judge), items, jobs, timeout)
+        totals = jsonout.grading_totals(reports)
+        _show(common, lambda: jsonout.grading_doc(reports),
+              lambda: _views().grading_view(reports, totals, verbose, common.full))
+        if totals["passed"] != totals["submissions"]:
+            raise typer.Exit(EXIT_WRONG)
+        return
+    groups = [C.parse_claim_option(text) for text in claim]
+    if answers:
+        groups.append(C.read_claims(answers[0]))
+    if not groups:
+        groups.append((C.claims_of_program(program.module), program.source))
+    if not any(claims for claims, _ in groups):
+        raise UsageError("there are no claims to check",
+                         "pass --claim 'dL/dw1 = ...', an answers file, or write `check dL/dw1 = ...` in the program")
+    report = judge.report(answers[0] if answers else program.source.filename, *groups)
+    _show(common, lambda: jsonout.check_doc(report), lambda: _views().check_view(report, full=common.full))
+    invalid = next((v for v in report.verdicts if v.status == "invalid"), None)
+    if invalid is not None:  # a claim that could not be judged is bad input: say so where errors go, too
+        if common.json:
+            jsonout.write({"error": invalid.error}, sys.stderr)
+        else:
+            count = sum(v.status == "invalid" for v in report.verdicts)
+            sys.stderr.write(f"error: {count} claim{'s' * (count != 1)} could not be judged (see above)\n")
+        raise typer.Exit(EXIT_BAD_INPUT)
+    if not report.passed:
+        raise typer.Exit(EXIT_WRONG)
+
+
+@command(
+    "  gradcalc gradcheck samples/neuron.eq\n\n"
+    "  gradcalc gradcheck samples/neuron_tensor.eq --wrt w1,a   (a tensor output: its whole Jacobian)\n\n"
+    "  gradcalc gradcheck -e 'x = [0.5, 1.5]; L = sum(x^3 * log(x))' --order 2 --json"
+)
+def gradcheck(
+    common: Common,
+    of: _OF = None,
+    wrt: Annotated[list[str], typer.Option("--wrt", metavar="NAME", help="Leaves to move (repeatable or "
+                                          "comma-separated; default: every leaf).")] = [],  # noqa: B006
+    eps: Annotated[float, typer.Option(help="The step of the central differences.")] = 1e-6,
+    rtol: Annotated[float, typer.Option(min=0, help="Relative tolerance.")] = 1e-3,
+    atol: Annotated[float, typer.Option(min=0, help="Absolute tolerance.")] = 1e-5,
+    order: Annotated[int, typer.Option(min=1, max=2, help="1: gradients (Jacobians); 2: Hessians.")] = 1,
+) -> None:
+    """Check autograd against central finite differences, per variable and element; exit 1 past tolerance."""
+    from . import jsonout
+    from .gradcheck import gradcheck as check_gradients
+
+    if common.dtype is Dtype.float32:
+        sys.stderr.write("warning: in float32, finite differences are good to about 1e-3 at best: "
+                         "use --eps 1e-3 --rtol 1e-2 --atol 1e-3, or float64 (the default)\n")
+    run = _run(common)
+    result = check_gradients(run, of, _names(wrt) or None, eps, rtol, atol, order)
+    _show(common, lambda: jsonout.gradcheck_doc(result), lambda: _views().gradcheck_view(result, common.full))
+    if not result.passed:
+        raise typer.Exit(EXIT_WRONG)
 
 
 PLACEHOLDER = 0.7  # the point a formula is differentiated at when its variables have no values

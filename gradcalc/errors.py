@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 @dataclass(frozen=True)
@@ -98,10 +98,47 @@ class UsageError(GradcalcError):
     kind = "UsageError"
 
 
+def error_text(error: GradcalcError) -> str:
+    """One message: where, what, the offending line with a caret, and how to fix it."""
+    source = error.source
+    where = source.filename if source is not None else ""
+    pos = error.pos
+    if pos is not None:
+        where = f"{where}:{pos.line}:{pos.column}" if where else f"line {pos.line}, column {pos.column}"
+    lines = [f"error: {where}: {error.message}" if where else f"error: {error.message}"]
+    if pos is not None and source is not None:
+        code = source.line(pos.line).expandtabs(1)
+        if code:
+            gutter = f"{pos.line:>4} | "
+            lines.append(gutter + code)
+            lines.append(" " * (len(gutter) - 2) + "| " + " " * (pos.column - 1) + "^" * max(1, pos.width))
+    if error.hint:
+        lines.append(f"  hint: {error.hint}")
+    return "\n".join(lines)
+
+
+def error_json(error: GradcalcError) -> dict[str, Any]:
+    """The SPEC's JSON error: {"error": {type, message, line, column}}, plus file and hint."""
+    pos = error.pos
+    body: dict[str, Any] = {
+        "type": error.kind,
+        "message": error.message,
+        "line": pos.line if pos else None,
+        "column": pos.column if pos else None,
+    }
+    if error.source is not None:
+        body["file"] = error.source.filename
+    if error.hint:
+        body["hint"] = error.hint
+    return {"error": body}
+
+
 def did_you_mean(name: str, candidates: object) -> str:
     """A 'did you mean' suffix for a misspelt name, or an empty string."""
     import difflib
 
+    known = sorted(set(map(str, candidates)))
+    same_letters = [c for c in known if c.lower() == name.lower()]  # W1 for w1
     cutoff = 0.5 if len(name) <= 3 else 0.6  # w5 is close to w4
-    close = difflib.get_close_matches(name, sorted(set(map(str, candidates))), n=1, cutoff=cutoff)
+    close = same_letters or difflib.get_close_matches(name, known, n=1, cutoff=cutoff)
     return f"did you mean '{close[0]}'?" if close else ""

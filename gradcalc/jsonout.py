@@ -7,6 +7,8 @@ from typing import Any, TextIO
 
 from . import backend as B
 from .api import Gradients, Hessians, Jacobians, Run, Tangents
+from .check import Report, Verdict
+from .gradcheck import GradCheck
 from .symbolic import Derivative
 
 
@@ -89,6 +91,69 @@ def explain_doc(explanation: Any, view: Any) -> dict[str, Any]:
         "gradient": number(explanation.gradient),
         "agrees": explanation.total is not None and explanation.gradient is not None
         and B.close(explanation.total, explanation.gradient),
+    }
+
+
+def verdict_doc(verdict: Verdict) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "claim": verdict.claim,
+        "passed": verdict.passed,
+        "expected": None if verdict.expected is None else B.to_json(verdict.expected),
+        "got": None if verdict.got is None else B.to_json(verdict.got),
+        "status": verdict.status,
+        "kind": verdict.kind,
+        "of": verdict.of,
+        "wrt": verdict.wrt,
+        "line": verdict.line,
+    }
+    for key in ("note", "diagnosis", "derivative", "error"):
+        if getattr(verdict, key):
+            doc[key] = getattr(verdict, key)
+    return doc
+
+
+def check_doc(report: Report) -> dict[str, Any]:
+    """The SPEC's {passed, results: [{claim, passed, expected, got}]}, with status and diagnosis added."""
+    doc: dict[str, Any] = {"passed": report.passed, "results": [verdict_doc(v) for v in report.verdicts],
+                           "right": report.right, "total": len(report.verdicts)}
+    if report.first_wrong:
+        doc["first_wrong"] = report.first_wrong
+    return doc
+
+
+def grading_doc(reports: list[Report]) -> dict[str, Any]:
+    """One check document per submission, and the totals."""
+    submissions = []
+    for report in reports:
+        doc = {"submission": report.name, **check_doc(report), "first_problem": report.first_problem() or None}
+        if report.error is not None:
+            doc["error"] = report.error
+        submissions.append(doc)
+    totals = grading_totals(reports)
+    return {"passed": totals["passed"] == totals["submissions"], "submissions": submissions, "totals": totals}
+
+
+def grading_totals(reports: list[Report]) -> dict[str, int]:
+    return {
+        "submissions": len(reports),
+        "passed": sum(r.passed for r in reports),
+        "failed": sum(not r.passed and r.error is None for r in reports),
+        "not_judged": sum(r.error is not None for r in reports),
+        "timed_out": sum(r.error is not None and r.error.get("type") == "TimeoutError" for r in reports),
+        "claims_right": sum(r.right for r in reports),
+        "claims_total": sum(len(r.verdicts) for r in reports),
+    }
+
+
+def gradcheck_doc(result: GradCheck) -> dict[str, Any]:
+    return {
+        "of": result.of, "order": result.order, "eps": result.eps, "rtol": result.rtol, "atol": result.atol,
+        "passed": result.passed,
+        "results": [{"wrt": c.label, "shape": list(c.autograd.shape), "passed": c.passed,
+                     "max_abs_error": B.to_json(c.max_abs), "max_abs_at": list(c.abs_at),
+                     "max_rel_error": B.to_json(c.max_rel), "max_rel_at": list(c.rel_at),
+                     "autograd": B.to_json(c.autograd), "numeric": B.to_json(c.numeric)}
+                    for c in result.comparisons],
     }
 
 

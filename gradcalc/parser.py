@@ -25,7 +25,7 @@ from .errors import GradcalcError, GradcalcSyntaxError, Pos
 _OPEN = {"LPAR": "(", "LSQB": "[", "LBRACE": "{"}
 _CLOSE = {"RPAR": "(", "RSQB": "[", "RBRACE": "{"}
 _PAIR = {"(": ")", "[": "]", "{": "}"}
-_KEYWORDS = {"while", "if", "else", "for", "in", "no_grad", "return", "or", "and", "not", "override"}
+_KEYWORDS = {"while", "if", "else", "for", "in", "no_grad", "return", "or", "and", "not", "override", "check"}
 _TOKEN_WORDS = {
     "NAME": "a name",
     "NUMBER": "a number",
@@ -48,6 +48,7 @@ _TOKEN_WORDS = {
     "COMMA": "','",
     "COLON": "':'",
     "DOT": "'.'",
+    "PARTIAL": "'∂'",
 }
 
 
@@ -213,6 +214,38 @@ class _ToSyntax(Transformer):
     def return_stmt(self, keyword: Token, value: S.Expr) -> S.Return:
         return S.Return(value, _pos(keyword))
 
+    def claims(self, *children: object) -> list[S.Claim]:
+        return [child for child in children if isinstance(child, S.Claim)]
+
+    def check_stmt(self, keyword: Token, claim: S.Claim) -> S.Claim:
+        return claim
+
+    def value_claim(self, name: Token, _eq: Token, claimed: S.Expr) -> S.Claim:
+        return S.Claim(str(name), None, claimed, _pos(name))
+
+    def derivative_claim(self, top: Token, op: Token, bottom: Token, _eq: Token, claimed: S.Expr) -> S.Claim:
+        if op != "/":
+            raise GradcalcSyntaxError(f"a claim's left side is a derivative such as dL/dw1, not '{op}'",
+                                      "write dL/dw1 = ... (or ∂L/∂w1 = ...), or L = ... to claim a value", _pos(op))
+        start = _pos(top)
+        end = _pos(bottom)
+        width = end.column + end.width - start.column if end.line == start.line else start.width
+        return S.Claim(self._variable(top), self._variable(bottom), claimed, Pos(start.line, start.column, width))
+
+    def dname(self, *tokens: Token) -> Token:
+        return tokens[-1] if len(tokens) == 1 else Token("PARTIAL_NAME", str(tokens[-1]), tokens[0].start_pos,
+                                                         tokens[0].line, tokens[0].column)
+
+    @staticmethod
+    def _variable(token: Token) -> str:
+        """∂L names L; dL names L (a derivative's d belongs to the notation, not the name)."""
+        if token.type == "PARTIAL_NAME":
+            return str(token)
+        if len(token) < 2 or not token.startswith("d"):
+            raise GradcalcSyntaxError(f"'{token}' is not a derivative's part",
+                                      "write the derivative as dL/dw1 or ∂L/∂w1", _pos(token))
+        return str(token)[1:]
+
     def boolop(self, left: S.Expr, op: Token, right: S.Expr) -> S.BoolOp:
         return S.BoolOp(str(op), left, right, _pos(op))
 
@@ -300,7 +333,11 @@ def _parser(start: str, max_depth: int) -> Lark:
 
 def parse(text: str, max_depth: int = DEFAULT_MAX_DEPTH) -> S.Module:
     """Parse a whole program. Raises GradcalcSyntaxError with a place and a hint."""
-    return _parse(text, "start", max_depth)
+    module: S.Module = _parse(text, "start", max_depth)
+    claims = [stmt for stmt in module.body if isinstance(stmt, S.Claim)]
+    if claims:
+        with_claim_texts(claims, text)
+    return module
 
 
 def parse_expression(text: str, max_depth: int = DEFAULT_MAX_DEPTH) -> S.Expr:
@@ -311,6 +348,36 @@ def parse_expression(text: str, max_depth: int = DEFAULT_MAX_DEPTH) -> S.Expr:
         if "SEMICOLON" in str(error.message).upper() or "';'" in error.message or "new line" in error.message:
             error.hint = "a value is one expression: a number, a JSON array, or one such as randn(3, 3)"
         raise
+
+
+def parse_claims(text: str, max_depth: int = DEFAULT_MAX_DEPTH) -> list[S.Claim]:
+    """Parse a file of claims (one per line, `#` comments), such as a student's answers."""
+    found: list[S.Claim] = _parse(text, "claims", max_depth)
+    return with_claim_texts(found, text)
+
+
+def with_claim_texts(claims: list[S.Claim], text: str) -> list[S.Claim]:
+    """Fill in each claim's text as written: from its start to its expression's last token and brackets."""
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+
+    def offset(line: int, column: int) -> int:
+        return starts[min(line, len(starts)) - 1] + column - 1
+
+    for claim in claims:
+        begin = offset(claim.pos.line, claim.pos.column)
+        end = max(offset(node.pos.line, node.pos.column + node.pos.width)
+                  for node in S.walk(claim.claimed) if isinstance(node, S.Expr))
+        depth = sum(text.count(c, begin, end) for c in "([") - sum(text.count(c, begin, end) for c in ")]")
+        while depth > 0 and end < len(text):  # the closing brackets after the last token
+            if text[end] in ")]":
+                depth -= 1
+            elif not text[end].isspace():
+                break
+            end += 1
+        claim.text = " ".join(text[begin:end].split())
+    return claims
 
 
 def _parse(text: str, start: str, max_depth: int) -> Any:

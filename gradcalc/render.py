@@ -11,7 +11,6 @@ from rich.text import Text
 
 from . import backend as B
 from .api import Gradients, Run
-from .errors import GradcalcError
 from .graph import Node
 
 
@@ -68,40 +67,6 @@ def grad_view(run: Run, result: Gradients, full: bool = False) -> RenderableType
             shown += f"  (no path from {of})"
         table.add_row(name, shape_text(node.value.shape), B.format_value(node.value, full), shown)
     return Group(heading, Text(""), table, *_loop_notes(run))
-
-
-def error_text(error: GradcalcError) -> str:
-    """One message: where, what, the offending line with a caret, and how to fix it."""
-    source = error.source
-    where = source.filename if source is not None else ""
-    pos = error.pos
-    if pos is not None:
-        where = f"{where}:{pos.line}:{pos.column}" if where else f"line {pos.line}, column {pos.column}"
-    lines = [f"error: {where}: {error.message}" if where else f"error: {error.message}"]
-    if pos is not None and source is not None:
-        code = source.line(pos.line).expandtabs(1)
-        if code:
-            gutter = f"{pos.line:>4} | "
-            lines.append(gutter + code)
-            lines.append(" " * (len(gutter) - 2) + "| " + " " * (pos.column - 1) + "^" * max(1, pos.width))
-    if error.hint:
-        lines.append(f"  hint: {error.hint}")
-    return "\n".join(lines)
-
-
-def error_json(error: GradcalcError) -> dict[str, Any]:
-    pos = error.pos
-    body: dict[str, Any] = {
-        "type": error.kind,
-        "message": error.message,
-        "line": pos.line if pos else None,
-        "column": pos.column if pos else None,
-    }
-    if error.source is not None:
-        body["file"] = error.source.filename
-    if error.hint:
-        body["hint"] = error.hint
-    return {"error": body}
 
 
 ROWS_SHOWN, COLUMNS_SHOWN, EDGE = 24, 10, 3
@@ -348,3 +313,107 @@ def explain_view(explanation: Any, view: Any) -> RenderableType:
         parts.append(Text(f"  {mark} ∂{of}/∂{wrt} = {B.format_value(explanation.gradient)} from autograd",
                           style="green" if agrees else "red"))
     return Group(*parts)
+
+
+_VERDICT_STYLE = {"right": ("✓ right", "green"), "wrong": ("✗ wrong", "red"), "invalid": ("? invalid", "yellow")}
+
+
+def check_view(report: Any, heading: str = "", full: bool = False) -> RenderableType:
+    """`check`: one row per claim; then, for each wrong or invalid one, what is wrong and the correct answer."""
+    table = _table(("line", "right"), ("claim", "left"), ("verdict", "left"), ("claimed", "right"),
+                   ("correct", "right"), ("note", "left"))
+    details: list[RenderableType] = []
+    for verdict in report.verdicts:
+        word, style = _VERDICT_STYLE[verdict.status]
+        note = verdict.note if verdict.passed else verdict.diagnosis.split(":")[0]
+        table.add_row("" if verdict.line is None else str(verdict.line), verdict.claim, Text(word, style=style),
+                      "" if verdict.got is None else B.format_value(verdict.got, full),
+                      "" if verdict.expected is None else B.format_value(verdict.expected, full),
+                      Text(note, style="dim"))
+        if not verdict.passed:
+            details.append(_verdict_detail(verdict, full))
+    parts: list[RenderableType] = [Text(heading, style="bold")] if heading else []
+    parts.append(table)
+    parts += details
+    total = len(report.verdicts)
+    summary = Text(f"{report.right} of {total} claim{'s' * (total != 1)} right",
+                   style="bold green" if report.passed else "bold red")
+    if report.first_wrong:
+        summary.append(f"; the first wrong node along the chain is {report.first_wrong}", style="bold red")
+    return Group(*parts, Text(""), summary)
+
+
+def _verdict_detail(verdict: Any, full: bool) -> RenderableType:
+    where = f" (line {verdict.line})" if verdict.line is not None else ""
+    word, style = _VERDICT_STYLE[verdict.status]
+    lines: list[RenderableType] = [Text(""), Text.assemble((word[0] + " ", style), (verdict.claim, "bold"), where)]
+    if verdict.status == "invalid":
+        lines += [Text("  " + line) for line in verdict.error_message.splitlines()]
+        return Group(*lines)
+    if verdict.diagnosis:
+        lines.append(Text("  " + verdict.diagnosis))
+    correct = B.format_value(verdict.expected, full).replace("\n", "\n" + " " * 12)
+    if verdict.derivative:
+        text, *where_lines = verdict.derivative.split("\n")
+        lines.append(Text(f"  correct: {verdict.label} = {text}" + "".join(f"\n  {w}" for w in where_lines)))
+        if text != correct:
+            lines.append(Text(f"           = {correct} at the program's values", style="dim"))
+    else:
+        lines.append(Text(f"  correct: {verdict.label} = {correct}"))
+    return Group(*lines)
+
+
+def grading_view(reports: list[Any], totals: dict[str, int], verbose: bool, full: bool = False) -> RenderableType:
+    """`check key.eq submissions/`: one row per submission, the totals, and each in detail with -v."""
+    table = _table(("submission", "left"), ("claims", "right"), ("result", "left"))
+    for report in reports:
+        claims = "–" if report.error is not None else f"{report.right}/{len(report.verdicts)}"
+        if report.passed:
+            result = Text("all right", style="green")
+        else:
+            result = Text(report.first_problem(), style="yellow" if report.error is not None else "red")
+        table.add_row(report.name, claims, result)
+    parts: list[RenderableType] = [table, Text("")]
+    count = totals["submissions"]
+    line = (f"{count} submission{'s' * (count != 1)}: {totals['passed']} all right, {totals['failed']} with wrong "
+            f"or invalid claims, {totals['not_judged']} not judged")
+    if totals["timed_out"]:
+        line += f" ({totals['timed_out']} timed out)"
+    line += f"; {totals['claims_right']} of {totals['claims_total']} claims right"
+    parts.append(Text(line, style="bold green" if totals["passed"] == count else "bold"))
+    if verbose:
+        for report in reports:
+            parts.append(Text(""))
+            if report.error is not None:
+                parts += [Text(f"── {report.name}", style="bold"), Text(report.error_message)]
+            else:
+                parts.append(check_view(report, f"── {report.name}", full))
+    return Group(*parts)
+
+
+def gradcheck_view(result: Any, full: bool = False) -> RenderableType:
+    """`gradcheck`: per variable, the largest absolute and relative error and where; the worst entries shown."""
+    what = "gradients" if result.order == 1 else "Hessian blocks"
+    heading = Text.assemble((f"gradcheck of {result.of}", "bold"),
+                            f": autograd {what} against central differences (eps {B.format_number(result.eps)})")
+    table = _table(("variable", "left"), ("shape", "left"), ("max abs error", "right"), ("at", "left"),
+                   ("max rel error", "right"), ("at", "left"), ("verdict", "left"))
+    details: list[RenderableType] = []
+    for c in result.comparisons:
+        verdict = Text("✓ pass", style="green") if c.passed else Text("✗ FAIL", style="red")
+        table.add_row(c.label, shape_text(c.autograd.shape), f"{c.max_abs:.2e}", _index(c.abs_at),
+                      f"{c.max_rel:.2e}", _index(c.rel_at), verdict)
+        if not c.passed:
+            at = c.abs_at
+            details.append(Text(f"  {c.label}{_index(at)}: autograd {B.format_number(float(c.autograd[at]))}, "
+                                f"finite differences {B.format_number(float(c.numeric[at]))}", style="red"))
+    failed = sum(not c.passed for c in result.comparisons)
+    total = len(result.comparisons)
+    tolerance = f"rtol {B.format_number(result.rtol)}, atol {B.format_number(result.atol)}"
+    summary = Text(f"autograd and finite differences agree within {tolerance}", style="bold green") \
+        if not failed else Text(f"{failed} of {total} disagree past {tolerance}", style="bold red")
+    return Group(heading, Text(""), table, *details, Text(""), summary)
+
+
+def _index(at: tuple[int, ...]) -> str:
+    return "" if not at else "[" + ", ".join(map(str, at)) + "]"

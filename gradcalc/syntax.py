@@ -142,6 +142,17 @@ class Return(Stmt):
 
 
 @dataclass(slots=True)
+class Claim(Stmt):
+    """`dL/dw1 = -w3*a` (of="L", wrt="w1") or `L = 15` (wrt=None): what `gradcalc check` judges."""
+
+    of: str
+    wrt: str | None
+    claimed: Expr  # not `value`: the builder's walks over statements must not read it as program code
+    pos: Pos
+    text: str = ""  # the claim as written, filled in by the parser
+
+
+@dataclass(slots=True)
 class While(Stmt):
     cond: Expr
     body: list[Stmt]

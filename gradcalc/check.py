@@ -1,0 +1,598 @@
+"""gradcalc check: judge claimed derivatives and values against autograd, and say what is wrong.
+
+A number is compared at the program's values, to the digits it was written
+with (0.39 is right for 0.3932). An expression must be an identity: it is
+compared there and at a few seeded random points nearby, where the program
+runs again with its leaves moved; a point where either side is not finite is
+skipped. Nothing is simplified symbolically, so judging cannot hang.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import backend as B
+from . import syntax as S
+from .api import Run, read_text
+from .builtins import CONSTANTS
+from .errors import GradcalcError, GradcalcSyntaxError, NameNotFound, Source, did_you_mean, error_json, error_text
+from .parser import parse, parse_claims
+
+POINTS = 4  # nearby points where an expression claim must hold too
+SPREAD = 0.2  # a leaf moves by up to 20% of its size (by up to 0.5 where it is 0): signs and domains hold
+ZERO_SPREAD = 0.5
+PATHS_TRIED = 10  # the missing-path diagnosis tries subsets of up to this many chain-rule paths
+SHOWN_LEAVES = 5  # leaves listed where a claim fails at a nearby point
+
+
+@dataclass
+class Tolerance:
+    """How close is equal: rtol/atol for exact claims; numbers get the digits they were written with."""
+
+    rtol: float
+    atol: float
+    given: bool = False  # --rtol/--atol given: they replace the rule of written digits
+
+    @classmethod
+    def for_dtype(cls, rtol: float | None = None, atol: float | None = None) -> Tolerance:
+        loose = B.dtype_name() == "float32"
+        return cls(rtol if rtol is not None else (1e-4 if loose else 1e-6),
+                   atol if atol is not None else (1e-6 if loose else 1e-9),
+                   rtol is not None or atol is not None)
+
+    def close(self, got: Any, want: Any) -> Any:
+        """Elementwise: got equals want (NaN equals NaN; infinities equal themselves)."""
+        return B.host.isclose(got, want, rtol=self.rtol, atol=self.atol, equal_nan=True)
+
+
+@dataclass
+class Verdict:
+    """One claim judged."""
+
+    claim: str  # as written
+    of: str
+    wrt: str | None  # None: a claim about the value of `of`
+    line: int | None
+    status: str  # "right", "wrong", or "invalid" (it could not be judged: an unknown name, a bad shape)
+    kind: str = "expression"  # or "number"
+    expected: Any = None  # the correct value at the program's values
+    got: Any = None  # the claim's value there
+    note: str = ""  # how it was judged: "right to 2 significant digits", "holds at 4 nearby points"
+    diagnosis: str = ""  # what is wrong, where a known mistake fits
+    derivative: str = ""  # the correct derivative as an expression (gradcalc diff)
+    error: dict[str, Any] | None = None  # why an invalid claim could not be judged (the JSON error body)
+    error_message: str = ""  # the same for people, with the line and a caret
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "right"
+
+    @property
+    def label(self) -> str:
+        return self.of if self.wrt is None else f"∂{self.of}/∂{self.wrt}"
+
+
+@dataclass
+class Report:
+    """A set of claims judged (one submission): verdicts, the first wrong node, or why it was not judged."""
+
+    name: str
+    verdicts: list[Verdict] = field(default_factory=list)
+    first_wrong: str | None = None  # the wrong claim nearest the output, where several nodes are claimed
+    error: dict[str, Any] | None = None  # the submission could not be judged at all
+    error_message: str = ""
+
+    @property
+    def right(self) -> int:
+        return sum(v.passed for v in self.verdicts)
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and bool(self.verdicts) and self.right == len(self.verdicts)
+
+    @property
+    def invalid(self) -> bool:
+        return self.error is not None or any(v.status == "invalid" for v in self.verdicts)
+
+    def first_problem(self) -> str:
+        """One line for the grading table."""
+        if self.error is not None:
+            line, column = self.error.get("line"), self.error.get("column")
+            return (f"line {line}, column {column}: " if line else "") + self.error["message"]
+        if not self.verdicts:
+            return "no claims found"
+        chosen = next((v for v in self.verdicts if v.label == self.first_wrong), None) or \
+            next((v for v in self.verdicts if not v.passed), None)
+        if chosen is None:
+            return ""
+        if chosen.status == "invalid":
+            return f"{chosen.claim}: {chosen.error['message'] if chosen.error else 'invalid'}"
+        return f"{chosen.label} wrong" + (f": {chosen.diagnosis.split(':')[0]}" if chosen.diagnosis else "")
+
+
+def failed_report(name: str, error: GradcalcError) -> Report:
+    return Report(name, error=error_json(error)["error"], error_message=error_text(error))
+
+
+# --- reading claims ---------------------------------------------------------------------------
+
+def claims_of_program(module: S.Module) -> list[S.Claim]:
+    """A program's own check statements."""
+    return [stmt for stmt in module.body if isinstance(stmt, S.Claim)]
+
+
+def read_claims(path: str) -> tuple[list[S.Claim], Source]:
+    """A submission's claims: a model file's check statements, or an answers file's lines.
+
+    A file is a model when it ends in .eq, or parses as a program with check
+    statements; anything else is an answers file (one claim per line).
+    """
+    text = read_text(path)
+    source = Source(text, path)
+    try:
+        if path.endswith(".eq"):
+            return claims_of_program(parse(text)), source
+        try:
+            return parse_claims(text), source
+        except GradcalcSyntaxError as answers_error:
+            try:
+                claims = claims_of_program(parse(text))
+            except GradcalcError:
+                raise answers_error from None
+            if not claims:
+                raise answers_error from None
+            return claims, source
+    except GradcalcError as exc:
+        raise exc.within(source) from None
+
+
+def parse_claim_option(text: str) -> tuple[list[S.Claim], Source]:
+    source = Source(text, "--claim")
+    try:
+        return parse_claims(text), source
+    except GradcalcError as exc:
+        raise exc.within(source) from None
+
+
+# --- judging ----------------------------------------------------------------------------------
+
+@dataclass
+class _Sample:
+    """Both sides of a claim at one point: the program's values, or a nearby point."""
+
+    run: Run
+    got: Any
+    want: Any
+
+
+class Judge:
+    """Judges claims against one run of the key program (kept with its nearby runs for many submissions).
+
+    The run must keep its values (Program.run(keep_values=True)): explaining a
+    wrong answer walks the graph.
+    """
+
+    def __init__(self, run: Run, tolerance: Tolerance | None = None, points: int = POINTS, seed: int = 0) -> None:
+        self.run = run
+        self.tolerance = tolerance or Tolerance.for_dtype()
+        self.points = points
+        self.seed = seed
+        self._nearby: dict[str, list[Run]] = {}
+        self._gradients: dict[tuple[int, str], dict[str, Any]] = {}
+        self._jacobians: dict[tuple[int, str, str], Any] = {}
+        self._paths: dict[tuple[int, str, str], list[tuple[str, Any]] | None] = {}
+        self._derivatives: dict[tuple[str, str], str] = {}
+
+    def report(self, name: str, *groups: tuple[list[S.Claim], Source]) -> Report:
+        """Judge each group of claims (claims and the source they were written in) as one submission."""
+        verdicts = [self.verdict(claim, source) for claims, source in groups for claim in claims]
+        return Report(name, verdicts, self._first_wrong(verdicts))
+
+    def verdict(self, claim: S.Claim, source: Source) -> Verdict:
+        verdict = Verdict(claim.text, claim.of, claim.wrt, claim.pos.line if source.filename != "--claim" else None,
+                          "wrong")
+        try:
+            self._check_names(claim)
+            self._judge(claim, source, verdict)
+        except GradcalcError as exc:
+            exc.at(claim.pos).within(source)
+            verdict.status, verdict.error, verdict.error_message = "invalid", error_json(exc)["error"], error_text(exc)
+        return verdict
+
+    def _check_names(self, claim: S.Claim) -> None:
+        frame = self.run.frame
+        for name, pos in [(claim.of, claim.pos), (claim.wrt, claim.pos)] + \
+                [(n.name, n.pos) for n in S.walk(claim.claimed) if isinstance(n, S.Name)]:
+            if name is not None and name not in frame and name not in CONSTANTS:
+                known = list(frame)
+                raise NameNotFound(f"the claim names '{name}', which the program does not have",
+                                   did_you_mean(name, known) or "its variables are: " + ", ".join(known[:12]), pos)
+
+    def _judge(self, claim: S.Claim, source: Source, verdict: Verdict) -> None:
+        base = self.run
+        want = self._truth(base, claim)
+        got = base.evaluate(claim.claimed, source)
+        verdict.expected, verdict.got = want, got
+        constant = _is_constant(claim.claimed)
+        verdict.kind = "number" if constant else "expression"
+        if not _broadcasts(got, want):
+            verdict.diagnosis = self._shape_diagnosis(claim, got, want)
+            return
+        if constant:
+            self._judge_number(claim, verdict, got, want)
+            return
+        samples = [_Sample(base, got, want)]
+        if not self.tolerance.close(got, want).all():
+            samples += self._nearby_samples(claim, source)
+            verdict.diagnosis = self._diagnose(claim, samples, self._exact_match, several_points=True)
+            return
+        nearby = self._nearby_samples(claim, source)
+        for sample in nearby:
+            if not self.tolerance.close(sample.got, sample.want).all():
+                verdict.diagnosis = self._only_here(claim, sample)
+                return
+        verdict.status = "right"
+        verdict.note = (f"holds at the program's values and at {len(nearby)} nearby point{'s' * (len(nearby) != 1)}"
+                        if nearby else "checked at the program's values only: no nearby point could be used")
+
+    def _judge_number(self, claim: S.Claim, verdict: Verdict, got: Any, want: Any) -> None:
+        units = None if self.tolerance.given else _units(claim.claimed)
+        exact = self.tolerance.close(got, want)
+        if exact.all():
+            verdict.status = "right"
+            return
+        if units is not None:
+            rounded, truncated = _to_digits(got, want, units)
+            if (exact | rounded | truncated).all():
+                digits = _significant_digits(claim.claimed)
+                verdict.status = "right"
+                how = "truncated " if (truncated & ~rounded & ~exact).any() else ""
+                verdict.note = (f"{how}to {digits} significant digit{'s' * (digits != 1)}: the value is "
+                                if digits else f"{how}to the digits written: the value is ") + \
+                    B.format_value(want).replace("\n", " ")
+                return
+
+        def matches(value: Any, sample: _Sample) -> bool:
+            close = self.tolerance.close(sample.got, value)
+            if units is not None:
+                rounded, truncated = _to_digits(sample.got, value, units)
+                close = close | rounded | truncated
+            return bool(close.all())
+
+        verdict.diagnosis = self._diagnose(claim, [_Sample(self.run, got, want)], matches, several_points=False)
+
+    def _exact_match(self, value: Any, sample: _Sample) -> bool:
+        return bool(self.tolerance.close(sample.got, value).all())
+
+    # --- the truth at a point -------------------------------------------------------------------
+
+    def _truth(self, run: Run, claim: S.Claim) -> Any:
+        if claim.wrt is None:
+            return run.value(claim.of)
+        if run.node(claim.of).shape != ():  # a vector output: the claim is about its Jacobian
+            key = (id(run), claim.of, claim.wrt)
+            if key not in self._jacobians:
+                self._jacobians[key] = run.jacobian(claim.of, [claim.wrt]).blocks[0]
+            return self._jacobians[key]
+        key2 = (id(run), claim.of)
+        if key2 not in self._gradients:  # every variable's gradient in one backward pass
+            names = list(dict.fromkeys([*run.leaves, *run.frame]))
+            self._gradients[key2] = run.grad(claim.of, names).grads
+        return self._gradients[key2][claim.wrt]
+
+    def _nearby_runs(self, of: str) -> list[Run]:
+        """The program run at seeded points near its values: every leaf moved, or, where that fails
+        (a leaf used as a count or a size), only the leaves `of` depends on differentiably."""
+        if of not in self._nearby:
+            leaves = list(self.run.leaves)
+            runs = self._moved(leaves)
+            if len(runs) * 2 < self.points:
+                connected = _connected_leaves(self.run, of)
+                if connected != leaves:
+                    runs = self._moved(connected)
+            self._nearby[of] = runs
+        return self._nearby[of]
+
+    def _moved(self, names: list[str]) -> list[Run]:
+        random = B.Random(self.seed)
+        runs = []
+        for _ in range(self.points):
+            changes = {}
+            for name in names:
+                value = self.run.leaves[name].value
+                step = 2 * random.uniform(value.shape) - 1
+                changes[name] = value + step * (SPREAD * B.xp.abs(value) + ZERO_SPREAD * (value == 0))
+            try:
+                runs.append(self.run.rerun(changes))
+            except GradcalcError:
+                continue  # the program fails there (a count that must be whole, a domain): another point
+        return runs
+
+    def _nearby_samples(self, claim: S.Claim, source: Source) -> list[_Sample]:
+        samples = []
+        for run in self._nearby_runs(claim.of):
+            try:
+                want = self._truth(run, claim)
+                got = run.evaluate(claim.claimed, source)
+            except GradcalcError:
+                continue
+            finite = B.host.isfinite(got).all() and B.host.isfinite(want).all()
+            if finite and _broadcasts(got, want):
+                samples.append(_Sample(run, got, want))
+        return samples
+
+    # --- explaining a wrong answer --------------------------------------------------------------
+
+    def _only_here(self, claim: S.Claim, sample: _Sample) -> str:
+        moved = [(name, node.value) for name, node in sample.run.leaves.items() if node.value.shape == ()]
+        where = ", ".join(f"{name} = {float(value):.3g}" for name, value in moved[:SHOWN_LEAVES])
+        where += ", …" if len(moved) > SHOWN_LEAVES else ""
+        return (f"right at the program's values only: it is not an identity. Nearby, at {where or 'moved leaves'}, "
+                f"the claim gives {_short(sample.got)} but {_label(claim)} = {_short(sample.want)}")
+
+    def _shape_diagnosis(self, claim: S.Claim, got: Any, want: Any) -> str:
+        if got.ndim == 2 and got.shape == want.shape[::-1] and self.tolerance.close(got.T, want).all():
+            return f"transposed: the claim is the transpose of {_label(claim)}"
+        return f"the claim has shape {_shape(got.shape)} but {_label(claim)} has shape {_shape(want.shape)}"
+
+    def _diagnose(self, claim: S.Claim, samples: list[_Sample], matches: Callable[[Any, _Sample], bool],
+                  several_points: bool) -> str:
+        label = _label(claim)
+        if all(matches(-s.want, s) for s in samples) and any(B.host.any(s.want != 0) for s in samples):
+            return f"sign error: the claim is the negative of {label}"
+        factor = _factor(samples[0])
+        if factor is not None and ((several_points and len(samples) > 1) or _nice(factor)) \
+                and all(matches(factor * s.want, s) for s in samples):
+            return f"a factor off: the claim is {_ratio(factor)} × {label}"
+        if claim.wrt is not None and samples[0].want.shape == ():
+            found = self._path_diagnosis(claim, samples, matches)
+            if found:
+                return found
+        return ""
+
+    def _path_diagnosis(self, claim: S.Claim, samples: list[_Sample],
+                        matches: Callable[[Any, _Sample], bool]) -> str:
+        assert claim.wrt is not None
+        per_sample = [self._path_values(s.run, claim.of, claim.wrt) for s in samples]
+        if any(p is None for p in per_sample) or not per_sample[0]:
+            return ""
+        names = [name for name, _ in per_sample[0]]  # type: ignore[union-attr]
+        if any([n for n, _ in p] != names for p in per_sample):  # type: ignore[union-attr]
+            return ""  # the paths differ between points (a branch): no single story
+        for weights in _weightings(len(names)):
+            if all(matches(sum((w * v for w, (_, v) in zip(weights, paths)), 0.0), s)  # type: ignore[arg-type]
+                   for s, paths in zip(samples, per_sample)):
+                return _path_story(claim, names, weights, per_sample[0])  # type: ignore[arg-type]
+        return ""
+
+    def _path_values(self, run: Run, of: str, wrt: str) -> list[tuple[str, Any]] | None:
+        """Each chain-rule path from of to wrt (its text, its product here), or None past PATHS_TRIED."""
+        key = (id(run), of, wrt)
+        if key not in self._paths:
+            found: list[tuple[str, Any]] | None = None
+            try:
+                explanation, view = run.explain(of, wrt, PATHS_TRIED)
+                if explanation.paths and len(explanation.paths) <= PATHS_TRIED:
+                    found = [(" → ".join([of, *(view.nodes[e.target].label for e in path.edges)]), path.value)
+                             for path in explanation.paths]
+                    if any(v is None for _, v in found):
+                        found = None
+            except GradcalcError:
+                found = None
+            self._paths[key] = found
+        return self._paths[key]
+
+    def derivative(self, of: str, wrt: str) -> str:
+        """The correct derivative as gradcalc diff prints it ('' where diff cannot: a vector output)."""
+        key = (of, wrt)
+        if key not in self._derivatives:
+            try:
+                (found,) = self.run.diff(of, [wrt])
+                text = found.text + "".join(f"\n  where {name} = {body}" for name, body, _ in found.where)
+            except GradcalcError:
+                text = ""
+            self._derivatives[key] = text
+        return self._derivatives[key]
+
+    def _first_wrong(self, verdicts: list[Verdict]) -> str | None:
+        """The wrong claim nearest the output whose error reaches other wrong claims below it, if any.
+
+        Backpropagation carries ∂L/∂d into ∂L/∂b and ∂L/∂w1: when all three are
+        wrong, d is where to look first.
+        """
+        wrong = [v for v in verdicts if v.status == "wrong" and v.wrt is not None]
+        for verdict in wrong:
+            verdict.derivative = self.derivative(verdict.of, verdict.wrt)  # type: ignore[arg-type]
+        nodes = {v.label: self.run.node(v.wrt, prefer_leaf=True) for v in wrong}  # type: ignore[arg-type]
+        for verdict in sorted(wrong, key=lambda v: -nodes[v.label].seq):  # nearest the output first
+            below = _below(nodes[verdict.label])
+            if any(nodes[other.label] in below for other in wrong if other is not verdict):
+                return verdict.label
+        return None
+
+
+def _below(node: Any) -> set[Any]:
+    """Every node a gradient flows to from node (its differentiable inputs, transitively)."""
+    seen: set[Any] = set()
+    stack = list(node.inputs)
+    while stack:
+        current = stack.pop()
+        if current in seen or not current.requires_grad:
+            continue
+        seen.add(current)
+        stack.extend(current.inputs)
+    return seen
+
+
+def _connected_leaves(run: Run, of: str) -> list[str]:
+    """The leaves `of` depends on through differentiable operations."""
+    output = run.node(of)
+    below = _below(output) | {output}
+    return [name for name, node in run.leaves.items() if node in below]
+
+
+def _weightings(count: int) -> Iterator[tuple[int, ...]]:
+    """Ways a student's sum can differ from the chain rule's: paths left out (fewest first), then one counted twice."""
+    for missing in range(1, count + 1):
+        for left_out in itertools.combinations(range(count), missing):
+            yield tuple(0 if i in left_out else 1 for i in range(count))
+    for twice in range(count):
+        yield tuple(2 if i == twice else 1 for i in range(count))
+
+
+def _path_story(claim: S.Claim, names: list[str], weights: tuple[int, ...], paths: list[tuple[str, Any]]) -> str:
+    label = _label(claim)
+    values = {name: value for name, value in paths}
+    missing = [n for n, w in zip(names, weights) if w == 0]
+    doubled = [n for n, w in zip(names, weights) if w == 2]
+    if doubled:
+        return (f"a chain-rule path counted twice: {doubled[0]} ({_short(values[doubled[0]])} here) "
+                f"is added twice to {label}")
+    if len(missing) == len(names):
+        return (f"the claim leaves out every chain-rule path: {claim.of} depends on {claim.wrt} through "
+                f"{len(names)} path{'s' * (len(names) != 1)}, starting with {names[0]}")
+    listed = "; ".join(f"{n} ({_short(values[n])} here)" for n in missing)
+    return (f"a missing chain-rule path: {label} is the sum over {len(names)} paths, and the claim leaves out "
+            f"{listed}" if len(missing) == 1 else
+            f"missing chain-rule paths: {label} is the sum over {len(names)} paths, and the claim leaves out "
+            f"{len(missing)}: {listed}")
+
+
+def _factor(sample: _Sample) -> float | None:
+    """got / want where want is not 0, when that ratio is one number."""
+    want = B.host.broadcast_to(sample.want, sample.want.shape)
+    got = B.host.broadcast_to(sample.got, want.shape)
+    nonzero = want != 0
+    if not nonzero.any():
+        return None
+    ratios = got[nonzero] / want[nonzero]
+    ratio = float(ratios.flat[0])
+    if not math.isfinite(ratio) or abs(ratio - 1) < 1e-9 or ratio == 0:
+        return None
+    return ratio
+
+
+def _nice(factor: float) -> bool:
+    """2, 1/2, 10, 1/10, -3 ...: factors that name a slip (one point cannot tell a factor from any wrong number)."""
+    for value in (abs(factor), 1 / abs(factor)):
+        whole = round(value)
+        if 2 <= whole <= 10 and abs(value - whole) < 1e-9 * whole:
+            return True
+        if value > 1 and abs(math.log10(value) - round(math.log10(value))) < 1e-9:
+            return True
+    return False
+
+
+def _ratio(factor: float) -> str:
+    inverse = 1 / factor
+    if abs(factor) < 1 and abs(inverse - round(inverse)) < 1e-9:
+        return f"{'-' if factor < 0 else ''}1/{abs(round(inverse))}"
+    return B.format_number(factor)
+
+
+def _to_digits(got: Any, want: Any, units: Any) -> tuple[Any, Any]:
+    """Elementwise: got is want rounded, or truncated, to the last digit written (units > 0 only)."""
+    error = B.host.abs(got - want)
+    written = units > 0
+    rounded = written & (error <= 0.5 * units * (1 + 1e-9) + 1e-12 * B.host.abs(want))
+    truncated = written & (error < units) & (B.host.abs(got) <= B.host.abs(want)) & (got * want >= 0)
+    return rounded, truncated
+
+
+def _units(expr: S.Expr) -> Any:
+    """The unit of the last digit written for each entry of a literal (0 for an exact integer), or None."""
+    if isinstance(expr, S.Number):
+        mantissa, _, exponent = expr.text.lower().partition("e")
+        if "." not in mantissa and not exponent:
+            return B.host.asarray(0.0)  # 15 means 15
+        decimals = len(mantissa.partition(".")[2])
+        return B.host.asarray(10.0 ** (int(exponent or 0) - decimals))
+    if isinstance(expr, S.Unary):
+        return _units(expr.operand)
+    if isinstance(expr, S.Tensor) and expr.items:
+        items = [_units(item) for item in expr.items]
+        if any(item is None for item in items) or len({item.shape for item in items}) != 1:
+            return None
+        return B.host.stack(items)
+    return None
+
+
+def _significant_digits(expr: S.Expr) -> int:
+    """Significant digits of a scalar literal (0.39 has 2); 0 for a tensor."""
+    while isinstance(expr, S.Unary):
+        expr = expr.operand
+    if not isinstance(expr, S.Number):
+        return 0
+    mantissa = expr.text.lower().partition("e")[0].replace(".", "").lstrip("0")
+    return max(1, len(mantissa))
+
+
+def _is_constant(expr: S.Expr) -> bool:
+    return not any(isinstance(node, S.Name) and node.name not in CONSTANTS for node in S.walk(expr))
+
+
+def _broadcasts(got: Any, want: Any) -> bool:
+    try:
+        return B.host.broadcast_shapes(got.shape, want.shape) == want.shape
+    except ValueError:
+        return False
+
+
+def _label(claim: S.Claim) -> str:
+    return claim.of if claim.wrt is None else f"∂{claim.of}/∂{claim.wrt}"
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return "()" if shape == () else "(" + ", ".join(map(str, shape)) + ")"
+
+
+def _short(value: Any) -> str:
+    return B.format_value(value).replace("\n", " ")
+
+
+def judge_file(judge: Judge, path: str, name: str | None = None) -> Report:
+    name = name or path
+    try:
+        claims, source = read_claims(path)
+    except GradcalcError as exc:
+        return failed_report(name, exc)
+    return judge.report(name, (claims, source))
+
+
+class JudgeMaker:
+    """The key's judge for grading workers: inherited as is by forked workers, rebuilt by spawned ones."""
+
+    def __init__(self, judge: Judge) -> None:
+        run = judge.run
+        self.program, self.inputs, self.options = run.program, run.inputs, run.options
+        self.tolerance, self.points, self.seed = judge.tolerance, judge.points, judge.seed
+        self.judge: Judge | None = judge
+
+    def __call__(self) -> Judge:
+        if self.judge is None:
+            run = self.program.run(self.inputs, **self.options)
+            self.judge = Judge(run, self.tolerance, self.points, self.seed)
+        return self.judge
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "judge": None}  # a spawned worker runs the key itself
+
+
+def submissions(paths: list[str]) -> list[tuple[str, str]]:
+    """(name, path) of each submission: files as given, folders walked (hidden files skipped), sorted."""
+    found: list[tuple[str, str]] = []
+    for path in paths:
+        if not os.path.isdir(path):
+            found.append((path, path))
+            continue
+        inside = []
+        for folder, dirs, files in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            inside.extend(os.path.join(folder, f) for f in files if not f.startswith("."))
+        found.extend((os.path.relpath(f, path), f) for f in sorted(inside))
+    return found

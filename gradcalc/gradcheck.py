@@ -1,0 +1,127 @@
+"""gradcalc gradcheck: autograd against central finite differences, per variable and element.
+
+As torch.autograd.gradcheck: each input element moves by ±eps and the program
+runs again; (f(x+eps) - f(x-eps)) / 2eps must match autograd's derivative to
+|autograd - numeric| <= atol + rtol*|numeric|. Order 2 does the same for the
+Hessian, differencing the gradient.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from . import backend as B
+from .api import Run
+from .errors import UsageError
+
+EPS, RTOL, ATOL = 1e-6, 1e-3, 1e-5  # torch.autograd.gradcheck's defaults
+
+
+@dataclass
+class Comparison:
+    """One block: ∂of/∂wrt (order 1) or ∂²of/∂wrt[0]∂wrt[1] (order 2), both ways, and where they differ most."""
+
+    wrt: tuple[str, ...]
+    autograd: Any
+    numeric: Any
+    max_abs: float
+    abs_at: tuple[int, ...]
+    max_rel: float
+    rel_at: tuple[int, ...]
+    passed: bool
+
+    @property
+    def label(self) -> str:
+        return ", ".join(self.wrt)
+
+
+@dataclass
+class GradCheck:
+    of: str
+    order: int
+    eps: float
+    rtol: float
+    atol: float
+    comparisons: list[Comparison]
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.comparisons)
+
+
+def gradcheck(run: Run, of: str | None = None, wrt: list[str] | None = None, eps: float = EPS,
+              rtol: float = RTOL, atol: float = ATOL, order: int = 1) -> GradCheck:
+    """Compare autograd with central differences for each leaf in wrt (default: every leaf)."""
+    of = of or run.default_output
+    names = [name for name in wrt or run.leaves if name not in run.leaves or run.leaves[name].value.size]
+    if not names:
+        raise UsageError("the program has no leaves to move", "gradcheck needs inputs such as `x = 2`")
+    for name in names:
+        if name not in run.leaves:
+            run.node(name)  # an unknown name: its own error, with a did-you-mean
+            raise UsageError(f"gradcheck moves inputs, and '{name}' is computed from others",
+                             "check the leaves it is computed from: " + ", ".join(run.leaves))
+    if not eps > 0 or not math.isfinite(eps):
+        raise UsageError(f"--eps must be a positive number, not {eps:g}", "the default is 1e-6")
+    if order not in (1, 2):
+        raise UsageError(f"--order {order} is not supported", "use --order 1 or --order 2")
+    if order == 1:
+        found = run.jacobian(of, names)
+        autograd = {(name,): block for name, block in zip(names, found.blocks)}
+        numeric = {(name,): _differences(run, of, name, eps, lambda r: r.value(of)) for name in names}
+    else:
+        hessian = run.hessian(of, names)
+        autograd = {(a, b): hessian.blocks[i][j] for i, a in enumerate(names) for j, b in enumerate(names)}
+        numeric = {}
+        for b in names:  # one gradient per move of b gives the column block of every a
+            columns = _differences(run, of, b, eps, lambda r: _stacked(r.grad(of, names).grads, names))
+            for i, a in enumerate(names):
+                numeric[(a, b)] = columns[i]
+    comparisons = [_compare(key, autograd[key], numeric[key], rtol, atol) for key in autograd]
+    return GradCheck(of, order, eps, rtol, atol, comparisons)
+
+
+def _stacked(grads: dict[str, Any], names: list[str]) -> list[Any]:
+    return [grads[name] for name in names]
+
+
+def _differences(run: Run, of: str, name: str, eps: float, measure: Any) -> Any:
+    """(measure(x + eps e_j) - measure(x - eps e_j)) / 2eps for each element j of leaf `name`.
+
+    The result has shape measure.shape + name.shape (a list of them when measure gives a list).
+    """
+    base = B.to_host(run.leaves[name].value).astype(B.host.float64)
+    columns: list[Any] = []
+    for j in range(base.size):
+        sides = []
+        for sign in (1, -1):
+            moved = base.copy().reshape(-1)
+            moved[j] += sign * eps
+            sides.append(measure(run.rerun({name: moved.reshape(base.shape)})))
+        columns.append(sides)
+
+    def assemble(pick: Any) -> Any:
+        stacked = B.host.stack([(pick(plus) - pick(minus)) / (2 * eps) for plus, minus in columns], axis=-1)
+        return stacked.reshape(stacked.shape[:-1] + base.shape)
+
+    first = columns[0][0]
+    if isinstance(first, list):
+        return [assemble(lambda side, k=k: B.host.asarray(side[k], dtype=B.host.float64)) for k in range(len(first))]
+    return assemble(lambda side: B.host.asarray(side, dtype=B.host.float64))
+
+
+def _compare(wrt: tuple[str, ...], autograd: Any, numeric: Any, rtol: float, atol: float) -> Comparison:
+    autograd = B.host.asarray(autograd, dtype=B.host.float64)
+    error = B.host.abs(autograd - numeric)
+    error = B.host.where(B.host.isnan(autograd) & B.host.isnan(numeric), 0.0, error)
+    error = B.host.where(B.host.isnan(error), math.inf, error)
+    scale = B.host.maximum(B.host.abs(autograd), B.host.abs(numeric))
+    relative = B.host.where(error == 0, 0.0, error / B.host.where(scale == 0, 1.0, scale))
+    passed = bool((error <= atol + rtol * B.host.abs(numeric)).all())
+    if error.size == 0:
+        return Comparison(wrt, autograd, numeric, 0.0, (), 0.0, (), True)
+    abs_at = tuple(int(i) for i in B.host.unravel_index(int(B.host.argmax(error)), error.shape))
+    rel_at = tuple(int(i) for i in B.host.unravel_index(int(B.host.argmax(relative)), error.shape))
+    return Comparison(wrt, autograd, numeric, float(error[abs_at]), abs_at, float(relative[rel_at]), rel_at, passed)
