@@ -215,8 +215,8 @@ class Judge:
 
     def _judge(self, claim: S.Claim, source: Source, verdict: Verdict) -> None:
         base = self.run
-        want = self._truth(base, claim)
         got = base.evaluate(claim.claimed, source)
+        want = self._truth(base, claim, got.ndim)
         verdict.expected, verdict.got = want, got
         constant = _is_constant(claim.claimed)
         verdict.kind = "number" if constant else "expression"
@@ -251,10 +251,9 @@ class Judge:
             if (exact | rounded | truncated).all():
                 digits = _significant_digits(claim.claimed)
                 verdict.status = "right"
-                how = "truncated " if (truncated & ~rounded & ~exact).any() else ""
-                verdict.note = (f"{how}to {digits} significant digit{'s' * (digits != 1)}: the value is "
-                                if digits else f"{how}to the digits written: the value is ") + \
-                    B.format_value(want).replace("\n", " ")
+                how = "truncated" if (truncated & ~rounded & ~exact).any() else "rounded"
+                verdict.note = (f"{how} to {digits} significant digit{'s' * (digits != 1)}" if digits else
+                                f"{how} to the digits written") + f" (the value is {_short(want)})"
                 return
 
         def matches(value: Any, sample: _Sample) -> bool:
@@ -271,10 +270,17 @@ class Judge:
 
     # --- the truth at a point -------------------------------------------------------------------
 
-    def _truth(self, run: Run, claim: S.Claim) -> Any:
+    def _truth(self, run: Run, claim: S.Claim, rank: int) -> Any:
+        """The correct value of what the claim claims at this run (rank: the claimed value's ndim).
+
+        For a tensor output y, a claim of the Jacobian's rank (y.shape + x.shape) is
+        about the Jacobian; any other about the gradient of sum(y), which is what
+        PyTorch's y.backward(torch.ones_like(y)) leaves in x.grad.
+        """
         if claim.wrt is None:
             return run.value(claim.of)
-        if run.node(claim.of).shape != ():  # a vector output: the claim is about its Jacobian
+        output_rank = len(run.node(claim.of).shape)
+        if output_rank and rank == output_rank + len(run.node(claim.wrt, prefer_leaf=True).shape):
             key = (id(run), claim.of, claim.wrt)
             if key not in self._jacobians:
                 self._jacobians[key] = run.jacobian(claim.of, [claim.wrt]).blocks[0]
@@ -282,7 +288,7 @@ class Judge:
         key2 = (id(run), claim.of)
         if key2 not in self._gradients:  # every variable's gradient in one backward pass
             names = list(dict.fromkeys([*run.leaves, *run.frame]))
-            self._gradients[key2] = run.grad(claim.of, names).grads
+            self._gradients[key2] = run.grad(claim.of, names, "ones" if output_rank else None).grads
         return self._gradients[key2][claim.wrt]
 
     def _nearby_runs(self, of: str) -> list[Run]:
@@ -317,8 +323,8 @@ class Judge:
         samples = []
         for run in self._nearby_runs(claim.of):
             try:
-                want = self._truth(run, claim)
                 got = run.evaluate(claim.claimed, source)
+                want = self._truth(run, claim, got.ndim)
             except GradcalcError:
                 continue
             finite = B.host.isfinite(got).all() and B.host.isfinite(want).all()

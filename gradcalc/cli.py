@@ -469,7 +469,7 @@ def explain(
 @command(
     "  gradcalc check samples/neuron.eq --claim 'dL/dw1 = -w3*a' --claim 'dL/da = 2.5'\n\n"
     "  gradcalc check samples/neuron.eq answers.txt          (one claim per line)\n\n"
-    "  gradcalc check samples/neuron_checked.eq               (its own check statements)\n\n"
+    "  gradcalc check samples/homework.eq                      (its own check statements)\n\n"
     "  gradcalc check key.eq submissions/ --jobs 2 --json     (grade a folder)"
 )
 def check(

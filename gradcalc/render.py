@@ -352,14 +352,16 @@ def _verdict_detail(verdict: Any, full: bool) -> RenderableType:
         return Group(*lines)
     if verdict.diagnosis:
         lines.append(Text("  " + verdict.diagnosis))
-    correct = B.format_value(verdict.expected, full).replace("\n", "\n" + " " * 12)
+    correct = B.format_value(verdict.expected, full)
     if verdict.derivative:
         text, *where_lines = verdict.derivative.split("\n")
         lines.append(Text(f"  correct: {verdict.label} = {text}" + "".join(f"\n  {w}" for w in where_lines)))
         if text != correct:
-            lines.append(Text(f"           = {correct} at the program's values", style="dim"))
+            lines.append(Text("           = " + correct.replace("\n", "\n" + " " * 13) + " at the program's values",
+                              style="dim"))
     else:
-        lines.append(Text(f"  correct: {verdict.label} = {correct}"))
+        prefix = f"  correct: {verdict.label} = "
+        lines.append(Text(prefix + correct.replace("\n", "\n" + " " * len(prefix))))
     return Group(*lines)
 
 

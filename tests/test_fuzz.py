@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import string
 
-from helpers import EXIT_BAD_INPUT, EXIT_OK, MEAN, NEURON, NEURON_TENSOR, CliResult, run_cli, strict_json
+from helpers import EXIT_BAD_INPUT, EXIT_OK, EXIT_WRONG, MEAN, NEURON, NEURON_TENSOR, CliResult, run_cli, strict_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gradcalc.builtins import BUILTINS
 from gradcalc.errors import GradcalcError
-from gradcalc.parser import DEFAULT_MAX_DEPTH, parse, parse_expression, raise_recursion_limit
+from gradcalc.parser import DEFAULT_MAX_DEPTH, parse, parse_claims, parse_expression, raise_recursion_limit
 
 # gradcalc raises the recursion limit on its first run; do it now, so that Hypothesis does not see it
 # change in the middle of a test (and warn).
@@ -56,7 +56,7 @@ def run_program(command: str, program: str, *extra: str, json_mode: bool = True)
 # --- the parser alone ------------------------------------------------------------------------------------------
 
 NAMES = ["x", "y", "a", "w1", "L", "θ", "_t", "sin", "sum", "ones", "randn", "load", "range", "f", "maximum", "T"]
-KEYWORDS = ["if", "else", "while", "for", "in", "no_grad", "return", "and", "or", "not"]
+KEYWORDS = ["if", "else", "while", "for", "in", "no_grad", "return", "and", "or", "not", "check"]
 NUMBERS = ["0", "1", "2", "2.5", ".5", "1e-3", "3", "1e3", "7."]
 OPERATORS = ["+", "-", "*", "/", "@", "^", "**", "<", "<=", ">", ">=", "==", "!=", "=", "+=", "-=", "*=", "/="]
 PUNCTUATION = ["(", ")", "[", "]", "{", "}", ",", ":", ".", ";", "\n", "\n\n", "#", "\\\n", "\t"]
@@ -113,6 +113,42 @@ def test_parse_expression_token_soup(text: str) -> None:
     except GradcalcError as error:
         assert error.message
         assert error.pos is None or (error.pos.line >= 1 and error.pos.column >= 1), (repr(text), error.pos)
+
+
+CLAIM_TOKENS = ["dL", "dw1", "da", "dd", "∂L", "∂w1", "∂", "d", "/", "L", "w1", "a", "b", "check", "=", "-", "*",
+                "(", ")", "[", "]", ",", "\n", ";", "#", "2.5", "0.39", "1e1", "W3", "sin", "ones(2)", "eye(3)"]
+claim_soup = st.lists(st.tuples(st.sampled_from(CLAIM_TOKENS), st.sampled_from(["", " ", "\n"])), max_size=16).map(
+    lambda pairs: "".join(token + gap for token, gap in pairs))
+
+
+@fast(200)
+@given(st.one_of(claim_soup, program_like_text))
+def test_claims_parser_raises_only_gradcalc_errors(text: str) -> None:
+    try:
+        claims = parse_claims(text)
+    except GradcalcError as error:
+        assert error.message, repr(text)
+        assert error.pos is None or (error.pos.line >= 1 and error.pos.column >= 1), (repr(text), error.pos)
+        return
+    for claim in claims:
+        assert claim.text, repr(text)
+
+
+@fast(120)
+@given(st.lists(st.one_of(claim_soup, st.text(max_size=30)), min_size=1, max_size=3), st.booleans())
+def test_cli_check_random_claims(claims: list[str], json_mode: bool) -> None:
+    """Any claim text: judged (0 or 1), or bad input (2) with a message; never a traceback."""
+    args = ("check", NEURON, *[f"--claim={c}" for c in claims], "--points", "2", *LIMITS,
+            *(("--json",) if json_mode else ()))
+    result = run_cli(*args)
+    shown = f"args: {args}\nexit {result.exit_code}\n{result.output[-3000:]}"
+    assert result.exit_code in (EXIT_OK, EXIT_WRONG, EXIT_BAD_INPUT), shown
+    assert "Traceback" not in result.output and "internal error" not in result.output, shown
+    if json_mode:
+        doc = strict_json(result.stdout) if result.stdout.strip() else strict_json(result.stderr)
+        assert isinstance(doc, dict), shown
+    if result.exit_code == EXIT_BAD_INPUT:
+        assert result.stderr.strip(), shown
 
 
 # --- the CLI on random programs ---------------------------------------------------------------------------------
@@ -219,25 +255,29 @@ argv_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blackli
 OPTION_WORDS = [
     "--json", "--full", "--set", "--values", "--seed", "--dtype", "--device", "--of", "--wrt", "--vector",
     "-e", "--expr", "--max-elements", "--max-iterations", "--max-depth", "--max-recursion", "--allow-read",
-    "-h", "--version", "-", "--",
+    "-h", "--version", "-", "--", "--claim", "--rtol", "--atol", "--points", "--jobs", "--timeout", "-v",
+    "--eps", "--order",
 ]
 VALUE_WORDS = [
     NEURON, NEURON_TENSOR, MEAN, "samples", "nope.eq", "a=3", "x=[1,2]", "w1=randn(2)", "b=1", "a=", "=", "a=[1,",
     "L", "d", "w1,a", "w1,,", "x", "ones", "[1, 2]", "[[1,2,3],[4,5,6],[7,8,9]]", "float32", "float64", "float16",
     "cpu", "0", "1", "3", "-1", "100", "1e3", "y = x^2", "y = 2 x", "a = 2; b = a*a", "", " ", "é", "{}", "[]",
-    "null", "NaN",
+    "null", "NaN", "dL/dw1 = -w3*a", "dL/da = 2.5", "db/da = 3", "∂L/∂d = x", "L = 15", "samples/submissions",
+    "samples/answers.txt", "2", "1e-300",
 ]
 
 
 @fast(300)
 @given(
-    st.sampled_from(["eval", "grad"]),
+    st.sampled_from(["eval", "grad", "check", "gradcheck"]),
     st.lists(st.one_of(st.sampled_from(OPTION_WORDS), st.sampled_from(VALUE_WORDS), argv_text),
              max_size=8),
 )
 def test_cli_random_arguments(command: str, words: list[str]) -> None:
     args = (command, *words, *LIMITS)
     result = run_cli(*args, input="a = 2\nb = a * 3\n")
+    if command in ("check", "gradcheck") and result.exit_code == EXIT_WRONG:  # a wrong claim or gradient
+        result = CliResult(EXIT_OK, result.stdout, result.stderr)
     check_clean(result, args, False)
 
 

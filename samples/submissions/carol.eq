@@ -1,0 +1,8 @@
+# Carol copied the model and wrote her answers as check statements
+a = 2; w1 = 3; w2 = -1; w3 = 0.5; w4 = 4
+b = w1*a
+c = w2*a
+d = w3*b + w4*c
+L = 10 - d
+check ∂L/∂w1 = -w3*a
+check ∂L/∂a = -w3*w1
