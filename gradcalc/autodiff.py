@@ -101,8 +101,9 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
                             contribution = ns.sum_to(contribution, parent.value.shape)
                     except GradcalcError:
                         raise
-                    except Exception as exc:
+                    except (ValueError, ArithmeticError, MemoryError) as exc:  # a singular matrix, memory
                         raise operation_error(op, inputs, exc) from None
+                    # Anything else (a TypeError, an AttributeError) is a bug in a rule: exit 3, not "bad input".
                     total = get(parent)
                     if total is None:
                         grads[parent] = contribution

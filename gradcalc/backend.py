@@ -60,6 +60,28 @@ def _cupy() -> Any:
     return cupy
 
 
+def devices() -> list[dict[str, Any]]:
+    """What `gradcalc doctor` reports: the CPU always; the GPU when CuPy reaches one, else why not."""
+    import os
+
+    found: list[dict[str, Any]] = [{"device": "cpu", "available": True, "library": f"NumPy {numpy.__version__}",
+                                    "detail": f"{os.cpu_count()} cores"}]
+    try:
+        cupy = _cupy()
+    except UsageError as exc:
+        found.append({"device": "gpu", "available": False, "library": None, "detail": exc.message, "hint": exc.hint})
+        return found
+    names = []
+    for index in range(cupy.cuda.runtime.getDeviceCount()):
+        properties = cupy.cuda.runtime.getDeviceProperties(index)
+        name = properties["name"]
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        names.append(f"{name} ({properties['totalGlobalMem'] / 2**30:.0f} GiB)")
+    found.append({"device": "gpu", "available": True, "library": f"CuPy {cupy.__version__}",
+                  "detail": ", ".join(names)})
+    return found
+
+
 def dtype_name() -> str:
     return numpy.dtype(dtype).name
 
@@ -80,7 +102,11 @@ def scalar(value: float) -> Array:
 
 
 def asarray(value: Any) -> Array:
-    """Numbers or nested lists (or a host array) as an array of the working dtype."""
+    """Numbers or nested lists (or a host or device array) as an array of the working dtype."""
+    if xp is not numpy and isinstance(value, xp.ndarray):  # on the device already: no trip to the host
+        check_size(value.shape, "the value")
+        array = value.astype(dtype, copy=False)
+        return array[()] if array.ndim == 0 else array
     host = numpy.asarray(value)
     if host.dtype.kind not in "biuf":
         raise GradcalcError(f"expected numbers, got {host.dtype.name} data", "give numbers or nested lists of numbers")

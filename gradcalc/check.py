@@ -20,7 +20,7 @@ from . import backend as B
 from . import syntax as S
 from .api import Run, read_text
 from .builtins import CONSTANTS
-from .errors import GradcalcError, GradcalcSyntaxError, NameNotFound, Source, did_you_mean, error_json, error_text
+from .errors import GradcalcError, NameNotFound, Source, did_you_mean, error_json, error_text
 from .parser import parse, parse_claims
 
 POINTS = 4  # nearby points where an expression claim must hold too
@@ -138,15 +138,10 @@ def read_claims(path: str) -> tuple[list[S.Claim], Source]:
         if path.endswith(".eq"):
             return claims_of_program(parse(text)), source
         try:
-            return parse_claims(text), source
-        except GradcalcSyntaxError as answers_error:
-            try:
-                claims = claims_of_program(parse(text))
-            except GradcalcError:
-                raise answers_error from None
-            if not claims:
-                raise answers_error from None
-            return claims, source
+            claims = claims_of_program(parse(text))
+        except GradcalcError:
+            claims = []
+        return (claims or parse_claims(text)), source  # not a model: an answers file (its errors are reported)
     except GradcalcError as exc:
         raise exc.within(source) from None
 
@@ -195,7 +190,7 @@ class Judge:
 
     def verdict(self, claim: S.Claim, source: Source) -> Verdict:
         verdict = Verdict(claim.text, claim.of, claim.wrt, claim.pos.line if source.filename != "--claim" else None,
-                          "wrong")
+                          "wrong", "number" if _is_constant(claim.claimed) else "expression")
         try:
             self._check_names(claim)
             self._judge(claim, source, verdict)
@@ -218,12 +213,10 @@ class Judge:
         got = base.evaluate(claim.claimed, source)
         want = self._truth(base, claim, got.ndim)
         verdict.expected, verdict.got = want, got
-        constant = _is_constant(claim.claimed)
-        verdict.kind = "number" if constant else "expression"
         if not _broadcasts(got, want):
             verdict.diagnosis = self._shape_diagnosis(claim, got, want)
             return
-        if constant:
+        if verdict.kind == "number":
             self._judge_number(claim, verdict, got, want)
             return
         samples = [_Sample(base, got, want)]
@@ -506,7 +499,8 @@ def _to_digits(got: Any, want: Any, units: Any) -> tuple[Any, Any]:
     error = B.host.abs(got - want)
     written = units > 0
     rounded = written & (error <= 0.5 * units * (1 + 1e-9) + 1e-12 * B.host.abs(want))
-    truncated = written & (error < units) & (B.host.abs(got) <= B.host.abs(want)) & (got * want >= 0)
+    short = B.host.abs(want) - B.host.abs(got)  # truncation cuts toward zero, by less than one unit
+    truncated = written & (got * want >= 0) & (short >= 0) & (short < units * (1 - 1e-9))
     return rounded, truncated
 
 

@@ -132,7 +132,7 @@ def command(examples: str) -> Callable[[Callable[..., None]], Callable[..., None
         @functools.wraps(fn)
         def wrapper(**kwargs: Any) -> None:
             common = Common(**{f.name: kwargs.pop(f.name) for f in fields(Common)})
-            _guarded(common, lambda: fn(common=common, **kwargs))
+            _guarded(common.json, lambda: fn(common=common, **kwargs))
 
         # file first (it is the positional argument), then the command's own options, then the rest.
         wrapper.__signature__ = inspect.Signature([shared[0], *own, *shared[1:]])  # type: ignore[attr-defined]
@@ -144,14 +144,14 @@ def command(examples: str) -> Callable[[Callable[..., None]], Callable[..., None
     return register
 
 
-def _guarded(common: Common, body: Callable[[], None]) -> None:
+def _guarded(json_mode: bool, body: Callable[[], None]) -> None:
     """The one place where errors become messages and exit codes."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a CLI speaks in its own messages, never Python warnings
             body()
     except GradcalcError as error:
-        if common.json:
+        if json_mode:
             from .jsonout import write
 
             write(error_json(error), sys.stderr)
@@ -569,6 +569,35 @@ def gradcheck(
     _show(common, lambda: jsonout.gradcheck_doc(result), lambda: _views().gradcheck_view(result, common.full))
     if not result.passed:
         raise typer.Exit(EXIT_WRONG)
+
+
+@app.command(epilog="[bold]Examples[/bold]\n\n  gradcalc doctor\n\n  gradcalc doctor --json")
+def doctor(json_: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of a table.")] = False,
+           ) -> None:
+    """Report the devices gradcalc can run on (--device cpu|gpu), and the libraries and tools it found."""
+    import platform
+    import shutil
+
+    from . import backend
+
+    def body() -> None:
+        found = backend.devices()
+        tools = {"python": platform.python_version(), "gradcalc": __version__,
+                 "graphviz": shutil.which("dot") or None}
+        if json_:
+            from .jsonout import write
+
+            write({"devices": found, "versions": tools}, sys.stdout)
+            return
+        for entry in found:
+            state = "available" if entry["available"] else "not available"
+            line = f"{entry['device']:<4} {state}: " + ", ".join(
+                str(part) for part in (entry["library"], entry["detail"]) if part)
+            sys.stdout.write(line + (f"\n     hint: {entry['hint']}" if entry.get("hint") else "") + "\n")
+        sys.stdout.write(f"python {tools['python']}, gradcalc {tools['gradcalc']}; graphviz (for --format "
+                         f"svg|png): {tools['graphviz'] or 'not found'}\n")
+
+    _guarded(json_, body)
 
 
 PLACEHOLDER = 0.7  # the point a formula is differentiated at when its variables have no values

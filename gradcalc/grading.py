@@ -4,7 +4,8 @@ The key is run once, in this process, before the workers start: forked workers
 inherit it (and its nearby runs) and judge one submission at a time. A worker
 that passes the time limit is killed and replaced, so one runaway submission
 (a loop that never ends, a huge matrix product) is reported and the rest are
-graded. Where fork is not available the workers start fresh and run the key again.
+graded. Where fork is not available, or on the GPU (CUDA does not survive a
+fork), the workers start fresh and run the key again.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from . import backend as B
 from .check import Judge, Report, judge_file
 
 DEFAULT_TIMEOUT = 10.0
+GPU_START_METHOD = "spawn"  # a CUDA context does not survive fork: GPU workers start fresh and run the key again
 
 
 @dataclass
@@ -50,7 +53,8 @@ def grade(make_judge: Callable[[], Judge], items: list[tuple[str, str]], jobs: i
           timeout: float = DEFAULT_TIMEOUT) -> list[Report]:
     """Judge each (name, path) in worker processes; results in the order given."""
     methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    method = GPU_START_METHOD if B.device == "gpu" else "fork" if "fork" in methods else "spawn"
+    context = multiprocessing.get_context(method)
     results: list[Report | None] = [None] * len(items)
     pending = list(range(len(items)))[::-1]
     workers: list[_Worker] = []

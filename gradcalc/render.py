@@ -333,6 +333,8 @@ def check_view(report: Any, heading: str = "", full: bool = False) -> Renderable
         if not verdict.passed:
             details.append(_verdict_detail(verdict, full))
     parts: list[RenderableType] = [Text(heading, style="bold")] if heading else []
+    if not report.verdicts:
+        return Group(*parts, Text("no claims found", style="bold red"))
     parts.append(table)
     parts += details
     total = len(report.verdicts)

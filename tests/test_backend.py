@@ -1,0 +1,243 @@
+"""The backend contract: every command runs through gradcalc/backend.py, so --device gpu gives CPU's answers.
+
+Without a GPU the device is tests/fakedevice.py, a CuPy stand-in whose arrays refuse NumPy outside the
+backend; with CuPy and a CUDA device the same tests also run on the real thing (marked gpu).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import fakedevice
+import numpy as np
+import pytest
+from helpers import EXIT_BAD_INPUT, MEAN, NEURON, NEURON_TENSOR, REPO, SAMPLES, run_cli, strict_json
+
+from gradcalc import backend as B
+
+DOUBLING = str(SAMPLES / "doubling.eq")
+
+
+def _real_gpu() -> bool:
+    try:
+        import cupy
+    except ImportError:
+        return False
+    try:
+        return bool(cupy.cuda.runtime.getDeviceCount())
+    except Exception:  # CuPy raises its own CUDA errors when there is no driver
+        return False
+
+
+@pytest.fixture(params=["fake", pytest.param("real", marks=[pytest.mark.gpu, pytest.mark.skipif(
+    not _real_gpu(), reason="needs CuPy and a CUDA device")])])
+def gpu(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """--device gpu on the fake device (always) or on CuPy (when a GPU is present)."""
+    if request.param == "fake":
+        monkeypatch.setitem(sys.modules, "cupy", fakedevice.make_module())
+        # The fake holds no CUDA context, so grading workers may fork (a spawned one could not import it).
+        monkeypatch.setattr("gradcalc.grading.GPU_START_METHOD", "fork")
+    yield request.param
+    B.use("cpu")
+
+
+COMMANDS = [
+    ("eval", NEURON),
+    ("eval", NEURON_TENSOR),
+    ("grad", NEURON),
+    ("grad", NEURON, "--wrt", "d,w1"),
+    ("grad", NEURON_TENSOR, "--vector", "ones"),
+    ("grad", MEAN),
+    ("grad", DOUBLING, "--of", "y", "--vector", "[0.1, 1.0, 0.0001]"),
+    ("grad", "-e", "W = randn(4, 3); x = rand(3); y = exp(W @ x) / sum(exp(W @ x)); L = -log(y[1]) + norm(W) / 10"),
+    ("grad", "-e", "A = [[4, 1], [1, 3]]; b = [1, 2]; x = inv(A) @ b; L = sum(x^2) + det(A) + trace(A @ A)"),
+    ("grad", "-e", "x = linspace(-1, 1, 5); y = where(x > 0, x^2, sin(x)); L = max(y) + mean(exp(y), axis=0)"),
+    ("grad", "-e", "x = [1.5, 2.5]; i = 0; while i < 3 { x = x * tanh(x); i += 1 }; L = sum(x)"),
+    ("grad", "-e", "f(t) = sigmoid(t) * t; x = [0.5, -1]; L = sum(f(x)) + sum(detach(x) * x)"),
+    ("jacobian", DOUBLING, "--of", "y", "--wrt", "x"),
+    ("jacobian", "-e", "W = randn(3, 4); b = zeros(3); x = ones(4); y = tanh(W @ x + b)", "--wrt", "x,W",
+     "--mode", "fwd"),
+    ("hessian", "-e", "x = [1, 2, 3]; L = sum(x^4) + sum(x[:-1] * x[1:])", "--wrt", "x"),
+    ("jvp", DOUBLING, "--of", "y", "--wrt", "x", "--tangent", "[1, 0, 0]"),
+    ("diff", NEURON, "--wrt", "a"),
+    ("diff", "-e", "x = 0.3; y = x^2 * sin(x)", "--order", "2"),
+    ("graph", NEURON),
+    ("explain", NEURON, "--wrt", "a"),
+    ("check", str(SAMPLES / "homework.eq")),
+    ("check", NEURON, str(SAMPLES / "submissions")),
+    ("gradcheck", NEURON),
+    ("gradcheck", NEURON_TENSOR, "--wrt", "a"),
+]
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=[" ".join(c)[-60:] for c in COMMANDS])
+def test_gpu_json_is_the_cpu_json(gpu: str, args: tuple[str, ...]) -> None:
+    cpu = run_cli(*args, "--json")
+    device = run_cli(*args, "--json", "--device", "gpu")
+    assert "Traceback" not in device.output and "internal error" not in device.output, device.output[-3000:]
+    assert device.exit_code == cpu.exit_code, device.output[-3000:]
+    if gpu == "fake":  # the same NumPy arithmetic: the very same numbers
+        assert device.stdout == cpu.stdout
+    else:  # another library's kernels: equal to rounding
+        np.testing.assert_allclose(_numbers(strict_json(device.stdout)), _numbers(strict_json(cpu.stdout)),
+                                   rtol=1e-9, atol=1e-12)
+
+
+def _numbers(doc: object) -> list[float]:
+    """Every number in a JSON document, in order."""
+    if isinstance(doc, dict):
+        return [n for key in sorted(doc) for n in _numbers(doc[key])]
+    if isinstance(doc, list):
+        return [n for item in doc for n in _numbers(item)]
+    return [float(doc)] if isinstance(doc, (int, float)) and not isinstance(doc, bool) else []
+
+
+@pytest.mark.parametrize("args", [("grad", NEURON), ("check", str(SAMPLES / "homework.eq")), ("gradcheck", NEURON)])
+def test_gpu_tables_are_the_cpu_tables(gpu: str, args: tuple[str, ...]) -> None:
+    assert run_cli(*args, "--device", "gpu").stdout == run_cli(*args).stdout
+
+
+def test_gpu_float32_is_the_cpu_float32(gpu: str) -> None:
+    args = ("grad", NEURON_TENSOR, "--vector", "ones", "--dtype", "float32", "--json")
+    cpu, device = strict_json(run_cli(*args).stdout), strict_json(run_cli(*args, "--device", "gpu").stdout)
+    np.testing.assert_allclose(_numbers(device), _numbers(cpu), rtol=1e-6)
+    float64 = strict_json(run_cli("grad", NEURON_TENSOR, "--vector", "ones", "--json").stdout)
+    assert _numbers(cpu) != _numbers(float64)  # float32 really ran in float32
+
+
+def test_gpu_random_numbers_are_the_cpu_random_numbers(gpu: str) -> None:
+    """A seed gives the same randn/rand values on both devices: drawn on the host, then moved."""
+    program = ("-e", "x = randn(5); y = rand(2, 3); z = randn(2)")
+    for seed in ("0", "7"):
+        cpu = strict_json(run_cli("eval", *program, "--seed", seed, "--json").stdout)["values"]
+        device = strict_json(run_cli("eval", *program, "--seed", seed, "--device", "gpu", "--json").stdout)["values"]
+        np.testing.assert_allclose(_numbers(device), _numbers(cpu), rtol=0, atol=0)
+
+
+def test_gpu_values_stay_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Values are device arrays through the run and backward; only results come back to the host."""
+    monkeypatch.setitem(sys.modules, "cupy", fakedevice.make_module())
+    import gradcalc
+
+    try:
+        run = gradcalc.load(NEURON_TENSOR).run(device="gpu")
+        assert all(isinstance(node.value, fakedevice.FakeDeviceArray) for node in run.frame.values())
+        result = run.grad("L", vector="ones")
+        assert all(type(g) is np.ndarray for g in result.grads.values())
+    finally:
+        B.use("cpu")
+
+
+# --- the fake device is strict: what it refuses, CuPy refuses ---------------------------------------------------
+
+def test_fake_device_refuses_numpy_outside_the_backend() -> None:
+    cupy = fakedevice.make_module()
+    value = cupy.asarray(np.arange(3.0))
+    with pytest.raises(TypeError):
+        np.asarray(value)
+    with pytest.raises(TypeError):
+        np.sum(value)
+    with pytest.raises(TypeError):
+        value + np.ones(3)
+    assert isinstance(value.sum(), fakedevice.FakeDeviceArray)  # reductions stay on the device, 0-d
+    assert isinstance(value[0], fakedevice.FakeDeviceArray)
+    np.testing.assert_array_equal(cupy.asnumpy(value * 2), [0.0, 2.0, 4.0])
+
+
+def test_the_contract_test_catches_a_numpy_call_outside_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plant the bug the contract guards against (a rule calling NumPy directly): the fake GPU run fails."""
+    from gradcalc import ops
+
+    monkeypatch.setitem(sys.modules, "cupy", fakedevice.make_module())
+    primitive = ops.PRIMITIVES["tanh"]
+    monkeypatch.setattr(primitive, "vjps", (lambda ns, g, ans, x: g * (1 - np.asarray(ans) ** 2),))
+    try:
+        assert run_cli("grad", "-e", "x = 0.5; y = tanh(x)").exit_code == 0  # NumPy arrays: the bug hides on the CPU
+        result = run_cli("grad", "-e", "x = 0.5; y = tanh(x)", "--device", "gpu")
+        assert result.exit_code != 0 and "internal error" in result.output
+    finally:
+        B.use("cpu")
+
+
+def test_only_the_backend_imports_numpy_or_cupy() -> None:
+    offenders = []
+    for path in sorted((REPO / "gradcalc").glob("*.py")):
+        if path.name == "backend.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ("numpy", "cupy")]
+    assert offenders == []
+
+
+# --- without CuPy, or without a device ----------------------------------------------------------------------------
+
+def _device_module(count: object) -> types.ModuleType:
+    module = fakedevice.make_module()
+
+    def device_count() -> int:
+        if isinstance(count, Exception):
+            raise count
+        return count  # type: ignore[return-value]
+
+    module.cuda.runtime.getDeviceCount = device_count  # type: ignore[attr-defined]
+    return module
+
+
+@pytest.mark.parametrize("json_mode", [False, True])
+def test_without_cupy_gpu_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, json_mode: bool) -> None:
+    monkeypatch.setitem(sys.modules, "cupy", None)  # `import cupy` raises ImportError
+    result = run_cli("grad", NEURON, "--device", "gpu", *(("--json",) if json_mode else ()))
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert "Traceback" not in result.output
+    if json_mode:
+        error = strict_json(result.stderr)["error"]
+        assert "CuPy" in error["message"] and "gradcalc[gpu]" in error["hint"]
+    else:
+        assert "needs CuPy, which is not installed" in result.stderr
+        assert "pip install 'gradcalc[gpu]'" in result.stderr
+
+
+@pytest.mark.parametrize(("count", "expected"), [
+    (0, "no CUDA device found"),
+    (RuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected"), "cannot reach a CUDA device"),
+])
+def test_without_a_device_gpu_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, count: object,
+                                               expected: str) -> None:
+    monkeypatch.setitem(sys.modules, "cupy", _device_module(count))
+    for command in (("eval", NEURON), ("check", str(SAMPLES / "homework.eq")), ("gradcheck", NEURON)):
+        result = run_cli(*command, "--device", "gpu")
+        assert result.exit_code == EXIT_BAD_INPUT, result.output
+        assert expected in result.stderr and "--device cpu" in result.stderr
+        assert "Traceback" not in result.output
+
+
+def test_doctor_reports_the_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    without = strict_json(run_cli("doctor", "--json").stdout)["devices"]
+    assert [d["device"] for d in without] == ["cpu", "gpu"]
+    assert without[0]["available"] is True and without[1]["available"] is False
+    assert "gradcalc[gpu]" in without[1]["hint"]
+    monkeypatch.setitem(sys.modules, "cupy", fakedevice.make_module())
+    with_gpu = strict_json(run_cli("doctor", "--json").stdout)["devices"]
+    assert with_gpu[1] == {"device": "gpu", "available": True, "library": "CuPy 0.0-fake",
+                           "detail": "Fake GPU (16 GiB)"}
+    text = run_cli("doctor").stdout
+    assert "gpu  available: CuPy 0.0-fake, Fake GPU (16 GiB)" in text
+
+
+def test_gpu_extra_installs_cupy_for_cuda_12() -> None:
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert any(dep.startswith("cupy-cuda12x") for dep in project["optional-dependencies"]["gpu"])
+    assert not any("cupy" in dep for dep in project["dependencies"])
+
+
+def test_fakedevice_module_is_only_for_tests() -> None:
+    assert not (Path(B.__file__).parent / "fakedevice.py").exists()
