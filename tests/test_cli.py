@@ -564,8 +564,15 @@ def test_every_command_has_help_with_examples(name: str) -> None:
     assert result.exit_code == EXIT_OK, result.stderr
     assert "Examples" in result.stdout
     assert f"gradcalc {name}" in result.stdout
-    for option in ("--json", "--set", "--values", "--seed", "--dtype"):
+    shared = ("--json",) if name == "doctor" else ("--json", "--set", "--values", "--seed", "--dtype", "--device")
+    for option in shared:  # doctor runs no program: it takes only --json
         assert option in result.stdout, option
+
+
+@pytest.mark.parametrize("name", command_names())
+def test_every_command_is_in_the_readme_table(name: str) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert f"| `gradcalc {name}" in readme
 
 
 def test_top_level_help_lists_every_command() -> None:
