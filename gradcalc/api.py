@@ -228,6 +228,12 @@ class Run:
     def value(self, name: str) -> Any:
         return B.to_host(self.node(name).value)
 
+    def connected_leaves(self, of: str) -> list[str]:
+        """The leaves `of` depends on through differentiable operations (not a size or a count)."""
+        output = self.node(of)
+        reached = differentiable_inputs(output) | {output}
+        return [name for name, node in self.state.leaves.items() if node in reached]
+
     def values(self) -> dict[str, Any]:
         return {name: B.to_host(node.value) for name, node in self.frame.items()}
 
@@ -390,6 +396,19 @@ class Run:
             yield
         except GradcalcError as exc:
             raise exc.at(self.state.assigned_at.get(of)).within(self.program.source) from None
+
+
+def differentiable_inputs(node: Node) -> set[Node]:
+    """Every node a gradient flows to from node: its differentiable inputs, transitively."""
+    seen: set[Node] = set()
+    stack = list(node.inputs)
+    while stack:
+        current = stack.pop()
+        if current in seen or not current.requires_grad:
+            continue
+        seen.add(current)
+        stack.extend(current.inputs)
+    return seen
 
 
 def _adjoint_name(of: str, name: str, taken: set[str]) -> str:

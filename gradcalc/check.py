@@ -12,13 +12,14 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import backend as B
 from . import syntax as S
-from .api import Run, read_text
+from .api import Run, differentiable_inputs, read_text
 from .builtins import CONSTANTS
 from .errors import GradcalcError, NameNotFound, Source, did_you_mean, error_json, error_text
 from .parser import parse, parse_claims
@@ -28,6 +29,7 @@ SPREAD = 0.2  # a leaf moves by up to 20% of its size (by up to 0.5 where it is 
 ZERO_SPREAD = 0.5
 PATHS_TRIED = 10  # the missing-path diagnosis tries subsets of up to this many chain-rule paths
 SHOWN_LEAVES = 5  # leaves listed where a claim fails at a nearby point
+_CHECK_STATEMENT = re.compile(r"(^|;)\s*check\b", re.MULTILINE)
 
 
 @dataclass
@@ -137,10 +139,12 @@ def read_claims(path: str) -> tuple[list[S.Claim], Source]:
     try:
         if path.endswith(".eq"):
             return claims_of_program(parse(text)), source
-        try:
-            claims = claims_of_program(parse(text))
-        except GradcalcError:
-            claims = []
+        claims: list[S.Claim] = []
+        if _CHECK_STATEMENT.search(text):  # perhaps a model: parse it as one (answers files need not pay that)
+            try:
+                claims = claims_of_program(parse(text))
+            except GradcalcError:
+                pass
         return (claims or parse_claims(text)), source  # not a model: an answers file (its errors are reported)
     except GradcalcError as exc:
         raise exc.within(source) from None
@@ -291,7 +295,7 @@ class Judge:
             leaves = list(self.run.leaves)
             runs = self._moved(leaves)
             if len(runs) * 2 < self.points:
-                connected = _connected_leaves(self.run, of)
+                connected = self.run.connected_leaves(of)
                 if connected != leaves:
                     runs = self._moved(connected)
             self._nearby[of] = runs
@@ -409,30 +413,12 @@ class Judge:
             verdict.derivative = self.derivative(verdict.of, verdict.wrt)  # type: ignore[arg-type]
         nodes = {v.label: self.run.node(v.wrt, prefer_leaf=True) for v in wrong}  # type: ignore[arg-type]
         for verdict in sorted(wrong, key=lambda v: -nodes[v.label].seq):  # nearest the output first
-            below = _below(nodes[verdict.label])
+            below = differentiable_inputs(nodes[verdict.label])
             if any(nodes[other.label] in below for other in wrong if other is not verdict):
                 return verdict.label
         return None
 
 
-def _below(node: Any) -> set[Any]:
-    """Every node a gradient flows to from node (its differentiable inputs, transitively)."""
-    seen: set[Any] = set()
-    stack = list(node.inputs)
-    while stack:
-        current = stack.pop()
-        if current in seen or not current.requires_grad:
-            continue
-        seen.add(current)
-        stack.extend(current.inputs)
-    return seen
-
-
-def _connected_leaves(run: Run, of: str) -> list[str]:
-    """The leaves `of` depends on through differentiable operations."""
-    output = run.node(of)
-    below = _below(output) | {output}
-    return [name for name, node in run.leaves.items() if node in below]
 
 
 def _weightings(count: int) -> Iterator[tuple[int, ...]]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from . import backend as B
 from .api import Run
-from .errors import UsageError
+from .errors import GradcalcError, UsageError
 
 EPS, RTOL, ATOL = 1e-6, 1e-3, 1e-5  # torch.autograd.gradcheck's defaults
 
@@ -31,6 +31,7 @@ class Comparison:
     max_rel: float
     rel_at: tuple[int, ...]
     passed: bool
+    worst_at: tuple[int, ...]  # the entry furthest past its tolerance (the one to show when it fails)
 
     @property
     def label(self) -> str:
@@ -55,7 +56,9 @@ def gradcheck(run: Run, of: str | None = None, wrt: list[str] | None = None, eps
               rtol: float = RTOL, atol: float = ATOL, order: int = 1) -> GradCheck:
     """Compare autograd with central differences for each leaf in wrt (default: every leaf)."""
     of = of or run.default_output
-    names = [name for name in wrt or run.leaves if name not in run.leaves or run.leaves[name].value.size]
+    # By default every leaf the output depends on differentiably: not one used as a size or a count.
+    names = [name for name in wrt or run.connected_leaves(of)
+             if name not in run.leaves or run.leaves[name].value.size]
     if not names:
         raise UsageError("the program has no leaves to move", "gradcheck needs inputs such as `x = 2`")
     for name in names:
@@ -99,7 +102,11 @@ def _differences(run: Run, of: str, name: str, eps: float, measure: Any) -> Any:
         for sign in (1, -1):
             moved = base.copy().reshape(-1)
             moved[j] += sign * eps
-            sides.append(measure(run.rerun({name: moved.reshape(base.shape)})))
+            try:
+                sides.append(measure(run.rerun({name: moved.reshape(base.shape)})))
+            except GradcalcError as exc:
+                raise UsageError(f"gradcheck moved '{name}' by {sign * eps:g} and the program failed: {exc.message}",
+                                 f"'{name}' cannot move (is it a size or a count?): leave it out of --wrt") from None
         columns.append(sides)
 
     def assemble(pick: Any) -> Any:
@@ -119,9 +126,15 @@ def _compare(wrt: tuple[str, ...], autograd: Any, numeric: Any, rtol: float, ato
     error = B.host.where(B.host.isnan(error), math.inf, error)
     scale = B.host.maximum(B.host.abs(autograd), B.host.abs(numeric))
     relative = B.host.where(error == 0, 0.0, error / B.host.where(scale == 0, 1.0, scale))
-    passed = bool((error <= atol + rtol * B.host.abs(numeric)).all())
+    allowed = atol + rtol * B.host.nan_to_num(B.host.abs(numeric), nan=0.0, posinf=math.inf)
+    excess = error / B.host.where(allowed == 0, 1e-300, allowed)  # > 1 where the entry fails
+    passed = bool((error <= allowed).all())
     if error.size == 0:
-        return Comparison(wrt, autograd, numeric, 0.0, (), 0.0, (), True)
-    abs_at = tuple(int(i) for i in B.host.unravel_index(int(B.host.argmax(error)), error.shape))
-    rel_at = tuple(int(i) for i in B.host.unravel_index(int(B.host.argmax(relative)), error.shape))
-    return Comparison(wrt, autograd, numeric, float(error[abs_at]), abs_at, float(relative[rel_at]), rel_at, passed)
+        return Comparison(wrt, autograd, numeric, 0.0, (), 0.0, (), True, ())
+
+    def where(values: Any) -> tuple[int, ...]:
+        return tuple(int(i) for i in B.host.unravel_index(int(B.host.argmax(values)), values.shape))
+
+    abs_at, rel_at = where(error), where(relative)
+    return Comparison(wrt, autograd, numeric, float(error[abs_at]), abs_at, float(relative[rel_at]), rel_at, passed,
+                      where(excess))

@@ -152,6 +152,7 @@ def gradcheck_doc(result: GradCheck) -> dict[str, Any]:
         "results": [{"wrt": c.label, "shape": list(c.autograd.shape), "passed": c.passed,
                      "max_abs_error": B.to_json(c.max_abs), "max_abs_at": list(c.abs_at),
                      "max_rel_error": B.to_json(c.max_rel), "max_rel_at": list(c.rel_at),
+                     "worst_at": list(c.worst_at),
                      "autograd": B.to_json(c.autograd), "numeric": B.to_json(c.numeric)}
                     for c in result.comparisons],
     }

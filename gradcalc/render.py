@@ -408,7 +408,7 @@ def gradcheck_view(result: Any, full: bool = False) -> RenderableType:
         table.add_row(c.label, shape_text(c.autograd.shape), f"{c.max_abs:.2e}", _index(c.abs_at),
                       f"{c.max_rel:.2e}", _index(c.rel_at), verdict)
         if not c.passed:
-            at = c.abs_at
+            at = c.worst_at
             details.append(Text(f"  {c.label}{_index(at)}: autograd {B.format_number(float(c.autograd[at]))}, "
                                 f"finite differences {B.format_number(float(c.numeric[at]))}", style="red"))
     failed = sum(not c.passed for c in result.comparisons)

@@ -21,7 +21,7 @@ from gradcalc import graph, ops, rules
 EPS, RTOL, ATOL = 1e-6, 1e-3, 1e-5  # gradcheck's documented defaults (torch.autograd.gradcheck's)
 OK, WRONG, BAD_INPUT = 0, 1, 2
 RESULT_KEYS = {"wrt", "shape", "passed", "max_abs_error", "max_abs_at", "max_rel_error", "max_rel_at",
-               "autograd", "numeric"}
+               "worst_at", "autograd", "numeric"}
 
 NEURON_VALUES = {"a": 2.0, "w1": 3.0, "w2": -1.0, "w3": 0.5, "w4": 4.0}
 
@@ -300,12 +300,15 @@ def test_worst_element_located_in_a_gradient(monkeypatch: pytest.MonkeyPatch) ->
         assert entry["max_abs_error"] == pytest.approx(5 * 0.12, rel=1e-6)
         assert entry["max_rel_error"] == pytest.approx(0.15 / (np.cos(1.5) + 0.15), rel=1e-5)
 
+        # The detail line shows the entry furthest past its tolerance (here x[2], not the largest error x[1]).
+        worst = int(np.argmax(np.abs(wrong - right) / (ATOL + RTOL * np.abs(right))))
+        assert worst == 2 and entry["worst_at"] == [worst]
         text = run_cli("gradcheck", "-e", program)
         assert text.exit_code == WRONG
-        shown = re.search(r"x\[1\]: autograd (\S+), finite differences (\S+)", text.stdout)
+        shown = re.search(rf"x\[{worst}\]: autograd (\S+), finite differences (\S+)", text.stdout)
         assert shown, text.stdout
-        assert float(shown[1]) == pytest.approx(wrong[1], rel=1e-5)
-        assert float(shown[2]) == pytest.approx(right[1], rel=1e-5)
+        assert float(shown[1]) == pytest.approx(wrong[worst], rel=1e-5)
+        assert float(shown[2]) == pytest.approx(right[worst], rel=1e-5)
     assert_rules_restored("sin")
 
 
@@ -465,11 +468,8 @@ def test_float32_warns() -> None:
     assert "warning" not in run_cli("gradcheck", NEURON).stderr
 
 
-# --- known problems ------------------------------------------------------------------------------
+# --- problems found and fixed ------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="both sides NaN (sqrt(-1)): the error is reported as 0 (max abs/rel "
-                   "error 0.00e+00) while the verdict is FAIL, since NaN <= tolerance is false; the report "
-                   "does not explain its verdict")
 def test_nan_on_both_sides_is_reported_consistently() -> None:
     result = run_cli("gradcheck", "-e", "x = -1; y = sqrt(x)", "--json")
     assert result.exit_code in (OK, WRONG), result.output
@@ -479,11 +479,27 @@ def test_nan_on_both_sides_is_reported_consistently() -> None:
     assert entry["passed"] is within, entry  # a FAIL must show an error past tolerance, a pass one within
 
 
-@pytest.mark.xfail(strict=True, reason="a leaf used as a size (reshape(x, n, 1), range(n)) is moved by eps like "
-                   "any other; the run then fails with exit 2 and blames the program ('reshape size must be a "
-                   "whole number, got 3', n being 3.000001) without naming the leaf gradcheck moved")
 def test_a_leaf_used_as_a_size() -> None:
     result = run_cli("gradcheck", "-e", "n = 3; x = [1.0, 2, 3]; y = sum(reshape(x, n, 1))")
     assert "Traceback" not in result.stderr
     # Either the leaf that cannot move is left out (x still checked), or the error says which leaf and how to avoid it.
     assert result.exit_code == OK or ("'n'" in result.stderr and "--wrt" in result.stderr), result.output
+    explicit = run_cli("gradcheck", "-e", "n = 3; x = [1.0, 2, 3]; y = sum(reshape(x, n, 1))", "--wrt", "n")
+    assert explicit.exit_code == 2 and "moved 'n'" in explicit.stderr and "--wrt" in explicit.stderr
+
+
+def test_fail_detail_shows_a_failing_element(monkeypatch: pytest.MonkeyPatch) -> None:
+    x, w = np.array([0.1, 0.2]), np.array([1000.0, 1.0])
+    offset = 0.0005 + 0.0015 * (x > 0.15)
+    wrong, right = w * (np.cos(x) + offset), w * np.cos(x)
+    error = np.abs(wrong - right)
+    assert list(error <= ATOL + RTOL * np.abs(right)) == [True, False]  # x[0] within tolerance, x[1] past it
+    assert np.argmax(error) == 0
+    with monkeypatch.context() as mp:
+        patch_rule(mp, "sin", lambda ns, g, ans, x: g * (ns.cos(x) + 0.0005 + 0.0015 * ns.gt(x, 0.15)))
+        result = run_cli("gradcheck", "-e", "x = [0.1, 0.2]; L = sum([1000, 1] * sin(x))")
+    assert_rules_restored("sin")
+    assert result.exit_code == WRONG, result.output
+    shown = re.search(r"x\[(\d)\]: autograd (\S+), finite differences (\S+)", result.stdout)
+    assert shown, result.stdout
+    assert int(shown[1]) == 1, result.stdout  # the element that fails
