@@ -34,7 +34,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -161,22 +160,6 @@ def gradcalc_command() -> list[str]:
     return [sys.executable, "-m", "gradcalc"]
 
 
-def _busy_cpu_seconds() -> float | None:
-    """CPU time spent busy by the whole machine since boot, all cores (Linux /proc/stat), else None."""
-    try:
-        with open("/proc/stat", encoding="ascii") as handle:
-            fields = [int(v) for v in handle.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-def _children_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # the command and the workers it waited for
-    return usage.ru_utime + usage.ru_stime
-
-
 @dataclass
 class Timing:
     wall: float
@@ -188,13 +171,12 @@ class Timing:
 def time_command(folder: Path, jobs: int) -> Timing:
     """Wall time of `gradcalc check KEY FOLDER --jobs N --json`, its CPU time, and its JSON document."""
     command = [*gradcalc_command(), "check", KEY, str(folder), "--jobs", str(jobs), "--json"]
-    busy0, own0, start = _busy_cpu_seconds(), _children_cpu_seconds(), time.perf_counter()
+    watch = benchkit.CpuWatch()
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
-    busy1, own1, wall = _busy_cpu_seconds(), _children_cpu_seconds(), time.perf_counter() - start
+    wall, own, others = watch.stop()
     if done.returncode not in (0, 1):
         raise RuntimeError(f"exit {done.returncode}: {' '.join(command)}\n{done.stderr[-2000:]}")
-    others = None if busy0 is None or busy1 is None else max(0.0, (busy1 - busy0) - (own1 - own0)) / wall
-    return Timing(wall, own1 - own0, others, json.loads(done.stdout))
+    return Timing(wall, own, others, json.loads(done.stdout))
 
 
 def check_totals(doc: dict[str, Any], expected: dict[str, int], what: str) -> None:

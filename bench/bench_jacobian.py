@@ -33,7 +33,6 @@ import gc
 import json
 import math
 import os
-import resource
 import statistics
 import sys
 import time
@@ -244,32 +243,16 @@ def child_hess_torch(n: int, budget: float, low: int, high: int) -> dict[str, An
     return {"times": times, "reps": reps, "fingerprint": fingerprint(hess_inputs(n))}
 
 
-def _busy_cpu_seconds() -> float | None:
-    """CPU time spent busy by the whole machine since boot, all cores (Linux /proc/stat), else None."""
-    try:
-        with open("/proc/stat", encoding="ascii") as handle:
-            fields = [int(v) for v in handle.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-def _children_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def run_child(*args: Any, timeout: float = 600) -> dict[str, Any]:
     """Run a workload in a fresh process; adds `others_cores`: how many CPUs other processes kept
     busy on average meanwhile (machine busy time minus the child's own CPU time, ÷ wall time)."""
     command = benchkit.child_command(__file__, *args)
-    busy0, own0, t0 = _busy_cpu_seconds(), _children_cpu_seconds(), time.perf_counter()
+    watch = benchkit.CpuWatch()
     done = benchkit.start_child(command, timeout)
-    busy1, own1, wall = _busy_cpu_seconds(), _children_cpu_seconds(), time.perf_counter() - t0
+    _, _, others = watch.stop()
     result = benchkit.child_result(command, done)
-    if busy0 is not None and busy1 is not None:
-        result["others_cores"] = [max(0.0, (busy1 - busy0) - (own1 - own0)) / wall]
+    if others is not None:
+        result["others_cores"] = [others]
     return result
 
 

@@ -181,3 +181,38 @@ def run_child(script: str | Path, *args: Any, timeout: float) -> dict[str, Any]:
     """Run a workload of `script` in a fresh process and return its result; RuntimeError if it fails."""
     command = child_command(script, *args)
     return child_result(command, start_child(command, timeout))
+
+
+# --- how busy the machine was -------------------------------------------------------------------
+
+def busy_cpu_seconds() -> float | None:
+    """CPU time spent busy by the whole machine since boot, all cores (Linux /proc/stat), else None."""
+    try:
+        with open("/proc/stat", encoding="ascii") as handle:
+            fields = [int(v) for v in handle.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds() -> float:
+    """CPU time of the child processes waited for so far (a command and the workers it waited for)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+class CpuWatch:
+    """Started before a child runs; `stop()` gives wall time, the children's CPU time, and how many
+    CPUs other processes kept busy meanwhile (machine busy time minus the children's, ÷ wall), or None."""
+
+    def __init__(self) -> None:
+        self.busy, self.own, self.start = busy_cpu_seconds(), children_cpu_seconds(), time.perf_counter()
+
+    def stop(self) -> tuple[float, float, float | None]:
+        busy, own, wall = busy_cpu_seconds(), children_cpu_seconds(), time.perf_counter() - self.start
+        others = None if self.busy is None or busy is None else max(0.0, (busy - self.busy) - (own - self.own)) / wall
+        return wall, own - self.own, others
+

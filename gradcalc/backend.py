@@ -26,6 +26,33 @@ DEFAULT_MAX_ELEMENTS = 10**8
 Array = Any  # a NumPy or CuPy array, or a NumPy scalar
 
 
+def keep_freed_memory() -> bool:
+    """Ask glibc to keep freed memory for reuse rather than hand it back to the system at once.
+
+    A backward pass allocates and frees the same large temporaries again and again. By
+    default glibc maps each one afresh and trims the heap as soon as it is freed, so every
+    reuse faults its pages back in: a Hessian of n = 500 took 9 ms instead of 1.4 ms, the
+    10^7-element gradient 380 ms instead of 210 ms, for the same peak memory. Linux with
+    glibc only (elsewhere the allocator keeps its defaults); GRADCALC_KEEP_MEMORY=0 opts out.
+    Returns whether the setting took.
+    """
+    import ctypes
+    import os
+
+    if not sys.platform.startswith("linux") or os.environ.get("GRADCALC_KEEP_MEMORY") == "0":
+        return False
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):  # not glibc (musl, for one)
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    # Arrays up to 512 MiB come from the heap (reused), and up to 1 GiB of freed heap is kept.
+    return bool(mallopt(m_mmap_threshold, 512 * 2**20)) and bool(mallopt(m_trim_threshold, 2**30))
+
+
+keep_freed_memory()
+
+
 def use(device_name: str = "cpu", dtype_name: str = "float64", elements: int = DEFAULT_MAX_ELEMENTS) -> None:
     """Select the device, the float type and the tensor-size limit for what follows."""
     global xp, device, dtype, max_elements

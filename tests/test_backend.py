@@ -241,3 +241,16 @@ def test_gpu_extra_installs_cupy_for_cuda_12() -> None:
 
 def test_fakedevice_module_is_only_for_tests() -> None:
     assert not (Path(B.__file__).parent / "fakedevice.py").exists()
+
+
+# --- memory reuse ---------------------------------------------------------------------------------------------
+
+def test_freed_memory_is_kept_for_reuse_on_glibc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On Linux with glibc, large temporaries are reused instead of being mapped afresh (see keep_freed_memory)."""
+    import platform
+
+    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc only")
+    assert B.keep_freed_memory() is True
+    monkeypatch.setenv("GRADCALC_KEEP_MEMORY", "0")
+    assert B.keep_freed_memory() is False
