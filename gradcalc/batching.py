@@ -20,25 +20,43 @@ from . import ops
 
 
 class Batched:
-    """A stack of B arrays of one logical shape: `stack.shape == (B,) + shape`."""
+    """A stack of B arrays of one logical shape: `stack.shape == (B,) + shape`.
 
-    __slots__ = ("stack",)
+    The seeds of a Jacobian are one-hot: seed i is d[i] at flat position i and 0
+    elsewhere. Such a stack is kept as the vector d (`diagonal`, with `logical`
+    its shape) for as long as the rules allow — a product with a vector, a
+    reshape, a matrix product — so that J = diag(1 - y²)·W costs n² work rather
+    than an n³ matrix product; any other operation reads `stack`, the dense form.
+    """
+
+    __slots__ = ("_stack", "diagonal", "logical")
     __array_ufunc__ = None  # NumPy defers to these operators
 
-    def __init__(self, stack: Any) -> None:
-        self.stack = stack
+    def __init__(self, stack: Any, diagonal: Any = None, logical: tuple[int, ...] = ()) -> None:
+        self._stack = stack
+        self.diagonal = diagonal
+        self.logical = logical
+
+    @property
+    def stack(self) -> Any:
+        if self._stack is None:
+            size = self.diagonal.shape[0]
+            dense = B.xp.zeros((size, size), dtype=self.diagonal.dtype)
+            dense[B.xp.arange(size), B.xp.arange(size)] = self.diagonal
+            self._stack = B.xp.reshape(dense, (size, *self.logical))
+        return self._stack
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self.stack.shape[1:])
+        return self.logical if self._stack is None else tuple(self._stack.shape[1:])
 
     @property
     def ndim(self) -> int:
-        return self.stack.ndim - 1
+        return len(self.shape)
 
     @property
     def dtype(self) -> Any:
-        return self.stack.dtype
+        return self.diagonal.dtype if self._stack is None else self._stack.dtype
 
     def __add__(self, other: Any) -> Batched:
         return _elementwise(ops.ADD.forward)(self, other)
@@ -68,6 +86,8 @@ class Batched:
         return _elementwise(ops.POW.forward)(self, other)
 
     def __neg__(self) -> Batched:
+        if self._stack is None:
+            return Batched(None, -self.diagonal, self.logical)
         return Batched(-self.stack)
 
     def __matmul__(self, other: Any) -> Batched:
@@ -77,7 +97,9 @@ class Batched:
         return _matmul(other, self)
 
     def __iadd__(self, other: Any) -> Batched:
-        self.stack += _aligned(other, self.ndim)
+        stack = self.stack
+        stack += _aligned(other, self.ndim)
+        self._stack, self.diagonal = stack, None
         return self
 
 
@@ -96,10 +118,26 @@ def _elementwise(forward: Callable[..., Any]) -> Callable[..., Any]:
     def apply(*args: Any) -> Any:
         if not any(isinstance(a, Batched) for a in args):
             return forward(*args)
+        if forward is ops.MUL.forward:
+            scaled = _scaled_diagonal(*args)
+            if scaled is not None:
+                return scaled
         ndim = max(getattr(a, "ndim", 0) for a in args)
         return Batched(forward(*[_aligned(a, ndim) for a in args]))
 
     return apply
+
+
+def _scaled_diagonal(a: Any, b: Any) -> Batched | None:
+    """One-hot seeds times a finite array of their shape (or a scalar) stay one-hot: d[i]·v[i] at i."""
+    seeds, other = (a, b) if isinstance(a, Batched) else (b, a)
+    if isinstance(other, Batched) or seeds.diagonal is None:
+        return None
+    other = B.xp.asarray(other)
+    if B.broadcast_shapes(other.shape, seeds.logical) != seeds.logical or not B.xp.isfinite(other).all():
+        return None  # a larger result, or inf·0 off the diagonal (NaN, as the dense product gives)
+    factor = B.xp.reshape(B.xp.broadcast_to(other, seeds.logical), (-1,))
+    return Batched(None, seeds.diagonal * factor, seeds.logical)
 
 
 def _axes(axis: Any, ndim: int) -> Any:
@@ -125,6 +163,8 @@ def _reduction(forward: Callable[..., Any]) -> Callable[..., Any]:
 def _reshape(x: Any, shape: tuple[int, ...]) -> Any:
     if not isinstance(x, Batched):
         return ops.RESHAPE.forward(x, shape)
+    if x.diagonal is not None and x._stack is None:  # the flat positions do not move
+        return Batched(None, x.diagonal, tuple(shape))
     return Batched(B.xp.reshape(x.stack, x.stack.shape[:1] + tuple(shape)))
 
 
@@ -177,6 +217,9 @@ def _softmax(x: Any, axis: int) -> Any:
 def _matmul(a: Any, b: Any) -> Any:
     if not isinstance(a, Batched) and not isinstance(b, Batched):
         return ops.MATMUL.forward(a, b)
+    product = _one_hot_matmul(a, b)
+    if product is not None:
+        return product
     if isinstance(b, Batched) and b.ndim == 1:
         # A logical vector on the right: (.., k) @ (k,) per seed is a product with its transpose.
         raw_a = a.stack if isinstance(a, Batched) else a
@@ -198,6 +241,30 @@ def _matmul(a: Any, b: Any) -> Any:
             return Batched(B.xp.einsum("bk,bk...->b...", a.stack, raw_b))
         return Batched(a.stack @ raw_b)
     return Batched(a @ raw_b)
+
+
+def _one_hot_matmul(a: Any, b: Any) -> Batched | None:
+    """A matrix product with one-hot seeds (logical matrices) on one side: row or column picks, no GEMM.
+
+    Seed i is d[i]·E(r, c) with (r, c) = divmod(i, width): E(r, c) @ M has row r equal to
+    M[c, :]; M @ E(r, c) has column c equal to M[:, r].
+    """
+    seeds, other = (a, b) if isinstance(a, Batched) else (b, a)
+    if isinstance(other, Batched) or seeds.diagonal is None or seeds._stack is not None:
+        return None
+    if len(seeds.logical) != 2 or other.ndim != 2:
+        return None
+    count = seeds.diagonal.shape[0]
+    rows, columns = B.xp.divmod(B.xp.arange(count), seeds.logical[1])
+    weights = seeds.diagonal
+    if seeds is a:  # (k, w) @ (w, p): row r of seed i is d[i]·M[c, :]
+        out = B.xp.zeros((count, seeds.logical[0], other.shape[1]), dtype=weights.dtype)
+        out[B.xp.arange(count), rows, :] = weights[:, None] * other[columns, :]
+        return Batched(out)
+    # (m, k) @ (k, w): column c of seed i is d[i]·M[:, r]
+    out = B.xp.zeros((count, other.shape[0], seeds.logical[1]), dtype=weights.dtype)
+    out[B.xp.arange(count), :, columns] = weights[:, None] * B.xp.transpose(other[:, rows])
+    return Batched(out)
 
 
 def _zeros_like(x: Any) -> Any:
@@ -223,8 +290,8 @@ namespace = _namespace()
 
 
 def basis(shape: tuple[int, ...]) -> Batched:
-    """Every one-hot seed of a shape, stacked: the rows of an identity matrix."""
+    """Every one-hot seed of a shape, stacked (the rows of an identity matrix), kept as their diagonal."""
     size = 1
     for n in shape:
         size *= n
-    return Batched(B.xp.reshape(B.xp.eye(size, dtype=B.dtype), (size, *shape)))
+    return Batched(None, B.xp.ones(size, dtype=B.dtype), tuple(shape))

@@ -888,3 +888,41 @@ def test_hessian_matches_torch() -> None:
     for i, first in enumerate(values):
         for j, second in enumerate(values):
             assert_close(result.blocks[i][j], expected[i][j].numpy(), rtol=1e-10, what=f"{first},{second}")
+
+
+# --- one-hot seeds kept as a diagonal (batching.Batched) agree with the dense identity ------------------
+
+ONE_HOT_PROGRAMS = [
+    ("y = tanh(W @ x + b)", ["x", "W", "b"]),
+    ("y = x @ W", ["x", "W"]),
+    ("y = (A @ X) * s", ["A", "X", "s"]),
+    ("y = X @ A / (1 + s)", ["A", "X"]),
+    ("y = reshape(x * v, [2, 2]) @ A", ["x"]),
+    ("y = exp(x) * v", ["x"]),  # v holds an infinity: 0·inf off the diagonal is NaN, as the dense product gives
+]
+
+
+@pytest.mark.parametrize(("text", "wrt"), ONE_HOT_PROGRAMS)
+@pytest.mark.parametrize("mode", ["rev", "fwd"])
+def test_one_hot_seeds_give_the_dense_seeds_jacobian(text: str, wrt: list[str], mode: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from gradcalc import backend as B
+    from gradcalc import batching
+
+    rng = np.random.default_rng(3)
+    values = {"W": rng.standard_normal((4, 4)), "x": rng.standard_normal(4), "b": rng.standard_normal(4),
+              "A": rng.standard_normal((2, 2)), "X": rng.standard_normal((2, 2)), "s": rng.standard_normal(2),
+              "v": np.array([1.0, np.inf, -2.0, 0.5])}
+    program = "\n".join(f"{name} = 0" for name in values) + "\n" + text
+    run = gradcalc.parse_program(program).run(values)
+    structured = run.jacobian("y", wrt, mode).blocks
+
+    def dense_basis(shape: tuple[int, ...]) -> Any:
+        size = int(np.prod(shape))
+        return batching.Batched(B.xp.reshape(B.xp.eye(size, dtype=B.dtype), (size, *shape)))
+
+    monkeypatch.setattr(batching, "basis", dense_basis)
+    dense = gradcalc.parse_program(program).run(values).jacobian("y", wrt, mode).blocks
+    for name, got, expected in zip(wrt, structured, dense):
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(expected), err_msg=name)
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12, err_msg=name)
