@@ -118,10 +118,10 @@ def _elementwise(forward: Callable[..., Any]) -> Callable[..., Any]:
     def apply(*args: Any) -> Any:
         if not any(isinstance(a, Batched) for a in args):
             return forward(*args)
-        if forward is ops.MUL.forward:
-            scaled = _scaled_diagonal(*args)
-            if scaled is not None:
-                return scaled
+        if forward is ops.MUL.forward or forward is ops.WHERE.forward:
+            kept = _scaled_diagonal(*args) if forward is ops.MUL.forward else _masked_diagonal(*args)
+            if kept is not None:
+                return kept
         ndim = max(getattr(a, "ndim", 0) for a in args)
         return Batched(forward(*[_aligned(a, ndim) for a in args]))
 
@@ -131,7 +131,7 @@ def _elementwise(forward: Callable[..., Any]) -> Callable[..., Any]:
 def _scaled_diagonal(a: Any, b: Any) -> Batched | None:
     """One-hot seeds times a finite array of their shape (or a scalar) stay one-hot: d[i]·v[i] at i."""
     seeds, other = (a, b) if isinstance(a, Batched) else (b, a)
-    if isinstance(other, Batched) or seeds.diagonal is None:
+    if isinstance(other, Batched) or seeds.diagonal is None or seeds._stack is not None:
         return None
     other = B.xp.asarray(other)
     if B.broadcast_shapes(other.shape, seeds.logical) != seeds.logical or not B.xp.isfinite(other).all():
@@ -158,6 +158,22 @@ def _reduction(forward: Callable[..., Any]) -> Callable[..., Any]:
         return Batched(forward(x.stack, _axes(axis, x.ndim), keepdims))
 
     return reduce
+
+
+def _masked_diagonal(condition: Any, x: Any, y: Any) -> Batched | None:
+    """where(c, seeds, 0) and where(c, 0, seeds) keep one-hot seeds one-hot (a rule's masked gradient)."""
+    seeds, other = (x, y) if isinstance(x, Batched) else (y, x)
+    if isinstance(condition, Batched) or isinstance(other, Batched) or not isinstance(seeds, Batched) \
+            or seeds.diagonal is None or seeds._stack is not None:
+        return None
+    if not (isinstance(other, (int, float)) and other == 0):
+        return None
+    condition = B.xp.asarray(condition)
+    if B.broadcast_shapes(condition.shape, seeds.logical) != seeds.logical:
+        return None
+    keep = B.xp.reshape(B.xp.broadcast_to(condition != 0, seeds.logical), (-1,))
+    kept = B.xp.where(keep if seeds is x else ~keep, seeds.diagonal, 0)
+    return Batched(None, kept.astype(seeds.diagonal.dtype, copy=False), seeds.logical)
 
 
 def _reshape(x: Any, shape: tuple[int, ...]) -> Any:

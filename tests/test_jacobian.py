@@ -899,6 +899,8 @@ ONE_HOT_PROGRAMS = [
     ("y = X @ A / (1 + s)", ["A", "X"]),
     ("y = reshape(x * v, [2, 2]) @ A", ["x"]),
     ("y = exp(x) * v", ["x"]),  # v holds an infinity: 0·inf off the diagonal is NaN, as the dense product gives
+    ("y = where(x > 0, x^3, -x) * s[0]", ["x"]),  # masked gradients (where) stay one-hot
+    ("y = relu(x) * sum(abs(X @ A))", ["x", "A"]),
 ]
 
 
