@@ -107,6 +107,8 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
                     total = get(parent)
                     if total is None:
                         grads[parent] = contribution
+                        if not create_graph and contribution is not g and _fresh(contribution):
+                            owned.add(parent)  # the rule's own new array: later uses add into it
                     elif parent in owned:
                         total += contribution  # a node used many times: no new array per use
                     else:
@@ -118,6 +120,12 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
     finally:
         graph.recording = previous
     return {target: grads[target] for target in targets if target in grads}
+
+
+def _fresh(value: Any) -> bool:
+    """An array a rule has just made (not g passed through, nor a view of it, nor a scalar)."""
+    flags = getattr(value, "flags", None)
+    return flags is not None and value.ndim > 0 and bool(flags.owndata) and getattr(flags, "writeable", True)
 
 
 def _free_spent(node: Node, inputs: tuple[Node, ...]) -> None:

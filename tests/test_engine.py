@@ -356,3 +356,40 @@ def test_retain_graph_false_frees_intermediates_and_forbids_a_second_backward() 
     kept = gradcalc.parse_program(text).run()
     for _ in range(2):  # the default keeps the graph: differentiate as often as wanted
         np.testing.assert_allclose(kept.grad(of="L", wrt=["x"]).grads["x"], expected, rtol=1e-12)
+
+
+def test_gradients_added_in_place_leave_values_and_seeds_alone() -> None:
+    """A node used on many paths sums its gradient in place; values, the seed and pass-through gradients stay."""
+    x = np.array([0.5, -1.0, 2.0])
+    run = gradcalc.parse_program("x = 0\ny = x*2\nz = y + y\nw = z + y - x\nL = w * x").run({"x": x})
+    before = {name: run.value(name).copy() for name in run.names}
+    vector = np.array([1.0, 2.0, 3.0])
+    kept = vector.copy()
+    result = run.grad("L", ["x", "y", "z"], vector)
+    # w = z + y - x = 3y - x = 5x, L = w·x = 5x²: ∂L/∂x = 10x·v; ∂L/∂y = (2 + 1)·x·v; ∂L/∂z = x·v
+    np.testing.assert_allclose(result.grads["x"], 10 * x * vector)
+    np.testing.assert_allclose(result.grads["y"], 3 * x * vector)
+    np.testing.assert_allclose(result.grads["z"], x * vector)
+    np.testing.assert_array_equal(vector, kept)
+    for name, value in before.items():
+        np.testing.assert_array_equal(run.value(name), value, err_msg=name)
+
+
+def test_backward_needs_no_more_memory_than_the_forward_pass() -> None:
+    """The 10^6-element program of the benchmark: backward's peak stays within the forward pass's."""
+    import tracemalloc
+
+    x = np.random.default_rng(0).standard_normal(10**6)
+    program = gradcalc.parse_program("x = 0\nL = sum(tanh(x)*x + exp(-x*x) - 0.5*x*x*x)")
+    tracemalloc.start()
+    try:
+        run = program.run({"x": x})
+        forward_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        gradient = run.grad("L", ["x"], retain_graph=False).grads["x"]
+        backward_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    expected = np.tanh(x) + x * (1 - np.tanh(x) ** 2) - 2 * x * np.exp(-x * x) - 1.5 * x * x
+    np.testing.assert_allclose(gradient, expected, rtol=1e-12, atol=1e-12)
+    assert backward_peak <= forward_peak * 1.02, (backward_peak / 2**20, forward_peak / 2**20)
