@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from . import backend as B
 from .api import Gradients, Hessians, Jacobians, Run, Tangents
-from .check import Report, Verdict
-from .gradcheck import GradCheck
 from .symbolic import Derivative
+
+if TYPE_CHECKING:  # only their types: the grad and eval paths do not load the checking modules
+    from .check import Report, Verdict
+    from .gradcheck import GradCheck
 
 
 def values_doc(run: Run) -> dict[str, Any]:
