@@ -75,9 +75,11 @@ class _Brackets:
 
     def __init__(self, max_depth: int) -> None:
         self.max_depth = max_depth
+        self.open: list[Token] = []  # the brackets open where the parser stopped (for its error message)
 
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
         stack: list[Token] = []
+        self.open = stack
         pending_newline: Token | None = None
         for token in stream:
             kind = token.type
@@ -390,7 +392,22 @@ def _parse(text: str, start: str, max_depth: int) -> Any:
     except GradcalcError:
         raise
     except UnexpectedInput as exc:
-        raise _explain(exc, text) from None
+        opened = _unclosed(exc, _parser(start, max_depth).options.postlex)
+        raise (opened or _explain(exc, text)) from None
+
+
+def _unclosed(exc: UnexpectedInput, brackets: Any) -> GradcalcSyntaxError | None:
+    """A bracket left open on an earlier line is the likelier mistake than the token the parser met."""
+    stack = getattr(brackets, "open", [])
+    token = getattr(exc, "token", None)
+    if not stack or token is None or not token.line or token.line <= (stack[-1].line or 0):
+        return None
+    opener = stack[-1]
+    return GradcalcSyntaxError(
+        f"'{opener}' opened here is still open at line {token.line}",
+        f"close it with '{_PAIR[str(opener)]}' on line {opener.line} (inside brackets, a new line does not end "
+        "a statement)",
+        _pos(opener))
 
 
 def _expected_words(expected: set[str]) -> str:

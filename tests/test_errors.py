@@ -572,3 +572,25 @@ def test_float32_overflow_is_infinity_without_python_warnings(args: tuple[str, .
     assert result.stderr == "", result.stderr
     x = strict_json(result.stdout)["values"]["x"]
     assert x in ("Infinity", ["Infinity", "Infinity"])
+
+
+@pytest.mark.parametrize(("text", "line", "column", "closer"), [
+    ("a = 2\ny = (a + 3\nz = y * 2\n", 2, 5, ")"),
+    ("x = [1, 2,\n  3, 4]\ny = sum([x[0], x[1]\nL = y\n", 3, 9, "]"),
+    ("f(t) = t^2\ny = f(2\nz = 1\n", 2, 6, ")"),
+])
+def test_a_bracket_left_open_is_named_where_it_opened(tmp_path, text: str, line: int, column: int,
+                                                      closer: str) -> None:
+    """Not 'unexpected z' on the next line: the unclosed bracket, where it was opened, and how to close it."""
+    path = tmp_path / "open.eq"
+    path.write_text(text, encoding="utf-8")
+    error = located_error(run_cli("eval", path), line=line, column=column)
+    assert "still open at line" in error.message
+    assert f"'{closer}'" in error.hint
+
+
+def test_an_answers_line_left_open_is_named_not_the_next_claim(tmp_path) -> None:
+    answers = tmp_path / "answers.txt"
+    answers.write_text("dL/dw1 = -(w3*a\ndL/dw2 = -w4*a\n", encoding="utf-8")
+    error = located_error(run_cli("check", NEURON, answers), line=1, column=11)
+    assert "still open at line 2" in error.message
