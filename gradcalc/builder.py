@@ -432,13 +432,13 @@ class Compiler:
             if name not in self.assigned:
                 self.free_read.add(name)
             first = self.assigned.get(name)
-            where = f" (it is first assigned at line {first[0].pos.line})" if first else ""
             state_frame = self.globals_frame
 
             def read(frame: Frame) -> Node:
                 try:
                     return frame[name] if local is None else state_frame[name]
                 except KeyError:
+                    where = f" (it is first assigned at line {first[0].pos.line})" if first else ""
                     raise NameNotFound(f"'{name}' is used before it is assigned{where}",
                                        "move its assignment above this line", pos) from None
             return read

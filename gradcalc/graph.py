@@ -27,8 +27,8 @@ context: tuple | None = None
 class Primitive:
     """A named operation: how to evaluate it, and (from rules.py) one VJP per input."""
 
-    __slots__ = ("broadcasts", "differentiable", "forward", "grad_fn", "n_inputs", "name", "reads_inputs",
-                 "reads_output", "vjps")
+    __slots__ = ("broadcasts", "differentiable", "forward", "frees_inputs", "grad_fn", "n_inputs", "name",
+                 "reads_inputs", "reads_output", "vjps")
 
     def __init__(
         self,
@@ -49,6 +49,7 @@ class Primitive:
         # Which values the VJPs read beyond shapes (rules.py says; by default all of them):
         self.reads_inputs: frozenset[int] | None = None  # None: every input
         self.reads_output = True
+        self.frees_inputs = False  # some input is never read by the rules: recording may free it
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
@@ -164,7 +165,7 @@ def apply(prim: Primitive, inputs: tuple[Node, ...], params: tuple = ()) -> Node
 def record(value: Any, prim: Primitive, inputs: tuple[Node, ...], params: tuple, requires_grad: bool) -> Node:
     """A new node for a primitive's result; its inputs' values are freed if no rule needs them."""
     node = Node(value, prim, inputs, params, requires_grad)
-    if requires_grad and release_temporaries:
+    if requires_grad and release_temporaries and prim.frees_inputs:
         release_unneeded(node)
     return node
 

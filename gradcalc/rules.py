@@ -245,6 +245,7 @@ def install() -> None:
         if prim in READS:
             inputs, output = READS[prim]
             prim.reads_inputs, prim.reads_output = frozenset(inputs), output
+            prim.frees_inputs = prim.n_inputs is None or len(prim.reads_inputs) < prim.n_inputs
 
 
 install()
