@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.connection
+import os
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from typing import Any
 
 from . import backend as B
 from .check import Judge, Report, judge_file
+from .errors import GradcalcError
 
 DEFAULT_TIMEOUT = 10.0
 GPU_START_METHOD = "spawn"  # a CUDA context does not survive fork: GPU workers start fresh and run the key again
@@ -34,7 +37,14 @@ class _Worker:
 
 def _serve(make_judge: Callable[[], Judge], connection: Any) -> None:
     """A worker: receive (index, name, path), send back (index, Report), until told to stop."""
-    judge = make_judge()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers
+    try:
+        _judge_each(make_judge(), connection)
+    except (EOFError, OSError, GradcalcError):  # the parent went away, or the key failed to run here:
+        os._exit(1)  # the parent reports the submission; no traceback from a worker
+
+
+def _judge_each(judge: Judge, connection: Any) -> None:
     while True:
         message = connection.recv()
         if message is None:
