@@ -770,3 +770,29 @@ def test_python_api_at_other_values() -> None:
     report = C.Judge(run).report("api", C.parse_claim_option("dL/dw1 = -1.5; dL/dw1 = -1"))
     assert [v.status for v in report.verdicts] == ["right", "wrong"]
     assert [float(v.expected) for v in report.verdicts] == [-1.5, -1.5]
+
+
+def test_ctrl_c_while_grading_stops_every_worker_without_a_traceback(tmp_path: Path) -> None:
+    """SIGINT to the whole process group (what a terminal's Ctrl-C sends): exit 130, 'interrupted', no worker left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+
+    slow = "dL/dw1 = sum(ones(2000, 2000) @ ones(2000, 2000)) * 0 - w3*a\n" * 6
+    for i in range(3):
+        (tmp_path / f"s{i}.txt").write_text(slow, encoding="utf-8")
+    # SIGINT back to Python's handler first: a shell without job control starts background jobs ignoring it.
+    start = ("import signal, sys, runpy; signal.signal(signal.SIGINT, signal.default_int_handler); "
+             "sys.argv = ['gradcalc'] + sys.argv[1:]; runpy.run_module('gradcalc', run_name='__main__')")
+    process = subprocess.Popen([sys.executable, "-c", start, "check", NEURON, str(tmp_path), "--jobs", "2"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    time.sleep(2.0)  # the workers are busy judging
+    os.killpg(process.pid, signal.SIGINT)
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 130, err.decode()
+    assert "Traceback" not in err.decode() and "interrupted" in err.decode()
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(process.pid, 0)  # no process of the group is left
