@@ -52,6 +52,10 @@ _TOKEN_WORDS = {
 }
 
 
+# Operators with another spelling: ** is ^; the typographic signs are their ASCII operators.
+_OPERATORS = {"**": "^", "−": "-", "·": "*", "×": "*", "÷": "/"}
+
+
 def _pos(token: Token) -> Pos:
     return Pos(token.line or 1, token.column or 1, len(token) or 1)
 
@@ -226,7 +230,7 @@ class _ToSyntax(Transformer):
         return S.Claim(str(name), None, claimed, _pos(name))
 
     def derivative_claim(self, top: Token, op: Token, bottom: Token, _eq: Token, claimed: S.Expr) -> S.Claim:
-        if op != "/":
+        if _OPERATORS.get(str(op), str(op)) != "/":
             raise GradcalcSyntaxError(f"a claim's left side is a derivative such as dL/dw1, not '{op}'",
                                       "write dL/dw1 = ... (or ∂L/∂w1 = ...), or L = ... to claim a value", _pos(op))
         start = _pos(top)
@@ -260,10 +264,10 @@ class _ToSyntax(Transformer):
         return S.Compare(ops, operands, _pos(rest[0]))  # type: ignore[arg-type]
 
     def binop(self, left: S.Expr, op: Token, right: S.Expr) -> S.Binary:
-        return S.Binary("^" if op == "**" else str(op), left, right, _pos(op))
+        return S.Binary(_OPERATORS.get(str(op), str(op)), left, right, _pos(op))
 
     def unary(self, op: Token, operand: S.Expr) -> S.Unary:
-        return S.Unary(str(op), operand, _pos(op))
+        return S.Unary(_OPERATORS.get(str(op), str(op)), operand, _pos(op))
 
     def index(self, target: S.Expr, bracket: Token, subscripts: list[S.Expr]) -> S.Index:
         return S.Index(target, subscripts, _pos(bracket))

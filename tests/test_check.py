@@ -796,3 +796,16 @@ def test_ctrl_c_while_grading_stops_every_worker_without_a_traceback(tmp_path: P
     time.sleep(0.2)
     with pytest.raises(ProcessLookupError):
         os.killpg(process.pid, 0)  # no process of the group is left
+
+
+def test_claims_written_with_typographic_signs() -> None:
+    """−, ·, × and ÷ pasted from notes or a PDF are minus, times and division."""
+    claims = ["dL/dw1 = −w3·a", "∂L/∂a = −(w3×w1 + w4·w2)", "dL/dw3 = −b÷1", "dL÷dw4 = −c"]
+    result = run_cli("check", NEURON, *[f"--claim={c}" for c in claims], "--json")
+    assert result.exit_code == EXIT_OK, result.output
+    doc = strict_json(result.stdout)
+    assert [r["claim"] for r in doc["results"]] == claims
+    assert [r["expected"] for r in doc["results"]] == [-1.0, 2.5, -6.0, 2.0]
+    wrong = run_cli("check", NEURON, "--claim", "dL/dw1 = w3·a", "--json")
+    assert wrong.exit_code == EXIT_WRONG
+    assert strict_json(wrong.stdout)["results"][0]["diagnosis"].startswith("sign error")

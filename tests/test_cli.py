@@ -607,3 +607,11 @@ def test_python_dash_m_runs_the_cli() -> None:
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert "<expr>:1:7:" in proc.stderr
+
+
+def test_typographic_operators_in_programs() -> None:
+    """y = x·3 − x÷2 × 4 is y = x*3 - x/2*4 (precedence as ASCII): 2 at x = 2, dy/dx = 3 - 2 = 1."""
+    doc = json_ok("grad", "-e", "x = 2; y = x·3 − x÷2 × 4; z = −x", "--of", "y")
+    assert doc["value"] == 2.0 and doc["grad"]["x"] == 1.0
+    values = json_ok("eval", "-e", "x = 2; z = −x^2")["values"]
+    assert values["z"] == -4.0  # unary minus binds looser than ^, as with '-'

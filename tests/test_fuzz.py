@@ -58,7 +58,8 @@ def run_program(command: str, program: str, *extra: str, json_mode: bool = True)
 NAMES = ["x", "y", "a", "w1", "L", "θ", "_t", "sin", "sum", "ones", "randn", "load", "range", "f", "maximum", "T"]
 KEYWORDS = ["if", "else", "while", "for", "in", "no_grad", "return", "and", "or", "not", "check"]
 NUMBERS = ["0", "1", "2", "2.5", ".5", "1e-3", "3", "1e3", "7."]
-OPERATORS = ["+", "-", "*", "/", "@", "^", "**", "<", "<=", ">", ">=", "==", "!=", "=", "+=", "-=", "*=", "/="]
+OPERATORS = ["+", "-", "*", "/", "@", "^", "**", "<", "<=", ">", ">=", "==", "!=", "=", "+=", "-=", "*=", "/=",
+             "−", "·", "×", "÷"]
 PUNCTUATION = ["(", ")", "[", "]", "{", "}", ",", ":", ".", ";", "\n", "\n\n", "#", "\\\n", "\t"]
 STRINGS = ['"x.npy"', "'d.npz'", '"', "'"]
 JUNK = ["$", "!", "&", "|", "`", "~", "?", "\\", "\r", "\x00", "é", "∂", "½", "٣"]
