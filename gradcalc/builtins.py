@@ -247,7 +247,8 @@ def _load(context: Context, path: str, member: str | None = None) -> Node:
 
 
 _ELEMENTWISE = {
-    "exp": ops.exp, "log": ops.log, "log2": ops.log2, "log10": ops.log10, "sqrt": ops.sqrt, "abs": ops.abs_,
+    "exp": ops.exp, "log": ops.log, "ln": ops.log, "log2": ops.log2, "log10": ops.log10, "sqrt": ops.sqrt,
+    "abs": ops.abs_,
     "sin": ops.sin, "cos": ops.cos, "tan": ops.tan, "asin": ops.asin, "acos": ops.acos, "atan": ops.atan,
     "sinh": ops.sinh, "cosh": ops.cosh, "tanh": ops.tanh, "sigmoid": ops.sigmoid, "relu": ops.relu,
     "softplus": ops.softplus, "sign": ops.sign, "floor": ops.floor, "ceil": ops.ceil, "round": ops.round_,

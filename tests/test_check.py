@@ -809,3 +809,9 @@ def test_claims_written_with_typographic_signs() -> None:
     wrong = run_cli("check", NEURON, "--claim", "dL/dw1 = w3·a", "--json")
     assert wrong.exit_code == EXIT_WRONG
     assert strict_json(wrong.stdout)["results"][0]["diagnosis"].startswith("sign error")
+
+
+def test_ln_is_the_natural_logarithm_in_claims_and_programs() -> None:
+    result = run_cli("check", "-e", "x = 3; y = ln(x)^2", "--claim", "dy/dx = 2*ln(x)/x", "--json")
+    assert result.exit_code == EXIT_OK, result.output
+    assert strict_json(result.stdout)["results"][0]["expected"] == pytest.approx(2 * math.log(3) / 3, rel=1e-12)
