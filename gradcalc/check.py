@@ -97,10 +97,6 @@ class Report:
     def passed(self) -> bool:
         return self.error is None and bool(self.verdicts) and self.right == len(self.verdicts)
 
-    @property
-    def invalid(self) -> bool:
-        return self.error is not None or any(v.status == "invalid" for v in self.verdicts)
-
     def first_problem(self) -> str:
         """One line for the grading table."""
         if self.error is not None:
