@@ -11,7 +11,8 @@ finishes in under 30 s on the 2-core machine with --jobs 2; report submissions p
 
 The submissions (seeded, --seed) are a mix as a class hands them in: answers files of 5-7 claims
 (one per line, dL/dw1 or ∂L/∂w1, comments and blank lines), model files (.eq: the network and
-5-7 `check` statements) and files with a syntax error on one line. Claims are numbers (some written
+5-7 `check` statements) and files with a syntax error on one line (in an answers file that claim alone
+is invalid; a model with one is not judged). Claims are numbers (some written
 with decimals, judged to the digits written), expressions, and wrong answers of the known kinds: sign
 errors, a missing chain-rule path, right only at the program's values (4*a for w4*a), a factor off,
 a wrongly rounded number, an unknown variable. Every claim's verdict is known when it is written,
@@ -119,7 +120,9 @@ def submission(rng: random.Random) -> tuple[str, str, dict[str, Any]]:
     else:
         text = "\n".join(lines) + "\n"
         suffix = ".txt"
-    expect = {"judged": kind != "broken", "claims": len(targets), "right": right}
+    if kind == "broken":  # the broken line of an answers file is an invalid claim; a broken model is not judged
+        right = sum(_is_right(line) for line in lines)
+    expect = {"judged": kind != "broken" or not broken_model, "claims": len(targets), "right": right}
     return suffix, text, expect
 
 
@@ -316,7 +319,8 @@ def report(args: argparse.Namespace, base: Path, folder: Path, one: Path, expect
     t = expected
     print(f"- totals (JSON = generated, checked on every run): {t['submissions']:,} submissions, "
           f"{t['passed']} all right, {t['failed']} with wrong or invalid claims, {t['not_judged']} not judged "
-          f"(syntax errors), {t['timed_out']} timed out; {t['claims_right']:,} of {t['claims_total']:,} claims right")
+          f"(models with a syntax error), {t['timed_out']} timed out; "
+          f"{t['claims_right']:,} of {t['claims_total']:,} claims right")
     results = {"env": env, "expected": expected, "times": {str(k): v for k, v in times.items()},
                "cpu": {str(k): [t.cpu for t in ts] for k, ts in runs.items()},
                "others": {str(k): [t.others for t in ts] for k, ts in runs.items()},

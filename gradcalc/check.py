@@ -119,12 +119,21 @@ def failed_report(name: str, error: GradcalcError) -> Report:
 
 # --- reading claims ---------------------------------------------------------------------------
 
+@dataclass
+class Unreadable:
+    """A line of an answers file (or a --claim) that does not parse: judged invalid, the others still judged."""
+
+    text: str
+    line: int | None
+    error: GradcalcError
+
+
 def claims_of_program(module: S.Module) -> list[S.Claim]:
     """A program's own check statements."""
     return [stmt for stmt in module.body if isinstance(stmt, S.Claim)]
 
 
-def read_claims(path: str) -> tuple[list[S.Claim], Source]:
+def read_claims(path: str) -> tuple[list[S.Claim] | list[S.Claim | Unreadable], Source]:
     """A submission's claims: a model file's check statements, or an answers file's lines.
 
     A file is a model when it ends in .eq, or parses as a program with check
@@ -141,17 +150,36 @@ def read_claims(path: str) -> tuple[list[S.Claim], Source]:
                 claims = claims_of_program(parse(text))
             except GradcalcError:
                 pass
-        return (claims or parse_claims(text)), source  # not a model: an answers file (its errors are reported)
+        if claims:
+            return claims, source
     except GradcalcError as exc:
         raise exc.within(source) from None
+    return answers(text, source), source  # not a model: an answers file
 
 
-def parse_claim_option(text: str) -> tuple[list[S.Claim], Source]:
-    source = Source(text, "--claim")
+def answers(text: str, source: Source) -> list[S.Claim | Unreadable]:
+    """The claims of an answers file; where it does not parse, line by line, so that one
+    claim's slip costs that claim only (a claim spanning lines then reads as broken)."""
     try:
-        return parse_claims(text), source
-    except GradcalcError as exc:
-        raise exc.within(source) from None
+        return list(parse_claims(text))
+    except GradcalcError:
+        pass
+    found: list[S.Claim | Unreadable] = []
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            found += parse_claims("\n" * (number - 1) + line)  # padded: places stay the file's
+        except GradcalcError as exc:
+            written = line if "'" in line or '"' in line else line.split("#", 1)[0]  # without its comment
+            found.append(Unreadable(" ".join(written.split()), number if source.filename != "--claim" else None,
+                                    exc.within(source)))
+    return found
+
+
+def parse_claim_option(text: str) -> tuple[list[S.Claim | Unreadable], Source]:
+    source = Source(text, "--claim")
+    return answers(text, source), source
 
 
 # --- judging ----------------------------------------------------------------------------------
@@ -183,9 +211,10 @@ class Judge:
         self._paths: dict[tuple[int, str, str], list[tuple[str, Any]] | None] = {}
         self._derivatives: dict[tuple[str, str], str] = {}
 
-    def report(self, name: str, *groups: tuple[list[S.Claim], Source]) -> Report:
+    def report(self, name: str, *groups: tuple[list[S.Claim] | list[S.Claim | Unreadable], Source]) -> Report:
         """Judge each group of claims (claims and the source they were written in) as one submission."""
-        verdicts = [self.verdict(claim, source) for claims, source in groups for claim in claims]
+        verdicts = [self.verdict(claim, source) if isinstance(claim, S.Claim) else _unreadable(claim)
+                    for claims, source in groups for claim in claims]
         return Report(name, verdicts, self._first_wrong(verdicts))
 
     def verdict(self, claim: S.Claim, source: Source) -> Verdict:
@@ -415,6 +444,11 @@ class Judge:
         return None
 
 
+
+
+def _unreadable(item: Unreadable) -> Verdict:
+    return Verdict(item.text, "", None, item.line, "invalid", error=error_json(item.error)["error"],
+                   error_message=error_text(item.error))
 
 
 def _weightings(count: int) -> Iterator[tuple[int, ...]]:

@@ -529,14 +529,16 @@ def check(
         raise UsageError("there are no claims to check",
                          "pass --claim 'dL/dw1 = ...', an answers file, or write `check dL/dw1 = ...` in the program")
     report = judge.report(answers[0] if answers else program.source.filename, *groups)
-    _show(common, lambda: jsonout.check_doc(report), lambda: _views().check_view(report, full=common.full))
-    invalid = next((v for v in report.verdicts if v.status == "invalid"), None)
-    if invalid is not None:  # a claim that could not be judged is bad input: say so where errors go, too
+    _show(common, lambda: jsonout.check_doc(report),
+          lambda: _views().check_view(report, full=common.full, errors_apart=True))
+    invalid = [v for v in report.verdicts if v.status == "invalid"]
+    if invalid:  # a claim that could not be judged is bad input: the first one's error where errors go
         if common.json:
-            jsonout.write({"error": invalid.error}, sys.stderr)
+            jsonout.write({"error": invalid[0].error}, sys.stderr)
         else:
-            count = sum(v.status == "invalid" for v in report.verdicts)
-            sys.stderr.write(f"error: {count} claim{'s' * (count != 1)} could not be judged (see above)\n")
+            more = len(invalid) - 1
+            sys.stderr.write(invalid[0].error_message + "\n" + (
+                f"  ({more} more claim{'s' * (more != 1)} could not be judged: see the table)\n" if more else ""))
         raise typer.Exit(EXIT_BAD_INPUT)
     if not report.passed:
         raise typer.Exit(EXIT_WRONG)

@@ -318,8 +318,11 @@ def explain_view(explanation: Any, view: Any) -> RenderableType:
 _VERDICT_STYLE = {"right": ("✓ right", "green"), "wrong": ("✗ wrong", "red"), "invalid": ("? invalid", "yellow")}
 
 
-def check_view(report: Any, heading: str = "", full: bool = False) -> RenderableType:
-    """`check`: one row per claim; then, for each wrong or invalid one, what is wrong and the correct answer."""
+def check_view(report: Any, heading: str = "", full: bool = False, errors_apart: bool = False) -> RenderableType:
+    """`check`: one row per claim; then, for each wrong or invalid one, what is wrong and the correct answer.
+
+    errors_apart: an invalid claim's full error goes to standard error (the first one), not here.
+    """
     table = _table(("line", "right"), ("claim", "left"), ("verdict", "left"), ("claimed", "right"),
                    ("correct", "right"), ("note", "left"))
     details: list[RenderableType] = []
@@ -331,7 +334,7 @@ def check_view(report: Any, heading: str = "", full: bool = False) -> Renderable
                       "" if verdict.expected is None else B.format_value(verdict.expected, full),
                       Text(note, style="dim"))
         if not verdict.passed:
-            details.append(_verdict_detail(verdict, full))
+            details.append(_verdict_detail(verdict, full, errors_apart))
     parts: list[RenderableType] = [Text(heading, style="bold")] if heading else []
     if not report.verdicts:
         return Group(*parts, Text("no claims found", style="bold red"))
@@ -345,12 +348,16 @@ def check_view(report: Any, heading: str = "", full: bool = False) -> Renderable
     return Group(*parts, Text(""), summary)
 
 
-def _verdict_detail(verdict: Any, full: bool) -> RenderableType:
+def _verdict_detail(verdict: Any, full: bool, errors_apart: bool = False) -> RenderableType:
     where = f" (line {verdict.line})" if verdict.line is not None else ""
     word, style = _VERDICT_STYLE[verdict.status]
     lines: list[RenderableType] = [Text(""), Text.assemble((word[0] + " ", style), (verdict.claim, "bold"), where)]
     if verdict.status == "invalid":
-        lines += [Text("  " + line) for line in verdict.error_message.splitlines()]
+        if errors_apart and verdict.error:
+            hint = f" ({verdict.error['hint']})" if verdict.error.get("hint") else ""
+            lines.append(Text(f"  could not be judged: {verdict.error['message']}{hint}"))
+        else:
+            lines += [Text("  " + line) for line in verdict.error_message.splitlines()]
         return Group(*lines)
     if verdict.diagnosis:
         lines.append(Text("  " + verdict.diagnosis))

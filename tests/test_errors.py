@@ -590,7 +590,12 @@ def test_a_bracket_left_open_is_named_where_it_opened(tmp_path, text: str, line:
 
 
 def test_an_answers_line_left_open_is_named_not_the_next_claim(tmp_path) -> None:
+    """The open bracket is the error, on its own line; the next claim is judged as usual."""
     answers = tmp_path / "answers.txt"
     answers.write_text("dL/dw1 = -(w3*a\ndL/dw2 = -w4*a\n", encoding="utf-8")
-    error = located_error(run_cli("check", NEURON, answers), line=1, column=11)
-    assert "still open at line 2" in error.message
+    result = run_cli("check", NEURON, answers, "--json")
+    assert result.exit_code == EXIT_BAD_INPUT
+    error = strict_json(result.stderr)["error"]
+    assert (error["line"], error["column"]) == (1, 11) and "'('" in error["message"]
+    statuses = [r["status"] for r in strict_json(result.stdout)["results"]]
+    assert statuses == ["invalid", "right"]

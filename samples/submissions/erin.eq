@@ -1,0 +1,7 @@
+# Erin's model does not parse, so none of it can be judged
+a = 2; w1 = 3; w2 = -1; w3 = 0.5; w4 = 4
+b = w1*a
+c = w2*a
+d = w3*b + w4*c
+L = 10 - d)
+check dL/dw1 = -w3*a
