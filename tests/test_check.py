@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -30,9 +31,14 @@ from helpers import (
     run_cli,
     strict_json,
 )
+from hypothesis import HealthCheck, assume, given, settings
+from strategies import scalar_cases
 
 import gradcalc
 from gradcalc import check as C
+from gradcalc.parser import DEFAULT_MAX_DEPTH, raise_recursion_limit
+
+raise_recursion_limit(DEFAULT_MAX_DEPTH)  # before Hypothesis runs, so it does not see the limit change
 
 MEAN = str(SAMPLES / "mean.eq")
 DOUBLING = str(SAMPLES / "doubling.eq")
@@ -833,3 +839,41 @@ def test_ln_is_the_natural_logarithm_in_claims_and_programs() -> None:
     result = run_cli("check", "-e", "x = 3; y = ln(x)^2", "--claim", "dy/dx = 2*ln(x)/x", "--json")
     assert result.exit_code == EXIT_OK, result.output
     assert strict_json(result.stdout)["results"][0]["expected"] == pytest.approx(2 * math.log(3) / 3, rel=1e-12)
+
+
+# --- any derivative, as diff prints it, is judged right; any change to it, wrong ----------------------------
+
+def _inlined(derivative: Any) -> str:
+    """The derivative's text with its shared parts (t1 = ...) written in place: one expression."""
+    text = derivative.text
+    for name, body, _ in reversed(derivative.where):
+        text = re.sub(rf"\b{name}\b", f"({body})", text)
+    return text
+
+
+@given(scalar_cases())
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_random_programs_their_derivatives_are_right_and_perturbed_ones_wrong(case: Any) -> None:
+    """For a random smooth f, `df/dx = <its derivative>` holds as an identity; `... * 1.001` and `... + 0.01·x`
+    do not. The derivative text comes from diff; the verdict from evaluating both sides at several points."""
+    text, names, points = case
+    values = {name: np.asarray(v, dtype=float) for name, v in points[0].items()}
+    try:
+        run = gradcalc.parse_program(text).run(values, keep_values=True)
+        value = float(run.value("f"))
+        derivatives = run.diff("f", names)
+    except gradcalc.GradcalcError:
+        assume(False)
+    assume(math.isfinite(value) and abs(value) < 1e6)
+    judge = C.Judge(run)
+    for name, derivative in zip(names, derivatives):
+        exact = _inlined(derivative)
+        gradient = float(run.grad("f", [name]).grads[name])
+        assume(math.isfinite(gradient) and abs(gradient) < 1e6)
+        claims = f"df/d{name} = {exact}\ndf/d{name} = ({exact}) * 1.001 + 0.01\ndf/d{name} = {exact} + 0.01*{name}"
+        report = judge.report("random", (C.answers(claims, C.Source(claims, "answers.txt")),
+                                         C.Source(claims, "answers.txt")))
+        right, scaled, shifted = report.verdicts
+        assert right.status == "right", (text, name, exact, right)
+        assert scaled.status == "wrong", (text, name, scaled)
+        assert shifted.status == "wrong", (text, name, shifted)
