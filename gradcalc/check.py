@@ -366,11 +366,19 @@ class Judge:
     def _shape_diagnosis(self, claim: S.Claim, got: Any, want: Any) -> str:
         if got.ndim == 2 and got.shape == want.shape[::-1] and self.tolerance.close(got.T, want).all():
             return f"transposed: the claim is the transpose of {_label(claim)}"
+        axes = _summed_axes(got.shape, want.shape)
+        if axes and self.tolerance.close(got.sum(axis=axes).reshape(want.shape), want).all():
+            listed = ", ".join(map(str, axes))
+            return (f"not summed: summed over axis {listed} the claim is {_label(claim)} (a value broadcast over "
+                    f"a batch gets the sum of the batch's gradients), but as written it has shape {_shape(got.shape)}")
         return f"the claim has shape {_shape(got.shape)} but {_label(claim)} has shape {_shape(want.shape)}"
 
     def _diagnose(self, claim: S.Claim, samples: list[_Sample], matches: Callable[[Any, _Sample], bool],
                   several_points: bool) -> str:
         label = _label(claim)
+        square = samples[0].want.ndim == 2 and samples[0].want.shape[0] == samples[0].want.shape[1]
+        if square and samples[0].got.shape == samples[0].want.shape and all(matches(s.want.T, s) for s in samples):
+            return f"transposed: the claim is the transpose of {label}"
         if all(matches(-s.want, s) for s in samples) and any(B.host.any(s.want != 0) for s in samples):
             return f"sign error: the claim is the negative of {label}"
         factor = _factor(samples[0])
@@ -449,6 +457,20 @@ class Judge:
 def _unreadable(item: Unreadable) -> Verdict:
     return Verdict(item.text, "", None, item.line, "invalid", error=error_json(item.error)["error"],
                    error_message=error_text(item.error))
+
+
+def _summed_axes(shape: tuple[int, ...], target: tuple[int, ...]) -> tuple[int, ...]:
+    """The axes to sum so that `shape` becomes `target` (as broadcasting's gradient does), or () if none can."""
+    lead = len(shape) - len(target)
+    if lead < 0:
+        return ()
+    axes = tuple(range(lead))
+    for i, (n, m) in enumerate(zip(shape[lead:], target)):
+        if n != m:
+            if m != 1:
+                return ()
+            axes += (lead + i,)
+    return axes
 
 
 def _weightings(count: int) -> Iterator[tuple[int, ...]]:

@@ -877,3 +877,22 @@ def test_random_programs_their_derivatives_are_right_and_perturbed_ones_wrong(ca
         assert right.status == "right", (text, name, exact, right)
         assert scaled.status == "wrong", (text, name, scaled)
         assert shifted.status == "wrong", (text, name, shifted)
+
+
+MLP_LAYER = ("X = [[1, 2], [3, 4], [5, 6]]; W = [[0.5, -1], [2, 1]]; b = [0.1, 0.2]; "
+             "H = tanh(X @ W + b); L = sum(H)")
+
+
+def test_a_batch_gradient_not_summed_and_a_square_matrix_transposed_are_diagnosed() -> None:
+    X, W, b = np.array([[1, 2], [3, 4], [5, 6.0]]), np.array([[0.5, -1], [2, 1.0]]), np.array([0.1, 0.2])
+    local = 1 - np.tanh(X @ W + b) ** 2  # ∂L/∂(XW + b), one row per example
+    doc = check_json("-e", MLP_LAYER, *claims("dL/db = 1 - H^2", "dL/dW = (1 - H^2).T @ X",
+                                              "dL/db = sum(1 - H^2, axis=0)", "dL/dW = X.T @ (1 - H^2)"),
+                     code=EXIT_WRONG)
+    per_example, transposed, bias, weights = doc["results"]
+    assert per_example["diagnosis"].startswith("not summed: summed over axis 0"), per_example
+    np.testing.assert_allclose(per_example["expected"], local.sum(axis=0), rtol=1e-12)
+    assert transposed["diagnosis"].startswith("transposed:"), transposed
+    np.testing.assert_allclose(transposed["expected"], X.T @ local, rtol=1e-12)
+    assert bias["status"] == "right" and weights["status"] == "right"
+    assert per_example["derivative"] == "sum(1 - tanh(b + X @ W)^2, axis=0)"

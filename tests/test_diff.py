@@ -928,3 +928,19 @@ def test_second_order_of_a_tensor_variable_exits_2() -> None:
 
 def test_unknown_wrt_exits_2() -> None:
     assert_bad_input(run_cli("diff", NEURON, "--wrt", "w9"))
+
+
+@pytest.mark.parametrize(("program", "wrt", "text", "latex"), [
+    # a bias added to every row: its gradient sums the rows
+    ("X = [[1, 2], [3, 4], [5, 6]]; b = [0.1, 0.2]; L = sum(tanh(X + b))", "b",
+     "sum(1 - tanh(X + b)^2, axis=0)", r"\sum_{\text{axis } 0}"),
+    # a column broadcast along the rows: summed over axis 1, keeping its (2, 1) shape
+    ("x = [[1, 2], [3, 4]]; c = [[1], [2]]; L = sum(x * c)", "c", "sum(x, axis=1, keepdims=1)",
+     r"\sum_{\text{axis } 1} x"),
+])
+def test_unbroadcast_sums_print_as_plain_sums(program: str, wrt: str, text: str, latex: str) -> None:
+    doc = json_ok("diff", "-e", program, "--wrt", wrt)
+    assert doc["derivative"] == text
+    assert latex in doc["latex"]
+    again = program_value(f"{program}\nD_ = {doc['derivative']}", {}, "D_")  # the text means what it says
+    np.testing.assert_allclose(again, doc["value"], rtol=1e-12)
