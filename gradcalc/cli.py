@@ -468,9 +468,9 @@ def explain(
 
 @command(
     "  gradcalc check samples/neuron.eq --claim 'dL/dw1 = -w3*a' --claim 'dL/da = 2.5'\n\n"
-    "  gradcalc check samples/neuron.eq answers.txt          (one claim per line)\n\n"
-    "  gradcalc check samples/homework.eq                      (its own check statements)\n\n"
-    "  gradcalc check key.eq submissions/ --jobs 2 --json     (grade a folder)"
+    "  gradcalc check samples/neuron.eq samples/answers.txt      (one claim per line)\n\n"
+    "  gradcalc check samples/homework.eq                        (its own check statements)\n\n"
+    "  gradcalc check samples/neuron.eq samples/submissions/ -j 2 --json   (grade a folder)"
 )
 def check(
     common: Common,
@@ -553,7 +553,8 @@ def gradcheck(
     common: Common,
     of: _OF = None,
     wrt: Annotated[list[str], typer.Option("--wrt", metavar="NAME", help="Leaves to move (repeatable or "
-                                          "comma-separated; default: every leaf).")] = [],  # noqa: B006
+                                          "comma-separated; default: every leaf the output depends on "
+                                          "differentiably).")] = [],  # noqa: B006
     eps: Annotated[float, typer.Option(help="The step of the central differences.")] = 1e-6,
     rtol: Annotated[float, typer.Option(min=0, help="Relative tolerance.")] = 1e-3,
     atol: Annotated[float, typer.Option(min=0, help="Absolute tolerance.")] = 1e-5,
