@@ -77,6 +77,10 @@ def _cupy() -> Any:
             "--device gpu needs CuPy, which is not installed",
             "install it with: pip install 'gradcalc[gpu]'  (or run on the CPU: --device cpu)",
         ) from None
+    except Exception as exc:  # installed but broken: a CUDA library missing, a version mismatch
+        raise UsageError(f"--device gpu: CuPy is installed but cannot be loaded ({type(exc).__name__}: {exc})",
+                         "reinstall it for your CUDA version (pip install 'gradcalc[gpu]' is for CUDA 12), "
+                         "or run on the CPU: --device cpu") from None
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # CuPy raises its own CUDA error types

@@ -254,3 +254,16 @@ def test_freed_memory_is_kept_for_reuse_on_glibc(monkeypatch: pytest.MonkeyPatch
     assert B.keep_freed_memory() is True
     monkeypatch.setenv("GRADCALC_KEEP_MEMORY", "0")
     assert B.keep_freed_memory() is False
+
+
+def test_a_broken_cupy_install_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CuPy present but failing to import (a CUDA library missing) is exit 2 saying so, not an internal error."""
+    (tmp_path / "cupy.py").write_text("raise RuntimeError('libcublas.so.12: cannot open shared object file')\n",
+                                      encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    result = run_cli("grad", NEURON, "--device", "gpu")
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    assert "CuPy is installed but cannot be loaded" in result.stderr and "libcublas" in result.stderr
+    doctor = strict_json(run_cli("doctor", "--json").stdout)["devices"][1]
+    assert doctor["available"] is False and "cannot be loaded" in doctor["detail"]
