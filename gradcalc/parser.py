@@ -56,8 +56,11 @@ _TOKEN_WORDS = {
 _OPERATORS = {"**": "^", "−": "-", "·": "*", "×": "*", "÷": "/"}
 
 
+_new_pos = tuple.__new__  # a Pos without NamedTuple's Python-level __new__: one per token, it shows
+
+
 def _pos(token: Token) -> Pos:
-    return Pos(token.line or 1, token.column or 1, len(token) or 1)
+    return _new_pos(Pos, (token.line or 1, token.column or 1, len(token) or 1))
 
 
 def grammar_text() -> str:
