@@ -9,6 +9,7 @@ Only nodes on a path from the output to a target are visited.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,11 +32,10 @@ def _reachable(output: Node, stop: frozenset[Node] = frozenset()) -> list[Node]:
             if parent.requires_grad and parent not in seen:
                 add(parent)
                 push(parent)
-    return sorted(seen, key=_sequence, reverse=True)
+    return sorted(seen, key=_SEQUENCE, reverse=True)
 
 
-def _sequence(node: Node) -> int:
-    return node.seq
+_SEQUENCE = operator.attrgetter("seq")  # creation order; attrgetter sorts without a Python call per node
 
 
 def _on_paths(order: list[Node], targets: set[Node]) -> set[Node]:
@@ -124,8 +124,10 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
 
 def _fresh(value: Any) -> bool:
     """An array a rule has just made (not g passed through, nor a view of it, nor a scalar)."""
+    if not getattr(value, "ndim", 0):  # a scalar: nothing to add into
+        return False
     flags = getattr(value, "flags", None)
-    return flags is not None and value.ndim > 0 and bool(flags.owndata) and getattr(flags, "writeable", True)
+    return flags is not None and bool(flags.owndata) and getattr(flags, "writeable", True)
 
 
 def _free_spent(node: Node, inputs: tuple[Node, ...]) -> None:
@@ -135,11 +137,13 @@ def _free_spent(node: Node, inputs: tuple[Node, ...]) -> None:
     user. So once `node`'s rule has run, its own value is spent, and so is an unnamed
     input's whose own rule does not read its output (a product's factors, a sum's terms).
     """
-    if node.name is None and node.value.__class__ is not Released:
-        node.value = Released(node.value)
+    # Scalars cost nothing to keep: only tensors are worth a Released in their place.
+    value = node.value
+    if node.name is None and value.ndim and value.__class__ is not Released:
+        node.value = Released(value)
     for parent in inputs:
         op = parent.op
-        if (op is not None and parent.name is None and not op.reads_output
+        if (op is not None and parent.name is None and not op.reads_output and parent.value.ndim
                 and parent.value.__class__ is not Released):
             parent.value = Released(parent.value)
 
