@@ -564,12 +564,13 @@ def gradcheck(
     from . import jsonout
     from .gradcheck import gradcheck as check_gradients
 
-    if common.dtype is Dtype.float32:
-        sys.stderr.write("warning: in float32, finite differences are good to about 1e-3 at best: "
-                         "use --eps 1e-3 --rtol 1e-2 --atol 1e-3, or float64 (the default)\n")
+    warning = ("in float32, finite differences are good to about 1e-3 at best: use --eps 1e-3 --rtol 1e-2 "
+               "--atol 1e-3, or float64 (the default)") if common.dtype is Dtype.float32 else None
+    if warning and not common.json:  # with --json it is part of the document: stderr holds only errors
+        sys.stderr.write(f"warning: {warning}\n")
     run = _run(common)
     result = check_gradients(run, of, _names(wrt) or None, eps, rtol, atol, order)
-    _show(common, lambda: jsonout.gradcheck_doc(result), lambda: _views().gradcheck_view(result, common.full))
+    _show(common, lambda: jsonout.gradcheck_doc(result, warning), lambda: _views().gradcheck_view(result, common.full))
     if not result.passed:
         raise typer.Exit(EXIT_WRONG)
 

@@ -147,8 +147,8 @@ def grading_totals(reports: list[Report]) -> dict[str, int]:
     }
 
 
-def gradcheck_doc(result: GradCheck) -> dict[str, Any]:
-    return {
+def gradcheck_doc(result: GradCheck, warning: str | None = None) -> dict[str, Any]:
+    doc = {
         "of": result.of, "order": result.order, "eps": result.eps, "rtol": result.rtol, "atol": result.atol,
         "passed": result.passed,
         "results": [{"wrt": c.label, "shape": list(c.autograd.shape), "passed": c.passed,
@@ -158,6 +158,9 @@ def gradcheck_doc(result: GradCheck) -> dict[str, Any]:
                      "autograd": B.to_json(c.autograd), "numeric": B.to_json(c.numeric)}
                     for c in result.comparisons],
     }
+    if warning:
+        doc["warning"] = warning
+    return doc
 
 
 def write(doc: dict[str, Any], stream: TextIO) -> None:

@@ -292,3 +292,23 @@ def test_cli_random_top_level_arguments(words: list[str]) -> None:
     assert result.exit_code in (EXIT_OK, EXIT_BAD_INPUT), (args, result.exit_code, result.output[-2000:])
     assert "Traceback" not in result.output, (args, result.output[-2000:])
     assert "internal error" not in result.output, (args, result.output[-2000:])
+
+
+@fast(60)
+@given(programs, st.sampled_from([(), ("--order", "2"), ("--dtype", "float32"), ("--wrt", "x,y")]), st.booleans())
+def test_cli_gradcheck_random_programs(program: str, extra: tuple[str, ...], json_mode: bool) -> None:
+    """gradcheck on any program: agrees (0), disagrees (1, a kink or a float32 step) or bad input (2)."""
+    args = ("gradcheck", "-e", program, *LIMITS, *extra, *(("--json",) if json_mode else ()))
+    result = run_cli(*args)
+    if result.exit_code == EXIT_WRONG:
+        result = CliResult(EXIT_OK, result.stdout, result.stderr)
+    check_clean(result, args, json_mode)
+
+
+@fast(60)
+@given(programs, st.sampled_from(VARIABLES), st.sampled_from(VARIABLES), st.sampled_from(["1", "0.5", "x*y", "2*x"]))
+def test_cli_check_claims_on_random_programs(program: str, of: str, wrt: str, right_side: str) -> None:
+    args = ("check", "-e", program, "--claim", f"d{of}/d{wrt} = {right_side}", "--points", "2", *LIMITS)
+    result = run_cli(*args)
+    assert result.exit_code in (EXIT_OK, EXIT_WRONG, EXIT_BAD_INPUT), (args, result.output[-2000:])
+    assert "Traceback" not in result.output and "internal error" not in result.output, (args, result.output[-3000:])
