@@ -278,14 +278,26 @@ class Judge:
                                 f"{how} to the digits written") + f" (the value is {_short(want)})"
                 return
 
+        coarse = units is not None and _significant_digits(claim.claimed) == 1
+
         def matches(value: Any, sample: _Sample) -> bool:
+            """A candidate value (the negative, a multiple), to the digits written."""
             close = self.tolerance.close(sample.got, value)
             if units is not None:
                 rounded, truncated = _to_digits(sample.got, value, units)
                 close = close | rounded | truncated
             return bool(close.all())
 
-        verdict.diagnosis = self._diagnose(claim, [_Sample(self.run, got, want)], matches, several_points=False)
+        def matches_sum(value: Any, sample: _Sample) -> bool:
+            """A sum over some paths: rounded only, and not to one digit, which fits too many sums to tell one."""
+            close = self.tolerance.close(sample.got, value)
+            if units is not None and not coarse:
+                close = close | _to_digits(sample.got, value, units)[0]
+            return bool(close.all())
+
+        samples = [_Sample(self.run, got, want)]
+        verdict.diagnosis = self._diagnose(claim, samples, matches, several_points=False, matches_sum=matches_sum) \
+            or _last_digit(got, want, units)
 
     def _exact_match(self, value: Any, sample: _Sample) -> bool:
         return bool(self.tolerance.close(sample.got, value).all())
@@ -374,7 +386,7 @@ class Judge:
         return f"the claim has shape {_shape(got.shape)} but {_label(claim)} has shape {_shape(want.shape)}"
 
     def _diagnose(self, claim: S.Claim, samples: list[_Sample], matches: Callable[[Any, _Sample], bool],
-                  several_points: bool) -> str:
+                  several_points: bool, matches_sum: Callable[[Any, _Sample], bool] | None = None) -> str:
         label = _label(claim)
         square = samples[0].want.ndim == 2 and samples[0].want.shape[0] == samples[0].want.shape[1]
         if square and samples[0].got.shape == samples[0].want.shape and all(matches(s.want.T, s) for s in samples):
@@ -386,7 +398,7 @@ class Judge:
                 and all(matches(factor * s.want, s) for s in samples):
             return f"a factor off: the claim is {_ratio(factor)} × {label}"
         if claim.wrt is not None and samples[0].want.shape == ():
-            found = self._path_diagnosis(claim, samples, matches)
+            found = self._path_diagnosis(claim, samples, matches_sum or matches)
             if found:
                 return found
         return ""
@@ -398,8 +410,8 @@ class Judge:
         if any(p is None for p in per_sample) or not per_sample[0]:
             return ""
         names = [name for name, _ in per_sample[0]]  # type: ignore[union-attr]
-        if any([n for n, _ in p] != names for p in per_sample):  # type: ignore[union-attr]
-            return ""  # the paths differ between points (a branch): no single story
+        if len(names) < 2 or any([n for n, _ in p] != names for p in per_sample):  # type: ignore[union-attr]
+            return ""  # one path (its double is a factor of 2), or paths differing between points (a branch)
         for weights in _weightings(len(names)):
             if all(matches(sum((w * v for w, (_, v) in zip(weights, paths)), 0.0), s)  # type: ignore[arg-type]
                    for s, paths in zip(samples, per_sample)):
@@ -540,6 +552,18 @@ def _to_digits(got: Any, want: Any, units: Any) -> tuple[Any, Any]:
     short = B.host.abs(want) - B.host.abs(got)  # truncation cuts toward zero, by less than one unit
     truncated = written & (got * want >= 0) & (short >= 0) & (short < units * (1 - 1e-9))
     return rounded, truncated
+
+
+def _last_digit(got: Any, want: Any, units: Any) -> str:
+    """A number a few units off in its last digit: say what the value is to the digits written."""
+    if units is None or got.shape != () or want.shape != () or not float(units) > 0:
+        return ""
+    unit, value = float(units), float(want)
+    if not math.isfinite(value) or abs(float(got) - value) > 3 * unit:
+        return ""
+    places = round(-math.log10(unit))
+    shown = f"{value:.{places}f}" if places > 0 else f"{round(value / unit) * unit:g}"
+    return f"off in the last digit written: to the digits written, the value is {shown}"
 
 
 def _units(expr: S.Expr) -> Any:

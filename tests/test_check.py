@@ -896,3 +896,16 @@ def test_a_batch_gradient_not_summed_and_a_square_matrix_transposed_are_diagnose
     np.testing.assert_allclose(transposed["expected"], X.T @ local, rtol=1e-12)
     assert bias["status"] == "right" and weights["status"] == "right"
     assert per_example["derivative"] == "sum(1 - tanh(b + X @ W)^2, axis=0)"
+
+
+def test_a_number_off_in_its_last_digit_is_told_the_value_to_those_digits() -> None:
+    doc = check_json("-e", "x = 0.3932; y = x^2/2",
+                     *claims("dy/dx = 0.40", "dy/dx = 0.38", "dy/dx = 0.9", "dy/dx = 0.7", "dy/dx = -0.4"),
+                     code=EXIT_WRONG)
+    two_places, low, far, doubled, negative = doc["results"]
+    assert two_places["diagnosis"].endswith("the value is 0.39"), two_places  # 0.3932 to 2 places
+    assert low["diagnosis"].endswith("the value is 0.39"), low
+    assert "diagnosis" not in far  # five units off is no slip of the last digit
+    # 0.7 is 2 × 0.3932 = 0.79 truncated to one digit: too coarse to call it a path counted twice (y has one path)
+    assert "diagnosis" not in doubled, doubled
+    assert negative["diagnosis"].startswith("sign error"), negative
