@@ -158,6 +158,16 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(numpy.broadcast_shapes(*shapes))
 
 
+def summed_axes(source: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The axes a value of shape `source`, broadcast from `shape`, is summed over to get back to it.
+
+    Undoing broadcasting (a gradient's unbroadcast): the leading axes `shape` lacks, and
+    those where `shape` has 1 and `source` does not.
+    """
+    lead = len(source) - len(shape)
+    return tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and source[lead + i] != 1)
+
+
 def errstate() -> Any:
     """Floating-point warnings off: NaN and infinity are values, as in PyTorch."""
     return numpy.errstate(all="ignore")

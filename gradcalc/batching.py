@@ -136,8 +136,7 @@ def _scaled_diagonal(a: Any, b: Any) -> Batched | None:
     other = B.xp.asarray(other)
     if B.broadcast_shapes(other.shape, seeds.logical) != seeds.logical or not B.xp.isfinite(other).all():
         return None  # a larger result, or inf·0 off the diagonal (NaN, as the dense product gives)
-    factor = B.xp.reshape(B.xp.broadcast_to(other, seeds.logical), (-1,))
-    return Batched(None, seeds.diagonal * factor, seeds.logical)
+    return Batched(None, seeds.diagonal * _flat(other, seeds.logical), seeds.logical)
 
 
 def _axes(axis: Any, ndim: int) -> Any:
@@ -160,6 +159,11 @@ def _reduction(forward: Callable[..., Any]) -> Callable[..., Any]:
     return reduce
 
 
+def _flat(value: Any, logical: tuple[int, ...]) -> Any:
+    """An unbatched array broadcast to the seeds' shape, in their flat order (seed i's entry at i)."""
+    return B.xp.reshape(B.xp.broadcast_to(value, logical), (-1,))
+
+
 def _masked_diagonal(condition: Any, x: Any, y: Any) -> Batched | None:
     """where(c, seeds, 0) and where(c, 0, seeds) keep one-hot seeds one-hot (a rule's masked gradient)."""
     seeds, other = (x, y) if isinstance(x, Batched) else (y, x)
@@ -171,7 +175,7 @@ def _masked_diagonal(condition: Any, x: Any, y: Any) -> Batched | None:
     condition = B.xp.asarray(condition)
     if B.broadcast_shapes(condition.shape, seeds.logical) != seeds.logical:
         return None
-    keep = B.xp.reshape(B.xp.broadcast_to(condition != 0, seeds.logical), (-1,))
+    keep = _flat(condition != 0, seeds.logical)
     kept = B.xp.where(keep if seeds is x else ~keep, seeds.diagonal, 0)
     return Batched(None, kept.astype(seeds.diagonal.dtype, copy=False), seeds.logical)
 
@@ -203,9 +207,7 @@ def _sum_to(x: Any, shape: tuple[int, ...]) -> Any:
         return ops.SUM_TO.forward(x, shape)
     if x.shape == tuple(shape):
         return x
-    lead = x.ndim - len(shape)
-    axes = tuple(1 + i for i in range(lead)) + tuple(
-        1 + lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1)
+    axes = tuple(1 + a for a in B.summed_axes(x.shape, tuple(shape)))  # past the batch axis
     total = B.xp.sum(x.stack, axis=axes, keepdims=True)
     return Batched(B.xp.reshape(total, x.stack.shape[:1] + tuple(shape)))
 

@@ -242,7 +242,7 @@ class Judge:
         got = base.evaluate(claim.claimed, source)
         want = self._truth(base, claim, got.ndim)
         verdict.expected, verdict.got = want, got
-        if not _broadcasts(got, want):
+        if not _broadcasts(got.shape, want.shape):
             verdict.diagnosis = self._shape_diagnosis(claim, got, want)
             return
         if verdict.kind == "number":
@@ -362,7 +362,7 @@ class Judge:
             except GradcalcError:
                 continue
             finite = B.host.isfinite(got).all() and B.host.isfinite(want).all()
-            if finite and _broadcasts(got, want):
+            if finite and _broadcasts(got.shape, want.shape):
                 samples.append(_Sample(run, got, want))
         return samples
 
@@ -473,16 +473,9 @@ def _unreadable(item: Unreadable) -> Verdict:
 
 def _summed_axes(shape: tuple[int, ...], target: tuple[int, ...]) -> tuple[int, ...]:
     """The axes to sum so that `shape` becomes `target` (as broadcasting's gradient does), or () if none can."""
-    lead = len(shape) - len(target)
-    if lead < 0:
+    if len(shape) < len(target) or not _broadcasts(target, shape):
         return ()
-    axes = tuple(range(lead))
-    for i, (n, m) in enumerate(zip(shape[lead:], target)):
-        if n != m:
-            if m != 1:
-                return ()
-            axes += (lead + i,)
-    return axes
+    return B.summed_axes(shape, target)
 
 
 def _weightings(count: int) -> Iterator[tuple[int, ...]]:
@@ -598,9 +591,10 @@ def _is_constant(expr: S.Expr) -> bool:
     return not any(isinstance(node, S.Name) and node.name not in CONSTANTS for node in S.walk(expr))
 
 
-def _broadcasts(got: Any, want: Any) -> bool:
+def _broadcasts(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether a value of `shape` broadcasts to `target` unchanged in shape."""
     try:
-        return B.host.broadcast_shapes(got.shape, want.shape) == want.shape
+        return B.broadcast_shapes(shape, target) == tuple(target)
     except ValueError:
         return False
 

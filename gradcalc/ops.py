@@ -137,9 +137,7 @@ def _sum_to(x: Any, shape: tuple[int, ...]) -> Any:
     """Sum a broadcast result back to `shape` (undo NumPy broadcasting)."""
     if x.shape == shape:
         return x
-    lead = x.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1)
-    total = B.xp.sum(x, axis=axes, keepdims=True)
+    total = B.xp.sum(x, axis=B.summed_axes(x.shape, shape), keepdims=True)
     return B.xp.reshape(total, shape)
 
 

@@ -569,7 +569,7 @@ class Printer:
 
     def _sum_to(self, value: Expr, shape: tuple[int, ...]) -> str:
         lead = len(value.shape) - len(shape)
-        axes = _summed_axes(value.shape, shape)
+        axes = list(B.summed_axes(value.shape, shape))
         inner = self.show(value, 0)
         if not shape:
             return f"sum({inner})"
@@ -579,12 +579,6 @@ class Printer:
         if lead == 0:  # only size-1 axes: keepdims gives the shape
             return f"sum({inner}, axis={shown}, keepdims=1)"
         return f"reshape(sum({inner}, axis={axes}, keepdims=1), {list(shape)})"
-
-
-def _summed_axes(source: tuple[int, ...], shape: tuple[int, ...]) -> list[int]:
-    """The axes a gradient of shape `source` is summed over to become `shape` (unbroadcasting)."""
-    lead = len(source) - len(shape)
-    return list(range(lead)) + [lead + i for i, n in enumerate(shape) if n == 1 and source[lead + i] != 1]
 
 
 def _fraction(expr: Mul) -> tuple[list[Expr], list[Any]]:
@@ -715,7 +709,7 @@ class LatexPrinter(Printer):
         if fn == "sum" and expr.params[0] is None:
             return rf"\sum {self.show(args[0], 3)}", 2
         if fn == "sum_to":  # unbroadcasting: a sum over the axes the value was broadcast along
-            axes = _summed_axes(args[0].shape, expr.params[0])
+            axes = B.summed_axes(args[0].shape, expr.params[0])
             under = "" if not expr.params[0] else \
                 rf"_{{\text{{axis{'es' if len(axes) > 1 else ''} }} {', '.join(map(str, axes))}}}"
             return rf"\sum{under} {self.show(args[0], 3)}", 2
