@@ -215,6 +215,9 @@ class Judge:
         """Judge each group of claims (claims and the source they were written in) as one submission."""
         verdicts = [self.verdict(claim, source) if isinstance(claim, S.Claim) else _unreadable(claim)
                     for claims, source in groups for claim in claims]
+        for verdict in verdicts:  # a wrong derivative is shown with the right one
+            if verdict.status == "wrong" and verdict.wrt is not None:
+                verdict.derivative = self.derivative(verdict.of, verdict.wrt)
         return Report(name, verdicts, self._first_wrong(verdicts))
 
     def verdict(self, claim: S.Claim, source: Source) -> Verdict:
@@ -454,16 +457,12 @@ class Judge:
         wrong, d is where to look first.
         """
         wrong = [v for v in verdicts if v.status == "wrong" and v.wrt is not None]
-        for verdict in wrong:
-            verdict.derivative = self.derivative(verdict.of, verdict.wrt)  # type: ignore[arg-type]
         nodes = {v.label: self.run.node(v.wrt, prefer_leaf=True) for v in wrong}  # type: ignore[arg-type]
         for verdict in sorted(wrong, key=lambda v: -nodes[v.label].seq):  # nearest the output first
             below = differentiable_inputs(nodes[verdict.label])
             if any(nodes[other.label] in below for other in wrong if other is not verdict):
                 return verdict.label
         return None
-
-
 
 
 def _unreadable(item: Unreadable) -> Verdict:
