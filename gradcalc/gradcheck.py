@@ -54,7 +54,7 @@ class GradCheck:
 
 def gradcheck(run: Run, of: str | None = None, wrt: list[str] | None = None, eps: float = EPS,
               rtol: float = RTOL, atol: float = ATOL, order: int = 1) -> GradCheck:
-    """Compare autograd with central differences for each leaf in wrt (default: every leaf)."""
+    """Compare autograd with central differences for each leaf in wrt (default: those the output depends on)."""
     of = of or run.default_output
     # By default every leaf the output depends on differentiably: not one used as a size or a count.
     names = [name for name in wrt or run.connected_leaves(of)
@@ -73,28 +73,22 @@ def gradcheck(run: Run, of: str | None = None, wrt: list[str] | None = None, eps
     if order == 1:
         found = run.jacobian(of, names)
         autograd = {(name,): block for name, block in zip(names, found.blocks)}
-        numeric = {(name,): _differences(run, of, name, eps, lambda r: r.value(of)) for name in names}
+        numeric = {(name,): _differences(run, name, eps, lambda r: [r.value(of)])[0] for name in names}
     else:
         hessian = run.hessian(of, names)
         autograd = {(a, b): hessian.blocks[i][j] for i, a in enumerate(names) for j, b in enumerate(names)}
         numeric = {}
         for b in names:  # one gradient per move of b gives the column block of every a
-            columns = _differences(run, of, b, eps, lambda r: _stacked(r.grad(of, names).grads, names))
+            columns = _differences(run, b, eps, lambda r: list(r.grad(of, names).grads.values()))
             for i, a in enumerate(names):
                 numeric[(a, b)] = columns[i]
     comparisons = [_compare(key, autograd[key], numeric[key], rtol, atol) for key in autograd]
     return GradCheck(of, order, eps, rtol, atol, comparisons)
 
 
-def _stacked(grads: dict[str, Any], names: list[str]) -> list[Any]:
-    return [grads[name] for name in names]
-
-
-def _differences(run: Run, of: str, name: str, eps: float, measure: Any) -> Any:
-    """(measure(x + eps e_j) - measure(x - eps e_j)) / 2eps for each element j of leaf `name`.
-
-    The result has shape measure.shape + name.shape (a list of them when measure gives a list).
-    """
+def _differences(run: Run, name: str, eps: float, measure: Any) -> list[Any]:
+    """(m(x + eps e_j) - m(x - eps e_j)) / 2eps for each element j of leaf `name` and each value m in the list
+    `measure` gives: one array each, of shape m.shape + name.shape."""
     base = B.to_host(run.leaves[name].value).astype(B.host.float64)
     columns: list[Any] = []
     for j in range(base.size):
@@ -109,14 +103,13 @@ def _differences(run: Run, of: str, name: str, eps: float, measure: Any) -> Any:
                                  f"'{name}' cannot move (is it a size or a count?): leave it out of --wrt") from None
         columns.append(sides)
 
-    def assemble(pick: Any) -> Any:
-        stacked = B.host.stack([(pick(plus) - pick(minus)) / (2 * eps) for plus, minus in columns], axis=-1)
+    def assemble(k: int) -> Any:
+        differences = [(B.host.asarray(plus[k], dtype=B.host.float64) - B.host.asarray(minus[k], dtype=B.host.float64))
+                       / (2 * eps) for plus, minus in columns]
+        stacked = B.host.stack(differences, axis=-1)
         return stacked.reshape(stacked.shape[:-1] + base.shape)
 
-    first = columns[0][0]
-    if isinstance(first, list):
-        return [assemble(lambda side, k=k: B.host.asarray(side[k], dtype=B.host.float64)) for k in range(len(first))]
-    return assemble(lambda side: B.host.asarray(side, dtype=B.host.float64))
+    return [assemble(k) for k in range(len(columns[0][0]))]
 
 
 def _compare(wrt: tuple[str, ...], autograd: Any, numeric: Any, rtol: float, atol: float) -> Comparison:
