@@ -85,11 +85,11 @@ def grade(make_judge: Callable[[], Judge], items: list[tuple[str, str]], jobs: i
         else:
             worker.task = None
 
-    def replace(worker: _Worker, why: str) -> None:
+    def replace(worker: _Worker, kind: str, why: str) -> None:
+        """Report the worker's submission as not judged, and put a fresh worker in its place."""
         assert worker.task is not None
         name = items[worker.task][0]
-        results[worker.task] = Report(name, error={"type": "TimeoutError" if "time" in why else "InternalError",
-                                                   "message": why, "line": None, "column": None},
+        results[worker.task] = Report(name, error={"type": kind, "message": why, "line": None, "column": None},
                                       error_message=f"error: {why}")
         worker.process.kill()
         worker.process.join()
@@ -111,12 +111,12 @@ def grade(make_judge: Callable[[], Judge], items: list[tuple[str, str]], jobs: i
                     try:
                         index, report = worker.connection.recv()
                     except (EOFError, OSError):
-                        replace(worker, "the worker judging it stopped (out of memory?)")
+                        replace(worker, "InternalError", "the worker judging it stopped (out of memory?)")
                         continue
                     results[index] = report
                     assign(worker)
                 elif time.monotonic() >= worker.deadline:
-                    replace(worker, f"timed out after {timeout:g} s (raise --timeout)")
+                    replace(worker, "TimeoutError", f"timed out after {timeout:g} s (raise --timeout)")
     finally:
         for worker in workers:
             try:
