@@ -185,7 +185,6 @@ class Run:
 
         previous, graph.recording = graph.recording, False
         try:
-            self.compiler.depth = 0  # an earlier expression that failed to compile left it raised
             with B.errstate():
                 return B.to_host(self.compiler.expr(expr)(self.frame).value)
         except GradcalcError as exc:

@@ -398,12 +398,14 @@ class Compiler:
 
     def expr(self, expr: S.Expr) -> Eval:
         self.depth += 1
-        if self.depth > self.limits.max_depth:
-            raise LimitExceeded(f"expression nested more than {self.limits.max_depth} deep",
-                                "split it into several statements, or raise the limit with --max-depth", expr.pos)
-        compiled = self._EXPRESSIONS[type(expr)](self, expr)
-        self.depth -= 1
-        return compiled
+        try:  # the depth comes back down on errors too: a claim that fails to compile leaves the next alone
+            if self.depth > self.limits.max_depth:
+                raise LimitExceeded(f"expression nested more than {self.limits.max_depth} deep",
+                                    "split it into several statements, or raise the limit with --max-depth",
+                                    expr.pos)
+            return self._EXPRESSIONS[type(expr)](self, expr)
+        finally:
+            self.depth -= 1
 
     def expr_number(self, expr: S.Number) -> Eval:
         evaluate = self.numbers.get(expr.value)

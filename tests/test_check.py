@@ -909,3 +909,14 @@ def test_a_number_off_in_its_last_digit_is_told_the_value_to_those_digits() -> N
     # 0.7 is 2 × 0.3932 = 0.79 truncated to one digit: too coarse to call it a path counted twice (y has one path)
     assert "diagnosis" not in doubled, doubled
     assert negative["diagnosis"].startswith("sign error"), negative
+
+
+def test_many_claims_that_fail_to_compile_leave_the_next_one_judged() -> None:
+    """Each failed compile gives back its nesting depth: claim 301 is judged, not refused as 'nested too deep'."""
+    run = gradcalc.load(NEURON).run(keep_values=True)
+    text = "dL/dw1 = -w3*foo(a)\n" * 300 + "dL/dw1 = -(w3*(a))\n"
+    source = C.Source(text, "answers.txt")
+    report = C.Judge(run).report("many", (C.answers(text, source), source))
+    assert [v.status for v in report.verdicts[:300]] == ["invalid"] * 300
+    assert "unknown function 'foo'" in report.verdicts[0].error["message"]
+    assert report.verdicts[-1].status == "right", report.verdicts[-1]
