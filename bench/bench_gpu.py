@@ -2,10 +2,15 @@
 
     python bench/bench_gpu.py             # every workload on every device found
     python bench/bench_gpu.py --quick     # small sizes, for a smoke run on a CPU-only machine
+    python bench/bench_gpu.py --profile   # where gradcalc's on-device time goes (cProfile, 10^7 elementwise)
 
 Workloads, value and gradient of each:
   elementwise 10^7 and 10^8: L = sum(tanh(x)*x + exp(-x*x) - 0.5*x*x*x)
   MLP: batch 4096, 1024-1024-10, tanh, softmax cross-entropy; gradient with respect to every weight
+
+gradcalc on the GPU is timed twice: from the host (NumPy arrays in, NumPy gradients out, what the
+CLI and the API's default do: the copies over PCIe are part of the time) and on the device (CuPy
+arrays in, gradients left there with host=False, as the PyTorch CUDA side keeps its tensors).
 
 Each (workload, side) runs in this process after one warm-up call (CUDA kernels compile on first
 use); times are medians of repeats, with the device synchronised before the clock stops. The
@@ -57,7 +62,8 @@ def _inputs(workload: str, size: int) -> dict[str, Any]:
             "W2": rng.standard_normal((width, classes)) / 32, "b2": np.zeros(classes)}
 
 
-def gradcalc_side(workload: str, size: int, device: str, repeats: int) -> float | None:
+def gradcalc_side(workload: str, size: int, device: str, repeats: int, resident: bool = False,
+                  profile: bool = False) -> float | None:
     import gradcalc
     from gradcalc import backend as B
 
@@ -69,17 +75,29 @@ def gradcalc_side(workload: str, size: int, device: str, repeats: int) -> float 
     values = _inputs(workload, size)
     program = gradcalc.parse_program(("x = 0\n" if workload == "elementwise" else "") + text)
     wrt = ["x"] if workload == "elementwise" else ["W1", "b1", "W2", "b2"]
-    free = {name: value for name, value in values.items() if workload != "elementwise" or name == "x"}
+    free = {name: B.xp.asarray(value) if resident else value for name, value in values.items()}
 
     def once() -> None:
         run = program.run(free, device=device, max_elements=10**9)
-        run.grad("L", wrt, retain_graph=False)
+        run.grad("L", wrt, retain_graph=False, host=not resident)
 
     def sync() -> None:
         if device == "gpu":
             B.xp.cuda.Stream.null.synchronize()
 
     try:
+        if profile:
+            import cProfile
+            import pstats
+
+            once()
+            sync()
+            with cProfile.Profile() as profiler:
+                for _ in range(repeats):
+                    once()
+                    sync()
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+            return None
         return _timed(once, sync, repeats)
     finally:
         B.use("cpu")
@@ -112,9 +130,14 @@ def torch_side(workload: str, size: int, device: str, repeats: int) -> float | N
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, few repeats")
+    parser.add_argument("--profile", action="store_true", help="profile gradcalc on the device instead")
     args = parser.parse_args()
+    if args.profile:
+        gradcalc_side("elementwise", 10**7, "gpu", 5, resident=True, profile=True)
+        return
+    # 10^3 elements: launch-bound, so per-operation overhead shows
     cases = [("elementwise", 10**5, 3), ("mlp", 256, 3)] if args.quick else \
-        [("elementwise", 10**7, 5), ("elementwise", 10**8, 3), ("mlp", 4096, 5)]
+        [("elementwise", 10**3, 20), ("elementwise", 10**7, 5), ("elementwise", 10**8, 3), ("mlp", 4096, 5)]
     device_name = "no GPU"
     try:
         import cupy
@@ -124,16 +147,19 @@ def main() -> None:
         pass
     print(f"# GPU benchmark, {datetime.date.today()}, {device_name}, git {benchkit.git_describe()}, "
           f"load {benchkit.loadavg()}\n")
-    print("| workload | gradcalc CPU | gradcalc GPU | PyTorch CPU | PyTorch CUDA | GPU ÷ CPU | GPU ÷ PyTorch CUDA |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| workload | gradcalc CPU | gradcalc GPU from host | gradcalc GPU on device | PyTorch CPU | PyTorch CUDA "
+          "| on device ÷ CPU | on device ÷ PyTorch CUDA |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for workload, size, repeats in cases:
         benchkit.log(f"{workload} {size:,}")
         cpu = gradcalc_side(workload, size, "cpu", repeats)
-        gpu = gradcalc_side(workload, size, "gpu", repeats)
+        from_host = gradcalc_side(workload, size, "gpu", repeats)
+        gpu = gradcalc_side(workload, size, "gpu", repeats, resident=True)
         torch_cpu = torch_side(workload, size, "cpu", repeats)
         torch_cuda = torch_side(workload, size, "cuda", repeats)
         label = f"{workload} {size:,}" if workload == "elementwise" else f"MLP batch {size:,}, 1024-1024-10"
-        print(f"| {label} | {benchkit.fmt_time(cpu)} | {benchkit.fmt_time(gpu)} | {benchkit.fmt_time(torch_cpu)} | "
+        print(f"| {label} | {benchkit.fmt_time(cpu)} | {benchkit.fmt_time(from_host)} | {benchkit.fmt_time(gpu)} | "
+              f"{benchkit.fmt_time(torch_cpu)} | "
               f"{benchkit.fmt_time(torch_cuda)} | {benchkit.ratio_text(gpu / cpu if gpu and cpu else None)} | "
               f"{benchkit.ratio_text(gpu / torch_cuda if gpu and torch_cuda else None)} |")
 

@@ -23,9 +23,10 @@ run)
     export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1
     status=0
     timeout 60 python3 -m gradcalc doctor 2>&1 | tee "$out/doctor.txt" || status=1
-    timeout 60 python3 -m gradcalc grad samples/neuron_tensor.eq --device gpu --dtype float32 || status=1
+    timeout 60 python3 -m gradcalc grad samples/neuron_tensor.eq --vector ones --device gpu --dtype float32 || status=1
     timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_backend.py 2>&1 | tee "$out/pytest.txt" || status=1
     timeout 300 python3 bench/bench_gpu.py | tee "$out/gpu.md" || status=1
+    timeout 60 python3 bench/bench_gpu.py --profile > "$out/profile.txt" 2>&1 || status=1
     exit $status ;;
 *)
     echo "usage: bash bench/gpu_session.sh prepare|run" >&2

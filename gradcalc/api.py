@@ -237,11 +237,13 @@ class Run:
         return {name: B.to_host(node.value) for name, node in self.frame.items()}
 
     def grad(self, of: str | None = None, wrt: Sequence[str] | None = None, vector: Any = None,
-             create_graph: bool = False, retain_graph: bool = True) -> Gradients:
+             create_graph: bool = False, retain_graph: bool = True, host: bool = True) -> Gradients:
         """∂of/∂name for each name in wrt (default: every leaf); with a vector, vᵀ·J.
 
         retain_graph=False frees intermediate values as backward uses them (less memory,
-        as in PyTorch); the run cannot be differentiated again afterwards.
+        as in PyTorch); the run cannot be differentiated again afterwards. The value and the
+        gradients are NumPy arrays; on the GPU, host=False leaves them on the device (CuPy
+        arrays, no copy) for a caller that goes on computing there.
         """
         of, output, names, targets = self._select(of, wrt)
         with self._located(of):
@@ -256,8 +258,8 @@ class Run:
             if gradient is None:
                 no_path.add(name)
                 gradient = autodiff.zeros_like(target)  # noqa: PLW2901  (no path: zero of the right shape)
-            grads[name] = gradient if create_graph else B.to_host(gradient)
-        return Gradients(of, B.to_host(output.value), grads, no_path, vector)
+            grads[name] = gradient if create_graph or not host else B.to_host(gradient)
+        return Gradients(of, B.to_host(output.value) if host else output.value, grads, no_path, vector)
 
 
     def jacobian(self, of: str | None = None, wrt: Sequence[str] | None = None, mode: str = "auto") -> Jacobians:

@@ -128,6 +128,10 @@ def test_gpu_values_stay_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
         assert all(isinstance(node.value, fakedevice.FakeDeviceArray) for node in run.frame.values())
         result = run.grad("L", vector="ones")
         assert all(type(g) is np.ndarray for g in result.grads.values())
+        kept = run.grad("L", vector="ones", host=False)  # the caller goes on computing on the device
+        assert all(type(g) is fakedevice.FakeDeviceArray for g in kept.grads.values())
+        for name, gradient in kept.grads.items():
+            np.testing.assert_array_equal(B.to_host(gradient), result.grads[name])
     finally:
         B.use("cpu")
 
