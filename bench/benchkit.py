@@ -47,8 +47,10 @@ def fmt_time(seconds: float | None, digits: int = 1, micro_digits: int = 0) -> s
 
 
 def ratio_text(ratio: float | None) -> str:
-    """A ratio as `1.23×`, or "n/a"."""
-    return "n/a" if ratio is None else f"{ratio:.2f}×"
+    """A ratio as `1.23×` (`0.0035×` below 0.1, so small ones keep two digits), or "n/a"."""
+    if ratio is None:
+        return "n/a"
+    return f"{ratio:.2f}×" if ratio >= 0.1 else f"{ratio:.2g}×"
 
 
 def verdict(ratio: float | None, target: float, strict: bool = False) -> str:

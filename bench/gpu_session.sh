@@ -27,6 +27,7 @@ run)
     timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_backend.py 2>&1 | tee "$out/pytest.txt" || status=1
     timeout 300 python3 bench/bench_gpu.py | tee "$out/gpu.md" || status=1
     timeout 60 python3 bench/bench_gpu.py --profile > "$out/profile.txt" 2>&1 || status=1
+    timeout 60 python3 bench/gpu_mlp_probe.py 2>&1 | tee "$out/probe.txt" || status=1
     exit $status ;;
 *)
     echo "usage: bash bench/gpu_session.sh prepare|run" >&2
