@@ -129,7 +129,11 @@ def check_size(shape: tuple[int, ...], what: str) -> None:
 
 def scalar(value: float) -> Array:
     """A scalar of the working dtype."""
-    return xp.asarray(value, dtype=dtype)[()]
+    if xp is numpy:
+        return numpy.asarray(value, dtype=dtype)[()]
+    # A fill kernel, queued like any other: asarray would copy from the host synchronously,
+    # stalling until the GPU has finished everything before it.
+    return xp.full((), value, dtype=dtype)
 
 
 def asarray(value: Any) -> Array:

@@ -379,8 +379,7 @@ class Compiler:
         pos = expr.pos
 
         def test(frame: Frame) -> bool:
-            node = value(frame)
-            host = B.to_host(node.value)
+            host = graph.host_value(value(frame))
             if host.shape != ():
                 raise ValueProblem(
                     f"the {keyword} condition is a tensor of shape {host.shape}, not a single true/false value",

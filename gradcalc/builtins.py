@@ -11,7 +11,7 @@ from typing import Any
 from . import backend as B
 from . import ops
 from .errors import ArgumentError, FileProblem, GradcalcError, ValueProblem
-from .graph import Node, constant, leaf
+from .graph import Node, constant, host_value, leaf
 
 
 @dataclass
@@ -43,9 +43,10 @@ class Builtin:
 
 def as_int(value: Node | int, what: str) -> int:
     """A whole number from a scalar node (sizes, axes, indices, counts)."""
-    if isinstance(value, int):
-        return value
-    host = B.to_host(value.value)
+    return value if isinstance(value, int) else _whole(host_value(value), what)
+
+
+def _whole(host: Any, what: str) -> int:
     if host.shape != () or not math.isfinite(float(host)) or float(host) != int(float(host)):
         raise ArgumentError(f"{what} must be a whole number, got {_describe(host)}", "write an integer such as 0 or 2")
     return int(float(host))
@@ -58,8 +59,8 @@ def _describe(host: Any) -> str:
 def as_axis(value: Node | None, x: Node) -> int | tuple[int, ...] | None:
     if value is None:
         return None
-    host = B.to_host(value.value)
-    axes = [as_int(constant(v), "axis") for v in host.reshape(-1)] if host.shape else [as_int(value, "axis")]
+    host = host_value(value)
+    axes = [_whole(v, "axis") for v in host.reshape(-1)] if host.shape else [_whole(host, "axis")]
     for a in axes:
         if not -max(x.ndim, 1) <= a < max(x.ndim, 1) or x.ndim == 0:
             raise ValueProblem(f"axis {a} is out of range for a tensor of shape {x.shape}",
@@ -71,15 +72,19 @@ def as_axis(value: Node | None, x: Node) -> int | tuple[int, ...] | None:
     return normalized if host.shape else normalized[0]
 
 
+def _sizes(values: tuple[Node, ...], what: str) -> tuple[int, ...]:
+    """Whole numbers given as separate arguments or as one list."""
+    if len(values) == 1:
+        host = host_value(values[0])
+        return tuple(_whole(v, what) for v in host) if host.ndim == 1 else (_whole(host, what),)
+    return tuple(as_int(v, what) for v in values)
+
+
 def as_shape(values: tuple[Node, ...], what: str) -> tuple[int, ...]:
     """Sizes given as `f(2, 3)` or `f([2, 3])`."""
-    if len(values) == 1 and B.to_host(values[0].value).ndim == 1:
-        sizes = [as_int(constant(v), f"{what} size") for v in B.to_host(values[0].value)]
-    else:
-        sizes = [as_int(v, f"{what} size") for v in values]
-    if any(n < 0 for n in sizes):
-        raise ValueProblem(f"{what} sizes must not be negative, got {tuple(sizes)}", "give sizes of 0 or more")
-    shape = tuple(sizes)
+    shape = _sizes(values, f"{what} size")
+    if any(n < 0 for n in shape):
+        raise ValueProblem(f"{what} sizes must not be negative, got {shape}", "give sizes of 0 or more")
     B.check_size(shape, f"{what}{shape}")
     return shape
 
@@ -121,10 +126,7 @@ def _transpose(x: Node, first: Node | None = None, second: Node | None = None) -
 def _reshape(x: Node, *sizes: Node) -> Node:
     if not sizes:
         raise ArgumentError("reshape needs the new shape", "reshape(x, 2, 3) or reshape(x, [2, 3])")
-    if len(sizes) == 1 and B.to_host(sizes[0].value).ndim == 1:
-        shape = tuple(as_int(constant(v), "reshape size") for v in B.to_host(sizes[0].value))
-    else:
-        shape = tuple(as_int(v, "reshape size") for v in sizes)
+    shape = _sizes(sizes, "reshape size")
     known = math.prod(n for n in shape if n != -1)
     size = x.value.size
     if shape.count(-1) > 1 or any(n < -1 for n in shape) or (
@@ -178,7 +180,7 @@ def _filled(value: float, what: str) -> Callable[..., Node]:
 def _full(*args: Node) -> Node:
     if len(args) < 2:
         raise ArgumentError("full needs sizes and then the fill value", "full(2, 3, 7.5)")
-    fill = B.to_host(args[-1].value)
+    fill = host_value(args[-1])
     if fill.shape != ():
         raise ArgumentError("full's last argument is the fill value and must be a number", "full(2, 3, 7.5)")
     return constant(B.xp.full(as_shape(args[:-1], "full"), float(fill), dtype=B.dtype))
@@ -192,7 +194,7 @@ def _eye(n: Node, m: Node | None = None) -> Node:
 
 
 def _number(node: Node, what: str) -> float:
-    host = B.to_host(node.value)
+    host = host_value(node)
     if host.shape != ():
         raise ArgumentError(f"{what} must be a number, got a tensor of shape {host.shape}", "")
     return float(host)

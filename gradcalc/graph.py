@@ -143,11 +143,30 @@ def leaf(value: Any, name: str | None = None, requires_grad: bool = True) -> Nod
     return Node(value, None, (), (), requires_grad, name)
 
 
+class Literal(Node):
+    """A constant made from a Python number, which it keeps: reading it needs no trip from the device."""
+
+    __slots__ = ("number",)
+
+    def __init__(self, number: int | float) -> None:
+        super().__init__(B.scalar(number))
+        self.number = number
+
+
 def constant(value: Any) -> Node:
     """A number written in the program, or made by a rule: never differentiated."""
     if isinstance(value, Node):
         return value
-    return Node(B.scalar(value) if isinstance(value, (int, float)) else B.asarray(value))
+    return Literal(value) if isinstance(value, (int, float)) else Node(B.asarray(value))
+
+
+def host_value(node: Node) -> Any:
+    """A node's value as a NumPy array, for the host's decisions (an axis, a size, a branch).
+
+    On the GPU, copying a value to the host waits for every queued kernel; a number written in the
+    program (`axis=1`) is read from the node instead, so the device's queue keeps running.
+    """
+    return B.to_host(node.number if isinstance(node, Literal) else node.value)
 
 
 def apply(prim: Primitive, inputs: tuple[Node, ...], params: tuple = ()) -> Node:

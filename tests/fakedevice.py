@@ -7,6 +7,9 @@ It keeps CuPy's rules that matter to gradcalc's backend contract:
 - indexing and reductions give 0-d device arrays, never NumPy scalars;
 - `.get()` / `asnumpy()` move a value to the host, explicitly.
 
+It also counts the copies between host and device (`transfers`): on a real GPU each one
+waits for the kernels queued before it, so a test can hold the engine to none.
+
 So the engine run with `--device gpu` over this module fails wherever code
 outside gradcalc/backend.py reaches for NumPy on a device value.
 """
@@ -18,6 +21,8 @@ from typing import Any
 
 import numpy
 import numpy.lib.mixins
+
+transfers = {"to_host": 0, "to_device": 0}
 
 
 class FakeDeviceArray(numpy.lib.mixins.NDArrayOperatorsMixin):
@@ -50,6 +55,7 @@ class FakeDeviceArray(numpy.lib.mixins.NDArrayOperatorsMixin):
 
     # --- what CuPy arrays offer --------------------------------------------------------------
     def get(self) -> numpy.ndarray:
+        transfers["to_host"] += 1
         return numpy.array(self._host)
 
     @property
@@ -152,6 +158,8 @@ class _Namespace(types.ModuleType):
             if name not in ("asarray", "array") and any(isinstance(a, numpy.ndarray) and a.ndim
                                                         for a in args):
                 raise TypeError(f"{self.__name__}.{name}: a host array given to a device function (fake device)")
+            if name in ("asarray", "array") and args and not isinstance(args[0], FakeDeviceArray):
+                transfers["to_device"] += 1
             return wrap(attribute(*(unwrap(a) for a in args), **{k: unwrap(v) for k, v in kwargs.items()}))
 
         return function

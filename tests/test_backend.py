@@ -136,6 +136,35 @@ def test_gpu_values_stay_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
         B.use("cpu")
 
 
+def test_gpu_forward_and_backward_copy_nothing_between_host_and_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With inputs on the device, a run and its gradient queue kernels only: no copy, which would wait for them.
+
+    Numbers written in the program (`axis=1`, `0.5`, `-1`) are read on the host, never fetched back.
+    """
+    cupy = fakedevice.make_module()
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    import gradcalc
+
+    program = gradcalc.parse_program("""
+        h = tanh(X @ W + b)
+        z = 0.5 * reshape(h, 2, 3).T - 1
+        L = mean(logsumexp(z, axis=1) - sum(z * Y, axis=-1)) + sum(ones(3, 2) * h)
+    """)
+    rng = np.random.default_rng(0)
+    inputs = {"X": rng.standard_normal((3, 4)), "W": rng.standard_normal((4, 2)), "b": rng.standard_normal(2),
+              "Y": np.eye(2)[[0, 1, 1]]}
+    on_device = {name: cupy.asarray(value) for name, value in inputs.items()}
+    try:
+        fakedevice.transfers.update(to_host=0, to_device=0)
+        kept = program.run(on_device, device="gpu").grad("L", ["W", "b"], retain_graph=False, host=False)
+        assert fakedevice.transfers == {"to_host": 0, "to_device": 0}
+        expected = program.run(inputs).grad("L", ["W", "b"])  # the CPU's numbers
+        for name in ("W", "b"):
+            np.testing.assert_allclose(kept.grads[name].get(), expected.grads[name], rtol=1e-12)
+    finally:
+        B.use("cpu")
+
+
 # --- the fake device is strict: what it refuses, CuPy refuses ---------------------------------------------------
 
 def test_fake_device_refuses_numpy_outside_the_backend() -> None:
