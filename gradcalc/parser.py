@@ -18,6 +18,8 @@ from typing import Any
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 from lark.lexer import Lexer
+from lark.parse_tree_builder import ExpandSingleChild
+from lark.parsers.lalr_analysis import Shift
 
 from . import syntax as S
 from .errors import GradcalcError, GradcalcSyntaxError, Pos
@@ -340,6 +342,92 @@ def _parser(start: str, max_depth: int) -> Lark:
     )
 
 
+class _Rejected(Exception):
+    """The fast loop met a token the table has no action for: Lark's own parser explains it."""
+
+
+class _FastLALR:
+    """Lark's LALR table and callbacks, run by a lean loop.
+
+    Lark builds the table from the grammar and owns error reporting; its general parser
+    loop costs about 2 µs a token (a Rule hashed per reduction, a try per action). This
+    loop runs the same actions on plain dicts, and a unit rule (`?expr: or_test`) passes
+    its child up without a call. When it meets a syntax error it gives up, and the text
+    is parsed again by Lark, whose error is the one reported.
+    """
+
+    def __init__(self, lark: Lark, start: str) -> None:
+        inner = lark.parser.parser.parser  # ParsingFrontend → LALR_Parser → its _Parser
+        table, callbacks = inner.parse_table, inner.callbacks
+        self.start_state, self.end_state = table.start_states[start], table.end_states[start]
+        connector = lark.parser.lexer  # PostLexConnector(Lark's wrapper of our _Lexer, _Brackets)
+        self.lexer, self.postlexer = connector.lexer.lexer, connector.postlexer
+        index: dict[Any, int] = {}
+        # (size, goto symbol, callback); a callback of None passes the one child up
+        self.rules: list[tuple[int, str, Any]] = []
+        # per state, symbol → next state (shift, goto) or ~rule (reduce)
+        self.rows: list[dict[str, int]] = [{} for _ in range(max(table.states) + 1)]
+        for state, actions in table.states.items():
+            row = self.rows[state]
+            for symbol, (action, arg) in actions.items():
+                if action is Shift:
+                    row[symbol] = arg
+                    continue
+                if arg not in index:
+                    index[arg] = len(self.rules)
+                    size, callback = len(arg.expansion), callbacks[arg]
+                    unit = size == 1 and type(callback) is ExpandSingleChild
+                    self.rules.append((size, arg.origin.name, None if unit else callback))
+                row[symbol] = ~index[arg]
+
+    def parse(self, text: str) -> Any:
+        rows, rules = self.rows, self.rules
+        states = [self.start_state]
+        values: list[Any] = []
+        for token in self.postlexer.process(self.lexer.lex(text)):
+            kind = token.type
+            while True:
+                action = rows[states[-1]].get(kind)
+                if action is None:
+                    raise _Rejected
+                if action >= 0:
+                    states.append(action)
+                    values.append(token)
+                    break
+                size, symbol, callback = rules[~action]
+                if callback is None:
+                    states.pop()
+                else:
+                    children = values[-size:] if size else []
+                    if size:
+                        del values[-size:]
+                        del states[-size:]
+                    values.append(callback(children))
+                states.append(rows[states[-1]][symbol])
+        end = self.end_state
+        while True:
+            action = rows[states[-1]].get("$END")
+            if action is None or action >= 0:
+                raise _Rejected
+            size, symbol, callback = rules[~action]
+            if callback is None:
+                states.pop()
+            else:
+                children = values[-size:] if size else []
+                if size:
+                    del values[-size:]
+                    del states[-size:]
+                values.append(callback(children))
+            states.append(rows[states[-1]][symbol])
+            if states[-1] == end:
+                return values[-1]
+
+
+@lru_cache(maxsize=4)
+def _fast(start: str, max_depth: int) -> _FastLALR:
+    return _FastLALR(_parser(start, max_depth), start)
+
+
 def parse(text: str, max_depth: int = DEFAULT_MAX_DEPTH) -> S.Module:
     """Parse a whole program. Raises GradcalcSyntaxError with a place and a hint."""
     module: S.Module = _parse(text, "start", max_depth)
@@ -391,7 +479,10 @@ def with_claim_texts(claims: list[S.Claim], text: str) -> list[S.Claim]:
 
 def _parse(text: str, start: str, max_depth: int) -> Any:
     try:
-        return _parser(start, max_depth).parse(text)
+        try:
+            return _fast(start, max_depth).parse(text)
+        except _Rejected:
+            return _parser(start, max_depth).parse(text)  # raises Lark's error for the text
     except VisitError as exc:  # an error raised by a Transformer method
         if isinstance(exc.orig_exc, GradcalcError):
             raise exc.orig_exc from None

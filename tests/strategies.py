@@ -55,3 +55,19 @@ def scalar_cases(draw: Callable[..., Any], powers: bool = False) -> tuple[str, l
     coordinate = st.floats(-1.5, 1.5, allow_nan=False).map(lambda v: round(v, 3))
     points = [{name: draw(coordinate) for name in names} for _ in range(2)]
     return f"f = {body}", names, points
+
+
+# Token soups: the language's tokens, keywords, junk and gaps in random order (mostly not a program).
+SOUP_NAMES = ["x", "y", "a", "w1", "L", "θ", "_t", "sin", "sum", "ones", "randn", "load", "range", "f", "maximum", "T"]
+KEYWORDS = ["if", "else", "while", "for", "in", "no_grad", "return", "and", "or", "not", "check"]
+NUMBERS = ["0", "1", "2", "2.5", ".5", "1e-3", "3", "1e3", "7."]
+OPERATORS = ["+", "-", "*", "/", "@", "^", "**", "<", "<=", ">", ">=", "==", "!=", "=", "+=", "-=", "*=", "/=",
+             "−", "·", "×", "÷"]
+PUNCTUATION = ["(", ")", "[", "]", "{", "}", ",", ":", ".", ";", "\n", "\n\n", "#", "\\\n", "\t"]
+STRINGS = ['"x.npy"', "'d.npz'", '"', "'"]
+JUNK = ["$", "!", "&", "|", "`", "~", "?", "\\", "\r", "\x00", "é", "∂", "½", "٣"]
+TOKENS = SOUP_NAMES + KEYWORDS + NUMBERS + OPERATORS + PUNCTUATION + STRINGS + JUNK
+
+token_soup = st.lists(
+    st.tuples(st.sampled_from(TOKENS), st.sampled_from(["", " ", " ", "\n"])), max_size=40,
+).map(lambda pairs: "".join(token + gap for token, gap in pairs))

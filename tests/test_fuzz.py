@@ -9,6 +9,7 @@ import string
 from helpers import EXIT_BAD_INPUT, EXIT_OK, EXIT_WRONG, MEAN, NEURON, NEURON_TENSOR, CliResult, run_cli, strict_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import token_soup
 
 from gradcalc.builtins import BUILTINS
 from gradcalc.errors import GradcalcError
@@ -54,20 +55,6 @@ def run_program(command: str, program: str, *extra: str, json_mode: bool = True)
 
 
 # --- the parser alone ------------------------------------------------------------------------------------------
-
-NAMES = ["x", "y", "a", "w1", "L", "θ", "_t", "sin", "sum", "ones", "randn", "load", "range", "f", "maximum", "T"]
-KEYWORDS = ["if", "else", "while", "for", "in", "no_grad", "return", "and", "or", "not", "check"]
-NUMBERS = ["0", "1", "2", "2.5", ".5", "1e-3", "3", "1e3", "7."]
-OPERATORS = ["+", "-", "*", "/", "@", "^", "**", "<", "<=", ">", ">=", "==", "!=", "=", "+=", "-=", "*=", "/=",
-             "−", "·", "×", "÷"]
-PUNCTUATION = ["(", ")", "[", "]", "{", "}", ",", ":", ".", ";", "\n", "\n\n", "#", "\\\n", "\t"]
-STRINGS = ['"x.npy"', "'d.npz'", '"', "'"]
-JUNK = ["$", "!", "&", "|", "`", "~", "?", "\\", "\r", "\x00", "é", "∂", "½", "٣"]
-TOKENS = NAMES + KEYWORDS + NUMBERS + OPERATORS + PUNCTUATION + STRINGS + JUNK
-
-token_soup = st.lists(
-    st.tuples(st.sampled_from(TOKENS), st.sampled_from(["", " ", " ", "\n"])), max_size=40,
-).map(lambda pairs: "".join(token + gap for token, gap in pairs))
 
 program_alphabet = st.sampled_from([*string.printable, "θ", "∂", "é", "\u00a0", "\u2028", "١"])
 program_like_text = st.text(alphabet=program_alphabet, max_size=80)

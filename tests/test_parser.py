@@ -1,0 +1,114 @@
+"""The fast LALR loop against Lark's own parser: the same syntax tree for every program, the same error otherwise.
+
+gradcalc/parser.py runs Lark's parse table with a lean loop and hands a text it rejects back to Lark for
+the error message. These tests parse each text both ways (Lark alone by making the fast loop reject
+everything) and compare the trees, or the errors, field by field, positions included.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+
+import pytest
+from helpers import SAMPLES
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import expressions, token_soup
+
+from gradcalc import parser as P
+from gradcalc.errors import GradcalcError
+
+EVERY_CONSTRUCT = """
+# comments, statements, compound assignment, reassignment
+a = 3; b = -a^2 + 2**3 ** 2 − 1·2×3÷4
+b += a; b -= 1; b *= 2; b /= 4
+W = [[1, 2],
+     [3, 4.5e-1],]
+v = W @ [1, .5] + W.T[0, :] + W[:, 1] + W[::2, ::-1][0] + W[1:, :1:1][0, 0]
+s = sum(W, axis=0) + mean(W, axis=-1, keepdims=1)
+c = a < b and not (a >= 2 or a == b) and 1 < a <= 3 != 4
+x = load("data.npy") \\
+    + 1
+f(x, y,) = x * y
+g(t) {
+    u = t^2
+    return u + 1
+}
+override h(z) = z
+if a > 1 { y = 1 } else if a < 0 { y = 2 } else {
+    y = 3
+}
+while a < 10 { a += 1 }
+for i in range(3) { b = b + i }
+no_grad { d = detach(b) }
+L = f(a, b) + g(a) + θ_1
+check dL/da = 2*a
+check ∂L/∂b = 1
+check L = 15
+"""
+
+CLAIMS = "dL/dw1 = -w3*a\n∂L/∂a = 2.5  # a comment\nL = 15; check dL/dw2 = -8\n"
+
+
+class _RejectAll:
+    def parse(self, text: str) -> Any:
+        raise P._Rejected
+
+
+def outcome(text: str, start: str = "start") -> tuple:
+    """The tree, or the error's text, hint and place: what a user sees."""
+    try:
+        return ("tree", P._parse(text, start, P.DEFAULT_MAX_DEPTH))
+    except GradcalcError as error:
+        return ("error", error.message, error.hint, error.pos)
+
+
+def lark_outcome(text: str, start: str = "start") -> tuple:
+    with mock.patch.object(P, "_fast", lambda *args: _RejectAll()):
+        return outcome(text, start)
+
+
+def assert_same(text: str, start: str = "start", valid: bool | None = None) -> None:
+    fast, lark = outcome(text, start), lark_outcome(text, start)
+    assert fast == lark, text
+    if valid is not None:
+        assert (fast[0] == "tree") == valid, (text, fast)
+    if fast[0] == "tree":  # and the fast loop took it, rather than handing it to Lark
+        assert P._fast(start, P.DEFAULT_MAX_DEPTH).parse(text) == lark[1]
+
+
+def test_every_construct_gives_lark_s_tree() -> None:
+    assert_same(EVERY_CONSTRUCT, valid=True)
+
+
+@pytest.mark.parametrize("path", sorted(SAMPLES.rglob("*.eq")), ids=lambda p: p.name)
+def test_samples_give_lark_s_tree(path: Any) -> None:
+    # some students' submissions do not parse, on purpose
+    assert_same(path.read_text(encoding="utf-8"), valid=None if "submissions" in path.parts else True)
+
+
+def test_claims_and_values_give_lark_s_tree() -> None:
+    assert_same(CLAIMS, "claims", valid=True)
+    assert_same((SAMPLES / "answers.txt").read_text(encoding="utf-8"), "claims", valid=True)
+    assert_same("randn(3, 2) * 0.5", "value", valid=True)
+    assert_same("[[1, 2], [3, 4]]", "value", valid=True)
+
+
+@pytest.mark.parametrize("text", ["y = 2 x", "y = (1 + 2", "y = 1 +\n", "f(x) = ", "if a { y = 1 } else", "y = 1 ]",
+                                  "y == 2", "3 = y", "y = a = 2", "while { }", "y = 1\nelse { }", "y = $"])
+def test_errors_are_lark_s_errors(text: str) -> None:
+    assert_same(text, valid=False)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(expressions(["x", "y", "w1"]), min_size=1, max_size=4), st.sampled_from(["\n", "; ", "\n\n"]))
+def test_random_programs_give_lark_s_tree(bodies: list[str], separator: str) -> None:
+    text = separator.join(f"v{i} = {body}" for i, body in enumerate(bodies))
+    assert_same(text, valid=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(token_soup, st.sampled_from(["start", "claims", "value"]))
+def test_token_soups_give_lark_s_outcome(text: str, start: str) -> None:
+    assert_same(text, start)
