@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from functools import lru_cache
 from importlib import resources
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from lark.lexer import Lexer
 from lark.parse_tree_builder import ExpandSingleChild
 from lark.parsers.lalr_analysis import Shift
+from lark.visitors import _vargs_inline, _VArgsWrapper
 
 from . import syntax as S
 from .errors import GradcalcError, GradcalcSyntaxError, Pos
@@ -153,6 +155,7 @@ class _Lexer(Lexer):
 
     def lex(self, text: str) -> Iterator[Token]:  # type: ignore[override]  (Lark's interface 0: the text)
         match, keywords, ignore = self.match, self.keywords, self.ignore
+        new_token = Token._future_new  # Token(...) without its keyword-argument checks: one per token, it shows
         pos, line, line_start, end = 0, 1, 0, len(text)
         while pos < end:
             found = match(text, pos)
@@ -163,7 +166,7 @@ class _Lexer(Lexer):
             if kind not in ignore:
                 if kind == "NAME":
                     kind = keywords.get(value, "NAME")
-                yield Token(kind, value, pos, line, pos - line_start + 1)  # type: ignore[arg-type]
+                yield new_token(kind, value, pos, line, pos - line_start + 1)
             if "\n" in value:
                 line += value.count("\n")
                 line_start = pos + value.rindex("\n") + 1
@@ -363,8 +366,9 @@ class _FastLALR:
         connector = lark.parser.lexer  # PostLexConnector(Lark's wrapper of our _Lexer, _Brackets)
         self.lexer, self.postlexer = connector.lexer.lexer, connector.postlexer
         index: dict[Any, int] = {}
-        # (size, goto symbol, callback); a callback of None passes the one child up
-        self.rules: list[tuple[int, str, Any]] = []
+        # (size, goto symbol, callback, whether it takes the children as arguments);
+        # a callback of None passes the one child up
+        self.rules: list[tuple[int, str, Any, bool]] = []
         # per state, symbol → next state (shift, goto) or ~rule (reduce)
         self.rows: list[dict[str, int]] = [{} for _ in range(max(table.states) + 1)]
         for state, actions in table.states.items():
@@ -376,25 +380,27 @@ class _FastLALR:
                 if arg not in index:
                     index[arg] = len(self.rules)
                     size, callback = len(arg.expansion), callbacks[arg]
-                    unit = size == 1 and type(callback) is ExpandSingleChild
-                    self.rules.append((size, arg.origin.name, None if unit else callback))
+                    if size == 1 and type(callback) is ExpandSingleChild:
+                        self.rules.append((size, arg.origin.name, None, False))
+                    else:
+                        self.rules.append((size, arg.origin.name, *_direct(callback)))
                 row[symbol] = ~index[arg]
 
     def parse(self, text: str) -> Any:
-        rows, rules = self.rows, self.rules
+        rows, rules, end = self.rows, self.rules, self.end_state
         states = [self.start_state]
         values: list[Any] = []
-        for token in self.postlexer.process(self.lexer.lex(text)):
+        for token in chain(self.postlexer.process(self.lexer.lex(text)), (_END,)):
             kind = token.type
             while True:
                 action = rows[states[-1]].get(kind)
-                if action is None:
+                if action is None or (action >= 0 and token is _END):
                     raise _Rejected
                 if action >= 0:
                     states.append(action)
                     values.append(token)
                     break
-                size, symbol, callback = rules[~action]
+                size, symbol, callback, spread = rules[~action]
                 if callback is None:
                     states.pop()
                 else:
@@ -402,25 +408,27 @@ class _FastLALR:
                     if size:
                         del values[-size:]
                         del states[-size:]
-                    values.append(callback(children))
-                states.append(rows[states[-1]][symbol])
-        end = self.end_state
-        while True:
-            action = rows[states[-1]].get("$END")
-            if action is None or action >= 0:
-                raise _Rejected
-            size, symbol, callback = rules[~action]
-            if callback is None:
-                states.pop()
-            else:
-                children = values[-size:] if size else []
-                if size:
-                    del values[-size:]
-                    del states[-size:]
-                values.append(callback(children))
-            states.append(rows[states[-1]][symbol])
-            if states[-1] == end:
-                return values[-1]
+                    values.append(callback(*children) if spread else callback(children))
+                state = rows[states[-1]][symbol]
+                if state == end:  # only the start symbol leads there, and only at the end
+                    return values[-1]
+                states.append(state)
+        raise _Rejected
+
+
+_END = Token("$END", "")
+
+
+def _direct(callback: Any) -> tuple[Any, bool]:
+    """The transformer method itself where Lark's callback only spreads the children into it.
+
+    Lark reaches a method through four calls (its tree builder, the visit wrapper, the
+    inline-arguments wrapper, the bound method); the method alone gives the same node.
+    """
+    wrapped = getattr(callback, "__wrapped__", None)
+    if isinstance(wrapped, _VArgsWrapper) and wrapped.visit_wrapper is _vargs_inline:
+        return wrapped.base_func, True
+    return callback, False
 
 
 @lru_cache(maxsize=4)
