@@ -133,8 +133,9 @@ def release_unneeded(node: Node) -> None:
     reads = node.op.reads_inputs  # type: ignore[union-attr]
     for i, parent in enumerate(node.inputs):
         op = parent.op
+        # Scalars cost less than a Released: only tensors are worth freeing.
         if (parent.name is None and op is not None and not op.reads_output and reads is not None
-                and i not in reads and parent.value.__class__ is not Released):
+                and i not in reads and parent.value.ndim and parent.value.__class__ is not Released):
             parent.value = Released(parent.value)
 
 

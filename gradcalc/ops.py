@@ -175,7 +175,7 @@ INV = _define("inv", lambda x: B.xp.linalg.inv(x), 1, "LinalgInvExBackward0")
 # --- Recording: the graph namespace -------------------------------------------------------
 
 def _lift(x: Any) -> Node:
-    return x if x.__class__ is Node else constant(x)
+    return x if isinstance(x, Node) else constant(x)
 
 
 def _binary(prim: Primitive) -> Callable[[Any, Any], Node]:
@@ -183,8 +183,8 @@ def _binary(prim: Primitive) -> Callable[[Any, Any], Node]:
     forward = prim.forward
 
     def record(x: Any, y: Any) -> Node:
-        x = x if x.__class__ is Node else constant(x)
-        y = y if y.__class__ is Node else constant(y)
+        x = x if isinstance(x, Node) else constant(x)
+        y = y if isinstance(y, Node) else constant(y)
         xv, yv = x.value, y.value
         if xv.shape != yv.shape:
             broadcast_shape(prim, xv.shape, yv.shape)
@@ -218,7 +218,7 @@ def _unary(prim: Primitive) -> Callable[[Any], Node]:
     forward = prim.forward
 
     def record(x: Any) -> Node:
-        x = x if x.__class__ is Node else constant(x)
+        x = x if isinstance(x, Node) else constant(x)
         return graph.record(forward(x.value), prim, (x,), (), graph.recording and x.requires_grad)
 
     record.__name__ = prim.name
