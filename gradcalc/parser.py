@@ -366,6 +366,7 @@ class _FastLALR:
         connector = lark.parser.lexer  # PostLexConnector(Lark's wrapper of our _Lexer, _Brackets)
         self.lexer, self.postlexer = connector.lexer.lexer, connector.postlexer
         index: dict[Any, int] = {}
+        self.units: dict[tuple[int, int, str], int] = {}  # see _unit_run
         # (size, goto symbol, callback, whether it takes the children as arguments);
         # a callback of None passes the one child up
         self.rules: list[tuple[int, str, Any, bool]] = []
@@ -387,13 +388,14 @@ class _FastLALR:
                 row[symbol] = ~index[arg]
 
     def parse(self, text: str) -> Any:
-        rows, rules, end = self.rows, self.rules, self.end_state
+        rows, rules, end, units = self.rows, self.rules, self.end_state, self.units
         states = [self.start_state]
         values: list[Any] = []
         for token in chain(self.postlexer.process(self.lexer.lex(text)), (_END,)):
             kind = token.type
             while True:
-                action = rows[states[-1]].get(kind)
+                top = states[-1]
+                action = rows[top].get(kind)
                 if action is None or (action >= 0 and token is _END):
                     raise _Rejected
                 if action >= 0:
@@ -401,19 +403,36 @@ class _FastLALR:
                     values.append(token)
                     break
                 size, symbol, callback, spread = rules[~action]
-                if callback is None:
-                    states.pop()
-                else:
-                    children = values[-size:] if size else []
-                    if size:
-                        del values[-size:]
-                        del states[-size:]
-                    values.append(callback(*children) if spread else callback(children))
+                if callback is None:  # a run of unit rules (`?expr: or_test`, ...) only replaces the top state
+                    key = (states[-2], top, kind)
+                    state = units.get(key)
+                    states[-1] = self._unit_run(*key) if state is None else state
+                    continue
+                children = values[-size:] if size else []
+                if size:
+                    del values[-size:]
+                    del states[-size:]
+                values.append(callback(*children) if spread else callback(children))
                 state = rows[states[-1]][symbol]
                 if state == end:  # only the start symbol leads there, and only at the end
                     return values[-1]
                 states.append(state)
         raise _Rejected
+
+    def _unit_run(self, below: int, top: int, kind: str) -> int:
+        """The state a run of unit reductions ends in, from `top` over `below`, before `kind`; remembered.
+
+        Each unit reduction pops one state and pushes the goto from the one below, which stays:
+        the whole run depends on these three alone (a chain of ten precedence levels is one lookup).
+        """
+        state = top
+        while True:
+            action = self.rows[state].get(kind)
+            if action is None or action >= 0 or self.rules[~action][2] is not None:
+                break
+            state = self.rows[below][self.rules[~action][1]]
+        self.units[below, top, kind] = state
+        return state
 
 
 _END = Token("$END", "")
