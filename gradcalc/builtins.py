@@ -299,4 +299,4 @@ def _table() -> dict[str, Builtin]:
 
 BUILTINS = _table()
 RANDOM = frozenset({"randn", "rand"})
-CONSTANTS = {"pi": math.pi, "e": math.e}
+CONSTANTS = {"pi": math.pi, "π": math.pi, "e": math.e}

@@ -53,11 +53,15 @@ _TOKEN_WORDS = {
     "COLON": "':'",
     "DOT": "'.'",
     "PARTIAL": "'∂'",
+    "ROOT": "'√'",
+    "SUPERSCRIPT": "a power such as ²",
 }
 
 
 # Operators with another spelling: ** is ^; the typographic signs are their ASCII operators.
-_OPERATORS = {"**": "^", "−": "-", "·": "*", "×": "*", "÷": "/"}
+_OPERATORS = {"**": "^", "−": "-", "–": "-", "·": "*", "⋅": "*", "×": "*", "÷": "/"}
+_SUPERSCRIPTS = str.maketrans("⁺⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "+-0123456789")
+_SUBSCRIPTS = str.maketrans("₀₁₂₃₄₅₆₇₈₉", "0123456789")  # w₁ is w1
 
 
 _new_pos = tuple.__new__  # a Pos without NamedTuple's Python-level __new__: one per token, it shows
@@ -165,6 +169,8 @@ class _Lexer(Lexer):
             value = text[pos:stop]
             if kind not in ignore:
                 if kind == "NAME":
+                    if not value.isascii():
+                        value = value.translate(_SUBSCRIPTS)
                     kind = keywords.get(value, "NAME")
                 yield new_token(kind, value, pos, line, pos - line_start + 1)
             if "\n" in value:
@@ -276,6 +282,18 @@ class _ToSyntax(Transformer):
 
     def unary(self, op: Token, operand: S.Expr) -> S.Unary:
         return S.Unary(_OPERATORS.get(str(op), str(op)), operand, _pos(op))
+
+    def root(self, op: Token, operand: S.Expr) -> S.Call:
+        return S.Call("sqrt", [operand], [], _pos(op))
+
+    def superscript(self, base: S.Expr, power: Token) -> S.Binary:
+        """x² as x^2, x⁻¹ as x^-1."""
+        pos = _pos(power)
+        text = str(power).translate(_SUPERSCRIPTS)
+        exponent: S.Expr = S.Number(float(text.lstrip("+-")), text.lstrip("+-"), pos)
+        if text[0] in "+-":
+            exponent = S.Unary(text[0], exponent, pos)
+        return S.Binary("^", base, exponent, pos)
 
     def index(self, target: S.Expr, bracket: Token, subscripts: list[S.Expr]) -> S.Index:
         return S.Index(target, subscripts, _pos(bracket))

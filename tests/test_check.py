@@ -830,6 +830,10 @@ def test_claims_written_with_typographic_signs() -> None:
     doc = strict_json(result.stdout)
     assert [r["claim"] for r in doc["results"]] == claims
     assert [r["expected"] for r in doc["results"]] == [-1.0, 2.5, -6.0, 2.0]
+    notes = ["dL/dw₁ = −w₃⋅a", "∂L/∂w₂ = –w₄·a", "dL/da = √(w1²)⋅(−w3) – w2·w4"]  # subscripts, ⋅, en dash, √, ²
+    result = run_cli("check", NEURON, *[f"--claim={c}" for c in notes], "--json")
+    assert result.exit_code == EXIT_OK, result.output
+    assert [r["expected"] for r in strict_json(result.stdout)["results"]] == [-1.0, -8.0, 2.5]
     wrong = run_cli("check", NEURON, "--claim", "dL/dw1 = w3·a", "--json")
     assert wrong.exit_code == EXIT_WRONG
     assert strict_json(wrong.stdout)["results"][0]["diagnosis"].startswith("sign error")

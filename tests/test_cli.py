@@ -615,3 +615,36 @@ def test_typographic_operators_in_programs() -> None:
     assert doc["value"] == 2.0 and doc["grad"]["x"] == 1.0
     values = json_ok("eval", "-e", "x = 2; z = −x^2")["values"]
     assert values["z"] == -4.0  # unary minus binds looser than ^, as with '-'
+
+
+@pytest.mark.parametrize(("written", "ascii_"), [
+    ("y = x² + x⁻¹ + √x + (x + 1)³ – 2⋅x", "y = x^2 + x^-1 + sqrt(x) + (x + 1)^3 - 2*x"),
+    ("y = −x² + √(x + 1)⁻²", "y = -x^2 + sqrt(x + 1)^-2"),  # -x² is -(x²); √a⁻² is √(a⁻²), as √a^-2
+    ("y = 2^x¹⁰ / x¹²", "y = 2^x^10 / x^12"),
+    ("w₁ = 1.5; w₂ = 2; y = w1*x + w₂*x^2 + π", "w1 = 1.5; w2 = 2; y = w1*x + w2*x^2 + pi"),
+])
+def test_notation_from_notes_is_the_ascii_program(written: str, ascii_: str) -> None:
+    """Superscript powers, √, subscript digits in names, π, ⋅ and – (en dash): the same program as in ASCII."""
+    typed = json_ok("grad", "-e", f"x = 1.3; {written}", "--of", "y")
+    plain = json_ok("grad", "-e", f"x = 1.3; {ascii_}", "--of", "y")
+    assert typed == plain
+    assert set(typed["grad"]) >= {"x"}
+
+
+def test_superscript_power_against_closed_form() -> None:
+    """d/dx (x³ + x⁻²) = 3x² - 2x⁻³, at x = 1.5."""
+    doc = json_ok("grad", "-e", "x = 1.5; y = x³ + x⁻²")
+    assert doc["value"] == pytest.approx(1.5**3 + 1.5**-2, rel=1e-15)
+    assert doc["grad"]["x"] == pytest.approx(3 * 1.5**2 - 2 * 1.5**-3, rel=1e-15)
+
+
+@pytest.mark.parametrize(("program", "message", "hint"), [
+    ("x = 3; y = x²y", "missing operator before 'y'", "write 'x²*y' to multiply"),
+    ("x = 3; y = x⁻", "unexpected character '⁻'", "remove it"),
+    ("x = 3; y = ²", "unexpected '²'", "expected an expression"),
+])
+def test_notation_from_notes_errors(program: str, message: str, hint: str) -> None:
+    result = run_cli("eval", "-e", program, "--json")
+    assert result.exit_code == EXIT_BAD_INPUT
+    error = strict_json(result.stderr)["error"]
+    assert error["message"] == message and error["hint"].startswith(hint), error

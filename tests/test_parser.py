@@ -21,7 +21,7 @@ from gradcalc.errors import GradcalcError
 
 EVERY_CONSTRUCT = """
 # comments, statements, compound assignment, reassignment
-a = 3; b = -a^2 + 2**3 ** 2 − 1·2×3÷4
+a = 3; b = -a^2 + 2**3 ** 2 − 1·2×3÷4 – 1⋅2 + a² + -a⁻¹² + √a + √(a + 1)³ + w₁₂ + π
 b += a; b -= 1; b *= 2; b /= 4
 W = [[1, 2],
      [3, 4.5e-1],]
