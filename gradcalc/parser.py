@@ -536,7 +536,7 @@ def _parse(text: str, start: str, max_depth: int) -> Any:
         raise
     except UnexpectedInput as exc:
         opened = _unclosed(exc, _parser(start, max_depth).options.postlex)
-        raise (opened or _explain(exc, text)) from None
+        raise (opened or _explain(exc, text, start)) from None
 
 
 def _unclosed(exc: UnexpectedInput, brackets: Any) -> GradcalcSyntaxError | None:
@@ -566,8 +566,11 @@ def _expected_words(expected: set[str]) -> str:
     return ", ".join(words[:-1]) + (" or " if len(words) > 1 else "") + words[-1] if words else ""
 
 
-def _explain(exc: UnexpectedInput, text: str) -> GradcalcSyntaxError:
-    """Turn Lark's error into a message a student can act on."""
+_CLAIM_FORM = "write it as dL/dw1 = <expression>, ∂L/∂w1 = <expression>, or L = <value> for a value"
+
+
+def _explain(exc: UnexpectedInput, text: str, start: str = "start") -> GradcalcSyntaxError:
+    """Turn Lark's error into a message a student can act on (`start`: what the text is, as in the grammar)."""
     line = exc.line if exc.line and exc.line > 0 else max(1, text.count("\n") + 1)
     column = exc.column if exc.column and exc.column > 0 else 1
     if isinstance(exc, UnexpectedCharacters):
@@ -585,7 +588,7 @@ def _explain(exc: UnexpectedInput, text: str) -> GradcalcSyntaxError:
         words = _expected_words(set(expected))
         lines = text.splitlines() or [""]
         return GradcalcSyntaxError(
-            "the program ends in the middle of a statement",
+            "the claim ends before its value" if start == "claims" else "the program ends in the middle of a statement",
             f"expected {words}" if words else "finish the last statement",
             Pos(len(lines), len(lines[-1]) + 1, 1),
         )
@@ -600,6 +603,9 @@ def _explain(exc: UnexpectedInput, text: str) -> GradcalcSyntaxError:
             "finish it on this line, or wrap it in ( ) to go on over several lines",
             Pos(pos.line, pos.column, 1),
         )
+    if start == "claims" and ("EQUALS" in expected or {"NAME", "PARTIAL"} <= expected):  # in dL/dw1 =
+        where = "where a claim starts" if "EQUALS" not in expected and "CHECK" in expected else "in a claim's left side"
+        return GradcalcSyntaxError(f"unexpected '{token}' {where}", _CLAIM_FORM, pos)
     before = text[: token.start_pos].rstrip(" \t") if token.start_pos is not None else ""
     if token.type in ("NAME", "NUMBER", "LPAR") and before and (before[-1].isalnum() or before[-1] in "_)]."):
         prev = before.split()[-1] if before.split() else before

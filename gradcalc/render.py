@@ -355,8 +355,9 @@ def _verdict_detail(verdict: Any, full: bool, errors_apart: bool = False) -> Ren
     lines: list[RenderableType] = [Text(""), Text.assemble((word[0] + " ", style), (verdict.claim, "bold"), where)]
     if verdict.status == "invalid":
         if errors_apart and verdict.error:
-            hint = f" ({verdict.error['hint']})" if verdict.error.get("hint") else ""
-            lines.append(Text(f"  could not be judged: {verdict.error['message']}{hint}"))
+            lines.append(Text(f"  could not be judged: {verdict.error['message']}"))
+            if verdict.error.get("hint"):
+                lines.append(Text(f"  hint: {verdict.error['hint']}"))
         else:
             lines += [Text("  " + line) for line in verdict.error_message.splitlines()]
         return Group(*lines)

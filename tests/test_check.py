@@ -137,6 +137,35 @@ def test_answers_file_lines_comments_and_check_prefix(tmp_path: Path) -> None:
     assert [r["expected"] for r in doc["results"]] == [truth["w1"], truth["w2"], truth["a"], truth["w4"], 15]
 
 
+def test_claims_separated_by_commas_on_one_line(tmp_path: Path) -> None:
+    """`dL/dw1 = -1, dL/dw2 = -8` is two claims; a comma inside brackets stays in its claim's value."""
+    answers = write(tmp_path / "answers.txt", "dL/dw1 = -1, dL/dw2 = -w4*a,\ndL/da = maximum(2, 2.5), L = 15\n")
+    doc = check_json(NEURON, answers, code=EXIT_OK)
+    assert [(r["claim"], r["line"]) for r in doc["results"]] == [
+        ("dL/dw1 = -1", 1), ("dL/dw2 = -w4*a", 1), ("dL/da = maximum(2, 2.5)", 2), ("L = 15", 2)]
+    tensor = run_cli("check", "-e", "x = [1.0, 2.0]; L = sum(x^2)", "--claim", "dL/dx = [2*x[0], 2*x[1]], L = 5",
+                     "--json")
+    assert tensor.exit_code == EXIT_OK, tensor.output
+    assert [r["expected"] for r in strict_json(tensor.stdout)["results"]] == [[2.0, 4.0], 5.0]
+
+
+@pytest.mark.parametrize(("line", "message", "column"), [
+    ("dL/dw3: -6", "unexpected ':' in a claim's left side", 7),
+    ("-1 = dL/dw4", "unexpected '-' where a claim starts", 1),
+    ("dL dw4 = 3", "unexpected 'dw4' in a claim's left side", 4),
+    ("dL/ = 3", "unexpected '=' in a claim's left side", 5),
+    ("dL/dw4 =", "the claim ends before its value", 9),
+])
+def test_malformed_claim_says_how_a_claim_is_written(tmp_path: Path, line: str, message: str, column: int) -> None:
+    answers = write(tmp_path / "answers.txt", f"dL/dw1 = -1\n{line}\n")
+    error = _judged_despite(check(NEURON, answers, "--json"), line)
+    assert (error["message"], error["line"], error["column"]) == (message, 2, column)
+    if "ends" not in message:
+        assert error["hint"].startswith("write it as dL/dw1 = <expression>")
+    human = check(NEURON, answers).stdout
+    assert f"could not be judged: {message}\n  hint: " in human
+
+
 def test_check_statements_in_the_program_are_judged_with_their_lines(tmp_path: Path) -> None:
     program = write(tmp_path / "hw.eq", NEURON_PROGRAM + "check dL/dw1 = -w3*a\n# a comment\ncheck ∂L/∂a = 2.5\n"
                                                        "check dL/dw3 = -b   # intermediates allowed\n")

@@ -48,7 +48,7 @@ check ∂L/∂b = 1
 check L = 15
 """
 
-CLAIMS = "dL/dw1 = -w3*a\n∂L/∂a = 2.5  # a comment\nL = 15; check dL/dw2 = -8\n"
+CLAIMS = "dL/dw1 = -w3*a\n∂L/∂a = 2.5  # a comment\nL = 15; check dL/dw2 = -8, dL/dx = [1, f(2, 3)],\n"
 
 
 class _RejectAll:
@@ -93,6 +93,11 @@ def test_claims_and_values_give_lark_s_tree() -> None:
     assert_same((SAMPLES / "answers.txt").read_text(encoding="utf-8"), "claims", valid=True)
     assert_same("randn(3, 2) * 0.5", "value", valid=True)
     assert_same("[[1, 2], [3, 4]]", "value", valid=True)
+
+
+@pytest.mark.parametrize("text", ["dL/dw3: -6", "-1 = dL/dw4", "dL dw4 = 3", "dL/ = 3", "dL/dw4 ="])
+def test_claim_errors_are_lark_s_errors(text: str) -> None:
+    assert_same(text, "claims", valid=False)
 
 
 @pytest.mark.parametrize("text", ["y = 2 x", "y = (1 + 2", "y = 1 +\n", "f(x) = ", "if a { y = 1 } else", "y = 1 ]",
