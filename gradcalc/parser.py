@@ -38,6 +38,7 @@ _TOKEN_WORDS = {
     "SEMICOLON": "';'",
     "$END": "the end of the program",
     "EQUALS": "'='",
+    "APPROX": "'≈'",
     "AUG_OP": "'+=', '-=', '*=' or '/='",
     "COMP_OP": "a comparison",
     "ADD_OP": "'+' or '-'",
@@ -614,6 +615,9 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start") -> GradcalcS
             f"write '{prev}*{token}' to multiply" if token.type != "LPAR" else "write '*' to multiply",
             pos,
         )
+    if token.type == "APPROX" and start != "claims":
+        use = "compare with '=='" if "COMP_OP" in expected else "assign with '='"
+        return GradcalcSyntaxError("unexpected '≈'", f"{use} (≈ is for claims: check dL/dw1 ≈ 0.39)", pos)
     if token.type == "EQUALS":
         if "COMP_OP" in expected or "MUL_OP" in expected:
             return GradcalcSyntaxError("'=' inside an expression", "use '==' to compare; '=' only assigns", pos)

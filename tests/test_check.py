@@ -149,6 +149,20 @@ def test_claims_separated_by_commas_on_one_line(tmp_path: Path) -> None:
     assert [r["expected"] for r in strict_json(tensor.stdout)["results"]] == [[2.0, 4.0], 5.0]
 
 
+def test_approximately_equal_in_claims() -> None:
+    """dL/dw1 ≈ -1.0: ≈ is = in a claim (numbers are judged to their digits either way)."""
+    claims = ["dL/dw1 ≈ -1.0", "∂L/∂a ≈ 2.5", "L ≈ 15", "dL/dw2 ≈ -w4*a"]
+    doc = strict_json(run_cli("check", NEURON, *[f"--claim={c}" for c in claims], "--json").stdout)
+    assert [r["status"] for r in doc["results"]] == ["right"] * 4
+    wrong = strict_json(run_cli("check", NEURON, "--claim", "dL/dw1 ≈ 1", "--json").stdout)
+    assert wrong["results"][0]["status"] == "wrong"
+    for program, hint in [("y ≈ 2", "assign with '='"), ("x = 1; y = x ≈ 2", "compare with '=='")]:
+        result = run_cli("eval", "-e", program, "--json")
+        assert result.exit_code == EXIT_BAD_INPUT
+        error = strict_json(result.stderr)["error"]
+        assert error["message"] == "unexpected '≈'" and error["hint"].startswith(hint)
+
+
 @pytest.mark.parametrize(("line", "message", "column"), [
     ("dL/dw3: -6", "unexpected ':' in a claim's left side", 7),
     ("-1 = dL/dw4", "unexpected '-' where a claim starts", 1),

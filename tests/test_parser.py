@@ -46,9 +46,10 @@ L = f(a, b) + g(a) + θ_1
 check dL/da = 2*a
 check ∂L/∂b = 1
 check L = 15
+check dL/db ≈ 0.39
 """
 
-CLAIMS = "dL/dw1 = -w3*a\n∂L/∂a = 2.5  # a comment\nL = 15; check dL/dw2 = -8, dL/dx = [1, f(2, 3)],\n"
+CLAIMS = "dL/dw1 = -w3*a\n∂L/∂a ≈ 2.5  # a comment\nL = 15; check dL/dw2 = -8, dL/dx = [1, f(2, 3)],\n"
 
 
 class _RejectAll:
@@ -100,7 +101,8 @@ def test_claim_errors_are_lark_s_errors(text: str) -> None:
     assert_same(text, "claims", valid=False)
 
 
-@pytest.mark.parametrize("text", ["y = 2 x", "y = (1 + 2", "y = 1 +\n", "f(x) = ", "if a { y = 1 } else", "y = 1 ]",
+@pytest.mark.parametrize("text", ["y ≈ 2", "y = x ≈ 2",
+                                  "y = 2 x", "y = (1 + 2", "y = 1 +\n", "f(x) = ", "if a { y = 1 } else", "y = 1 ]",
                                   "y == 2", "3 = y", "y = a = 2", "while { }", "y = 1\nelse { }", "y = $"])
 def test_errors_are_lark_s_errors(text: str) -> None:
     assert_same(text, valid=False)
