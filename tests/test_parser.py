@@ -79,6 +79,14 @@ def assert_same(text: str, start: str = "start", valid: bool | None = None) -> N
         assert P._fast(start, P.DEFAULT_MAX_DEPTH).parse(text) == lark[1]
 
 
+def test_trees_compare_field_by_field() -> None:
+    """The comparisons below are only as good as the syntax tree's equality: values, operators and places count."""
+    tree = P.parse("y = a + 1")
+    assert tree == P.parse("y = a + 1")
+    for other in ["y = a + 2", "y = a - 1", "y = b + 1", "y  = a + 1", "z = a + 1", "y = a + 1; w = 1"]:
+        assert tree != P.parse(other), other
+
+
 def test_every_construct_gives_lark_s_tree() -> None:
     assert_same(EVERY_CONSTRUCT, valid=True)
 
