@@ -105,6 +105,8 @@ class Algebra:
     def __init__(self) -> None:
         self.table: dict[tuple, Expr] = {}
         self.counter = itertools.count()
+        self._tidying = False  # in tidy(): sums and products try distributing (small expressions only)
+        self._expanding = False  # add() tries distributing its products once, not recursively
 
     def _intern(self, key: tuple, make: Any, shape: tuple[int, ...], order: tuple) -> Expr:
         found = self.table.get(key)
@@ -166,6 +168,20 @@ class Algebra:
             natural = _broadcast(natural, term.shape)
         key = ("+", constant, tuple((id(t), c) for t, c in terms))
         total = self._intern(key, lambda: Add(constant, terms), natural, (3, *terms[0][0].order[:2]))
+        expandable = [(t, c) for t, c in terms if isinstance(t, Mul) and any(isinstance(f, Add) for f in t.factors)]
+        if expandable and self._tidying and not self._expanding and _products_meet(expandable, terms) \
+                and _size(total) < _SIZE_CAP:
+            # -y*(1 - p) - p*(y - 1) is p - y: products over sums, distributed, may cancel across terms
+            self._expanding = True
+            try:
+                expanded = self.add(self.num(constant), *(self.mul(self.num(c), t) for t, c in terms
+                                                          if (t, c) not in expandable),
+                                    *(self.mul(self.num(c), self._distribute(t, next(
+                                        f for f in t.factors if isinstance(f, Add)))) for t, c in expandable))
+            finally:
+                self._expanding = False
+            if _size(expanded) < _size(total):
+                return self.broadcast(expanded, shape)
         return self.broadcast(total, shape)
 
     def _split(self, item: Expr) -> tuple[Expr, float]:
@@ -215,7 +231,70 @@ class Algebra:
         natural: tuple[int, ...] = ()  # the factors' own shape; anything larger is an explicit broadcast
         for factor in factors:
             natural = _broadcast(natural, factor.shape)
-        return self.broadcast(self._product(coefficient, factors, natural), shape)
+        product = self._product(coefficient, factors, natural)
+        return self.broadcast(self._smaller_distributed(product) if self._tidying else product, shape)
+
+    def tidy(self, expr: Expr) -> Expr:
+        """A small expression rebuilt with products distributed over sums where that shrinks it.
+
+        Building a derivative meets its factors one at a time; only the whole shows that
+        p*(-y/p - (y - 1)/(1 - p))*(1 - p) is p - y. Large expressions (a long chain's) are left
+        as they are: distributing them is costly and rarely shortens them.
+        """
+        if _size(expr) >= _SIZE_CAP:
+            return expr
+        self._tidying = True
+        try:
+            return self._rebuild(expr, {})
+        finally:
+            self._tidying = False
+
+    def _rebuild(self, expr: Expr, memo: dict[int, Expr]) -> Expr:
+        done = memo.get(id(expr))
+        if done is not None:
+            return done
+        if isinstance(expr, Add):
+            out = self.add(self.num(expr.constant),
+                           *(self.mul(self.num(c), self._rebuild(t, memo)) for t, c in expr.terms))
+        elif isinstance(expr, Mul):
+            out = self.mul(self.num(expr.coefficient), *(self._rebuild(f, memo) for f in expr.factors))
+        elif isinstance(expr, Pow):
+            out = self.pow(self._rebuild(expr.base, memo), self._rebuild(expr.exponent, memo))
+        elif isinstance(expr, Call):
+            out = self.call(expr.fn, tuple(self._rebuild(a, memo) for a in expr.args), expr.params, expr.shape)
+        else:
+            out = expr
+        memo[id(expr)] = out
+        return out
+
+    def _distribute(self, product: Mul, total: Add) -> Expr:
+        """c*a*(x + y) as c*a*x + c*a*y."""
+        others = [f for f in product.factors if f is not total]
+        c = product.coefficient
+        return self.add(self.mul(self.num(c * total.constant), *others),
+                        *(self.mul(self.num(c * k), term, *others) for term, k in total.terms))
+
+    def _smaller_distributed(self, product: Mul) -> Expr:
+        """The product distributed over one of its sums where that comes out smaller, else itself.
+
+        Factors then cancel and like terms meet: p*(-y/p - (y - 1)/(1 - p))*(1 - p) is p - y.
+        Only small expressions are tried, so the cost stays bounded however large the derivative.
+        """
+        # Only where a factor outside a sum meets one inside its terms can anything cancel.
+        sums = [f for f in product.factors if isinstance(f, Add) and len(f.terms) <= _DISTRIBUTE_TERMS][:2]
+        sums = [total for total in sums if _bases(product) - {total} & {b for term, _ in total.terms
+                                                                       for b in _bases(term)}]
+        if not sums:
+            return product
+        size = _size(product)
+        if size >= _SIZE_CAP:
+            return product
+        best: Expr = product
+        for total in sums:
+            candidate = self._distribute(product, total)
+            if _size(candidate) < size:
+                best, size = candidate, _size(candidate)
+        return best
 
     def _product(self, coefficient: float, factors: Iterable[Expr], shape: tuple[int, ...]) -> Expr:
         ordered = tuple(sorted(factors, key=lambda f: f.order))
@@ -260,6 +339,51 @@ class Algebra:
             args = args[0].args
         key = ("f", fn, tuple(id(a) for a in args), _hashable(params))
         return self._intern(key, lambda: Call(fn, args, params), shape, (2, fn, *(args[0].order[:2] if args else ())))
+
+
+_DISTRIBUTE_TERMS = 6  # a product over a longer sum is left alone: distributing it rarely shrinks it
+_SIZE_CAP = 64  # larger expressions are not tried: distributing is for the small derivatives of exercises
+
+
+def _base(factor: Expr) -> Expr:
+    return factor.base if isinstance(factor, Pow) else factor
+
+
+def _bases(term: Expr) -> frozenset[Expr]:
+    return frozenset(_base(f) for f in (term.factors if isinstance(term, Mul) else (term,)))
+
+
+def _products_meet(expandable: list[tuple[Mul, float]], terms: tuple[tuple[Expr, float], ...]) -> bool:
+    """Whether distributing these products could make like terms: two of the products they give share
+    their factors, or one shares them with a term already there (-y*(1 - p) - p*(y - 1): y*p twice)."""
+    seen = {_bases(t) for t, _ in terms if (t, _) not in expandable}
+    for product, _ in expandable:
+        total = next(f for f in product.factors if isinstance(f, Add))
+        outside = _bases(product) - {total}
+        made = {outside | _bases(term) for term, _ in total.terms}
+        if made & seen:
+            return True
+        seen |= made
+    return False
+
+
+def _size(expr: Expr, cap: int = _SIZE_CAP) -> int:
+    """The number of nodes in an expression written out as a tree, counted up to `cap`."""
+    count, stack = 0, [expr]
+    while stack and count < cap:
+        node = stack.pop()
+        count += 1
+        if isinstance(node, Add):
+            stack.extend(t for t, _ in node.terms)
+            count += node.constant != 0
+        elif isinstance(node, Mul):
+            stack.extend(node.factors)
+            count += node.coefficient not in (1.0, -1.0)
+        elif isinstance(node, Pow):
+            stack += (node.base, node.exponent)
+        elif isinstance(node, Call):
+            stack.extend(node.args)
+    return count
 
 
 def _fold(compute: Any) -> float | None:
@@ -800,6 +924,7 @@ def describe(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str]
     adjoints = {a: name for a, name in (adjoints or {}).items() if a is not node}
     algebra = Algebra()
     (expr,) = read([node], {**symbols, **adjoints}, algebra)
+    expr = algebra.tidy(expr)
     names = shared([expr], taken)
     text_printer, latex_printer = Printer(names), LatexPrinter(names)
     where = [(name, text_printer.show(sub, 0, named=False), latex_printer.show(sub, 0, named=False))

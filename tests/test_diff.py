@@ -481,6 +481,19 @@ def test_like_terms_collected_across_scaled_sums(program: str, wrt: str, accepte
     assert_form(doc["derivative"], *accepted)
 
 
+@pytest.mark.parametrize(("program", "wrt", "accepted"), [
+    ("p = sigmoid(z); L = -(y*log(p) + (1 - y)*log(1 - p))", "z", ["-y + sigmoid(z)", "sigmoid(z) - y"]),
+    ("L = -(y*log(sigmoid(z)) + (1 - y)*log(1 - sigmoid(z)))", "z", ["-y + sigmoid(z)", "sigmoid(z) - y"]),
+    ("x = [1.0, 2.0]; w = [0.5, -0.25]; p = sigmoid(w @ x + b); L = -(y*log(p) + (1 - y)*log(1 - p))", "b",
+     ["-y + sigmoid(b + w @ x)", "sigmoid(b + w @ x) - y", "-y + sigmoid(w @ x + b)"]),
+])
+def test_binary_cross_entropy_of_a_sigmoid_is_p_minus_y(program: str, wrt: str, accepted: list[str]) -> None:
+    """p*(-y/p - (y - 1)/(1 - p))*(1 - p): distributed, its factors cancel and its like terms meet."""
+    doc = diff_json("-e", program, "--wrt", wrt)
+    assert doc["where"] == {}, doc
+    assert_form(doc["derivative"], *accepted)
+
+
 def test_broadcast_gradient_of_a_sum_has_no_times_one() -> None:
     """∂sum(x)/∂x is a tensor of ones: printed without a leftover `1*`."""
     doc = diff_json("-e", "x = [1., 2., 3.]; y = sum(x)", "--wrt", "x")
