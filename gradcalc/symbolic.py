@@ -212,7 +212,8 @@ class Algebra:
             return self.broadcast(self.num(0.0), shape)
         factors = []
         for base, exponents in powers.items():
-            factor = self.pow(base, self.add(*exponents) if len(exponents) > 1 else exponents[0])
+            # unbroadcast: x*ones(3)/ones(3)*... leaves ones(3), which elementwise algebra needs no more than 1
+            factor = _unbroadcast(self.pow(base, self.add(*exponents) if len(exponents) > 1 else exponents[0]))
             if isinstance(factor, Num):
                 coefficient *= factor.value
             elif isinstance(factor, Mul):  # (2*x)^2 distributed
@@ -337,6 +338,10 @@ class Algebra:
             return args[1]
         if fn == "broadcast_to" and isinstance(args[0], Call) and args[0].fn == "broadcast_to":
             args = args[0].args
+        if fn in ("sum", "mean") and isinstance(args[0], Mul) and args[0].coefficient != 1:  # linear: sum(-t) = -sum(t)
+            inner = args[0]
+            rest = inner.factors[0] if len(inner.factors) == 1 else self._product(1.0, inner.factors, inner.shape)
+            return self.mul(self.num(inner.coefficient), self.call(fn, (rest,), params, shape))
         key = ("f", fn, tuple(id(a) for a in args), _hashable(params))
         return self._intern(key, lambda: Call(fn, args, params), shape, (2, fn, *(args[0].order[:2] if args else ())))
 

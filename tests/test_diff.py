@@ -494,6 +494,16 @@ def test_binary_cross_entropy_of_a_sigmoid_is_p_minus_y(program: str, wrt: str, 
     assert_form(doc["derivative"], *accepted)
 
 
+def test_softmax_cross_entropy_is_softmax_times_sum_of_t_minus_t() -> None:
+    """-sum(t*log(softmax(z))): p*sum(t) - t (p - t for a one-hot t), with no ones(3) or sum(-t) left over."""
+    program = "z = [2.0, 1.0, 0.1]; t = [1, 0, 0]; L = -sum(t*log(softmax(z)))"
+    doc = diff_json("-e", program, "--wrt", "z")
+    assert_form(doc["derivative"], "-t + softmax(z, axis=0)*sum(t, axis=0, keepdims=1)")
+    z = np.array([2.0, 1.0, 0.1])
+    p = np.exp(z) / np.exp(z).sum()
+    np.testing.assert_allclose(doc["value"], p - [1, 0, 0], rtol=1e-12)
+
+
 def test_broadcast_gradient_of_a_sum_has_no_times_one() -> None:
     """∂sum(x)/∂x is a tensor of ones: printed without a leftover `1*`."""
     doc = diff_json("-e", "x = [1., 2., 3.]; y = sum(x)", "--wrt", "x")
