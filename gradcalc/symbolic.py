@@ -17,6 +17,7 @@ import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from . import backend as B
@@ -346,6 +347,7 @@ class Algebra:
         return self._intern(key, lambda: Call(fn, args, params), shape, (2, fn, *(args[0].order[:2] if args else ())))
 
 
+_DENOMINATORS = 100  # 2/3, 5/12, 1/99: a mean's 1/n and its multiples
 _DISTRIBUTE_TERMS = 6  # a product over a longer sum is left alone: distributing it rarely shrinks it
 _SIZE_CAP = 64  # larger expressions are not tried: distributing is for the small derivatives of exercises
 
@@ -566,6 +568,22 @@ def number(value: float) -> str:
     return repr(value)
 
 
+def ratio(value: float) -> tuple[int, int] | None:
+    """(p, q) where value is exactly the double p/q gives, q small and the decimal long (2/3, not 0.5)."""
+    if value == int(value) or len(repr(abs(value))) <= 8:
+        return None
+    fraction = Fraction(value).limit_denominator(_DENOMINATORS)
+    if fraction.denominator == 1 or fraction.numerator / fraction.denominator != value:
+        return None
+    return fraction.numerator, fraction.denominator
+
+
+def coefficient(value: float) -> str:
+    """A number as a factor: 2/3 rather than 0.6666666666666666 (it evaluates to the same double)."""
+    found = ratio(value)
+    return number(value) if found is None else f"{found[0]}/{found[1]}"
+
+
 class Printer:
     """gradcalc syntax: the printed text evaluates back to the same values with `gradcalc eval -e`."""
 
@@ -579,7 +597,7 @@ class Printer:
         """A value spread over a shape, written so that it evaluates to that shape."""
         ones = f"ones({', '.join(map(str, shape))})"
         if isinstance(value, Num):
-            return ones if value.value == 1 else f"{number(value.value)}*{ones}"
+            return ones if value.value == 1 else f"{coefficient(value.value)}*{ones}"
         return f"{self.show(value, 2)}*{ones}"
 
     def show(self, expr: Expr, context: int, named: bool = True) -> str:
@@ -591,12 +609,16 @@ class Printer:
 
     def _text(self, expr: Expr) -> tuple[str, int]:
         if isinstance(expr, Num):
-            return number(expr.value), (9 if expr.value >= 0 else 2)
+            return coefficient(expr.value), (9 if expr.value >= 0 and ratio(expr.value) is None else 2)
         if isinstance(expr, Sym):
             return expr.name, 9
         if isinstance(expr, Const):
             return _literal(B.to_host(expr.array).tolist()), 9
         if isinstance(expr, Add):
+            common = _common_coefficient(expr)
+            if common is not None:  # 2/3*b + 2/3*w*x - 2/3*y is 2/3*(b + w*x - y)
+                inner = Add(expr.constant / common, tuple((t, c / common) for t, c in expr.terms))
+                return self._scaled_sum(common, self._sum(inner)), 2
             return self._sum(expr), 1
         if isinstance(expr, Mul):
             return self._product(expr), 2
@@ -604,29 +626,44 @@ class Printer:
             return self._power(expr)
         return self._call(expr)  # type: ignore[arg-type]
 
+    def _scaled_sum(self, scale: float, inner: str) -> str:
+        return f"{coefficient(scale)}*({inner})"
+
+    def _pull_common(self, expr: Mul) -> Mul:
+        """x*(2/3*b + 2/3*y) written as 2/3*x*(b + y): a sum's shared coefficient joins the product's."""
+        scale, factors = expr.coefficient, []
+        for factor in expr.factors:
+            common = _common_coefficient(factor) if isinstance(factor, Add) and factor not in self.names else None
+            if common is None:
+                factors.append(factor)
+                continue
+            scale *= common
+            factors.append(Add(factor.constant / common, tuple((t, c / common) for t, c in factor.terms)))
+        return expr if scale == expr.coefficient else Mul(scale, tuple(factors))
+
     def _sum(self, expr: Add) -> str:
         parts: list[str] = []
         pieces = [(self._term(t, abs(c)), c < 0) for t, c in expr.terms]
         if expr.constant:  # last, unless that would start with a minus: 1 - x^2, not -x^2 + 1
-            constant = (number(abs(expr.constant)), expr.constant < 0)
+            constant = (coefficient(abs(expr.constant)), expr.constant < 0)
             pieces.insert(0 if pieces[0][1] and expr.constant > 0 else len(pieces), constant)
         for i, (text, negative) in enumerate(pieces):
             parts.append(("-" if negative else "") + text if i == 0 else (" - " if negative else " + ") + text)
         return "".join(parts)
 
-    def _term(self, term: Expr, coefficient: float) -> str:
-        if coefficient == 1 or term in self.names:
+    def _term(self, term: Expr, scale: float) -> str:
+        if scale == 1 or term in self.names:
             body = self.show(term, 2)
-            return body if coefficient == 1 else f"{number(coefficient)}*{body}"
+            return body if scale == 1 else f"{coefficient(scale)}*{body}"
         factors = term.factors if isinstance(term, Mul) else (term,)
-        return self._product(Mul(coefficient * (term.coefficient if isinstance(term, Mul) else 1), factors))
+        return self._product(Mul(scale * (term.coefficient if isinstance(term, Mul) else 1), factors))
 
     def _product(self, expr: Mul) -> str:
+        expr = self._pull_common(expr)
         over, under = _fraction(expr)
-        coefficient = expr.coefficient
-        sign = "-" if coefficient < 0 else ""
-        magnitude = abs(coefficient)
-        top = [number(magnitude)] if magnitude != 1 or not over else []
+        sign = "-" if expr.coefficient < 0 else ""
+        magnitude = abs(expr.coefficient)
+        top = [coefficient(magnitude)] if magnitude != 1 or not over else []
         top += [self.show(f, 2 if i == 0 and not top else 3) for i, f in enumerate(over)]
         text = "*".join(top) if top else "1"
         if under:
@@ -749,6 +786,16 @@ def _nest(flat: list[float], shape: tuple[int, ...]) -> Any:
     return [_nest(flat[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
 
 
+def _common_coefficient(expr: Add) -> float | None:
+    """The magnitude all of a sum's terms (and its constant) share, where it is not 1 and is worth
+    writing once: a mean's 2/3 on every term of a residual."""
+    magnitudes = {abs(c) for _, c in expr.terms} | ({abs(expr.constant)} if expr.constant else set())
+    if len(magnitudes) != 1 or len(expr.terms) + bool(expr.constant) < 2:
+        return None
+    (common,) = magnitudes
+    return common if common != 1 and ratio(common) is not None else None
+
+
 def _literal(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_literal(v) for v in value) + "]"
@@ -774,6 +821,13 @@ def latex_name(name: str) -> str:
     return name
 
 
+def _latex_coefficient(value: float) -> str:
+    found = ratio(abs(value))
+    if found is None:
+        return number(value)
+    return ("-" if value < 0 else "") + rf"\frac{{{found[0]}}}{{{found[1]}}}"
+
+
 class LatexPrinter(Printer):
     """The same expressions as LaTeX: fractions, superscripts, subscripted names."""
 
@@ -787,6 +841,8 @@ class LatexPrinter(Printer):
         return rf"\left({text}\right)" if precedence < context else text
 
     def _text(self, expr: Expr) -> tuple[str, int]:
+        if isinstance(expr, Num) and ratio(expr.value) is not None:
+            return _latex_coefficient(expr.value), 2
         if isinstance(expr, Sym):
             return latex_name(expr.name), 9
         if isinstance(expr, Const):
@@ -798,11 +854,15 @@ class LatexPrinter(Printer):
         scale = term.coefficient if isinstance(term, Mul) and term not in self.names else 1.0
         return self._product(Mul(coefficient * scale, factors))
 
+    def _scaled_sum(self, scale: float, inner: str) -> str:
+        return rf"{_latex_coefficient(scale)} \left({inner}\right)"
+
     def _product(self, expr: Mul) -> str:
+        expr = self._pull_common(expr)
         over, under = _fraction(expr)
         magnitude = abs(expr.coefficient)
         sign = "-" if expr.coefficient < 0 else ""
-        top = [number(magnitude)] if magnitude != 1 or not over else []
+        top = [_latex_coefficient(magnitude)] if magnitude != 1 or not over else []
         top += [self.show(f, 3) for f in over]
         text = " ".join(top)
         text = text.replace(" ", r" \cdot ", 1) if len(top) > 1 and top[0][0].isdigit() and top[1][0].isdigit() \

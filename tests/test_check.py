@@ -917,7 +917,9 @@ def test_random_programs_their_derivatives_are_right_and_perturbed_ones_wrong(ca
         exact = _inlined(derivative)
         gradient = float(run.grad("f", [name]).grads[name])
         assume(math.isfinite(gradient) and abs(gradient) < 1e6)
-        claims = f"df/d{name} = {exact}\ndf/d{name} = ({exact}) * 1.001 + 0.01\ndf/d{name} = {exact} + 0.01*{name}"
+        # The shift is relative to the derivative's size: 262144 + 0.01*x is 262144 to a relative 1e-6.
+        shift = f"{0.01 * max(1.0, abs(gradient)):.6g}*{name}"
+        claims = f"df/d{name} = {exact}\ndf/d{name} = ({exact}) * 1.001 + 0.01\ndf/d{name} = {exact} + {shift}"
         report = judge.report("random", (C.answers(claims, C.Source(claims, "answers.txt")),
                                          C.Source(claims, "answers.txt")))
         right, scaled, shifted = report.verdicts
