@@ -494,6 +494,29 @@ def test_binary_cross_entropy_of_a_sigmoid_is_p_minus_y(program: str, wrt: str, 
     assert_form(doc["derivative"], *accepted)
 
 
+def test_mean_squared_error_coefficients_print_as_fractions_once() -> None:
+    """mean over 3 points: 2/3 written once for the residual, not 0.6666666666666666 on each of its terms."""
+    program = "x = [1.0, 2.0, 3.0]; y = [2.0, 4.0, 7.0]; w = 0.5; b = 0.1; L = mean((w*x + b - y)^2)"
+    doc = diff_json("-e", program, "--wrt", "w")
+    assert_form(doc["derivative"], "sum(2/3*x*(b + w*x - y))")
+    x, y = np.array([1.0, 2.0, 3.0]), np.array([2.0, 4.0, 7.0])
+    assert doc["value"] == pytest.approx(float(np.mean(2 * (0.5 * x + 0.1 - y) * x)), rel=1e-14)
+    latex = diff_json("-e", program, "--wrt", "w", "--latex")["latex"]
+    assert r"\frac{2}{3} x \left(b + w x - y\right)" in latex, latex
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (2 / 3, "2/3"), (-2 / 3, "-2/3"), (1 / 7, "1/7"), (5 / 12, "5/12"), (0.5, "0.5"), (0.1, "0.1"), (3.0, "3"),
+    (0.6666666666666667, "0.6666666666666667"),  # not the double 2/3 gives: kept exact
+    (1 / 101, repr(1 / 101)),  # a denominator past 100: a decimal
+])
+def test_coefficients_print_as_short_exact_fractions(value: float, text: str) -> None:
+    from gradcalc.symbolic import coefficient
+
+    assert coefficient(value) == text
+    assert eval(text) == value  # the printed text is the same double
+
+
 def test_softmax_cross_entropy_is_softmax_times_sum_of_t_minus_t() -> None:
     """-sum(t*log(softmax(z))): p*sum(t) - t (p - t for a one-hot t), with no ones(3) or sum(-t) left over."""
     program = "z = [2.0, 1.0, 0.1]; t = [1, 0, 0]; L = -sum(t*log(softmax(z)))"
@@ -611,6 +634,8 @@ def test_latex_is_well_formed_and_means_the_derivative(program: str) -> None:
     ("u = tanh(w*x + b); v = u*u*w; L = exp(-v) + v*u", "L", "w", {"x": 0.4, "w": -1.2, "b": 0.3}),
     ("u = tanh(w*x + b); v = u*u*w; L = exp(-v) + v*u", "L", "x", {"x": 0.4, "w": -1.2, "b": 0.3}),
     ("p = sigmoid(a*b); q = log(1 + p^2); L = q*p - q/p", "L", "a", {"a": 0.9, "b": -0.6}),
+    ("y = (x - 1)^2/3 + (x + 2)^2/3 + x^3/7 - x^(2/3)", "y", "x", {"x": 0.7}),  # printed with fractions
+    ("y = (2*x/3 + w/3)^3", "y", "x", {"x": 0.7, "w": -0.4}),
 ])
 def test_printed_derivative_evaluates_with_gradcalc_eval(program: str, of: str, wrt: str,
                                                         values: dict[str, float]) -> None:
