@@ -647,6 +647,9 @@ class Printer:
         if expr.constant:  # last, unless that would start with a minus: 1 - x^2, not -x^2 + 1
             constant = (coefficient(abs(expr.constant)), expr.constant < 0)
             pieces.insert(0 if pieces[0][1] and expr.constant > 0 else len(pieces), constant)
+        if pieces[0][1]:  # a plus term first where there is one: x - w, sigmoid(z) - y
+            first = next((i for i, (_, negative) in enumerate(pieces) if not negative), 0)
+            pieces.insert(0, pieces.pop(first))
         for i, (text, negative) in enumerate(pieces):
             parts.append(("-" if negative else "") + text if i == 0 else (" - " if negative else " + ") + text)
         return "".join(parts)
@@ -788,12 +791,12 @@ def _nest(flat: list[float], shape: tuple[int, ...]) -> Any:
 
 def _common_coefficient(expr: Add) -> float | None:
     """The magnitude all of a sum's terms (and its constant) share, where it is not 1 and is worth
-    writing once: a mean's 2/3 on every term of a residual."""
+    writing once: a mean's 2/3 on every term of a residual, the 2 of a square's derivative."""
     magnitudes = {abs(c) for _, c in expr.terms} | ({abs(expr.constant)} if expr.constant else set())
     if len(magnitudes) != 1 or len(expr.terms) + bool(expr.constant) < 2:
         return None
     (common,) = magnitudes
-    return common if common != 1 and ratio(common) is not None else None
+    return common if common != 1 and (common == int(common) or ratio(common) is not None) else None
 
 
 def _literal(value: Any) -> str:
