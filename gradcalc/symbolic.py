@@ -595,9 +595,10 @@ def ratio(value: float) -> tuple[int, int] | None:
             return None
         if p1 / q1 == target:
             return (p1 if value > 0 else -p1), q1
-        if x == whole:
+        rest = x - whole
+        if rest * (_DENOMINATORS + 1) <= 1:  # the next denominator would pass the limit (or 1/rest overflow)
             return None
-        x = 1 / (x - whole)
+        x = 1 / rest
 
 
 def coefficient(value: float) -> str:

@@ -33,6 +33,7 @@ from helpers import (
     strict_json,
 )
 from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 from strategies import scalar_cases
 
 import gradcalc
@@ -503,6 +504,21 @@ def test_mean_squared_error_coefficients_print_as_fractions_once() -> None:
     assert doc["value"] == pytest.approx(float(np.mean(2 * (0.5 * x + 0.1 - y) * x)), rel=1e-14)
     latex = diff_json("-e", program, "--wrt", "w", "--latex")["latex"]
     assert r"\frac{2}{3} x \left(b + w x - y\right)" in latex, latex
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.floats(-1e4, 1e4, allow_nan=False), st.builds(lambda p, q: p / q, st.integers(-5000, 5000),
+                                                                  st.integers(1, 150))))
+def test_fraction_found_as_python_s_fractions_would(value: float) -> None:
+    """ratio() walks the continued fraction in floats; Fraction.limit_denominator does it exactly."""
+    from fractions import Fraction
+
+    from gradcalc.symbolic import ratio
+
+    best = Fraction(value).limit_denominator(100)
+    exact = best.denominator > 1 and best.numerator / best.denominator == value
+    expected = (best.numerator, best.denominator) if exact and len(repr(abs(value))) > 8 else None
+    assert ratio(value) == expected
 
 
 @pytest.mark.parametrize(("value", "text"), [
