@@ -525,6 +525,12 @@ def _repeated_number(expr: Expr) -> bool:
     return isinstance(_unbroadcast(expr), Num)
 
 
+def _is_outer(expr: Call) -> bool:
+    """reshape(a, [n, 1]) @ reshape(b, [1, m]) for vectors a and b (the matmul rule's promotion)."""
+    left, right = expr.args
+    return _is_promoted_vector(left, column=True) and _is_promoted_vector(right, column=False)
+
+
 def _is_promoted_vector(expr: Expr, column: bool) -> bool:
     if not (isinstance(expr, Call) and expr.fn == "reshape" and len(expr.args[0].shape) == 1):
         return False
@@ -716,6 +722,8 @@ class Printer:
         if fn == "logical_not":
             return f"not {self.show(args[0], 1)}", 0
         if fn == "matmul":
+            if _is_outer(expr):  # a column times a row: the outer product of two vectors
+                return f"outer({self.show(args[0].args[0], 0)}, {self.show(args[1].args[0], 0)})", 9
             return f"{self.show(args[0], 3)} @ {self.show(args[1], 3)}", 2
         if fn == "broadcast_to":
             return self._broadcast(args[0], params[0]), 9 if isinstance(args[0], Num) and args[0].value == 1 else 2
@@ -918,6 +926,8 @@ class LatexPrinter(Printer):
         if fn in _LATEX_FUNCTIONS:
             return rf"{_LATEX_FUNCTIONS[fn]}\left({self.show(args[0], 0)}\right)", 9
         if fn == "matmul":
+            if _is_outer(expr):  # a b^T
+                return f"{self.show(args[0].args[0], 2)} {self.show(args[1].args[0], 9)}^{{T}}", 2
             return f"{self.show(args[0], 3)} {self.show(args[1], 3)}", 2
         if fn == "transpose" and (expr.params[0] is None or len(expr.params[0]) == 2):
             return f"{self.show(args[0], 9)}^{{T}}", 9

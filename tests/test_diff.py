@@ -869,7 +869,18 @@ TENSOR_CASES = {
     "dot": ("y = dot(x, x)", {"x": [1., 2., 3.]}),
     "vector @ matrix": ("y = sum(x @ A)", {"x": [1., 2.], "A": [[1., 2., 3.], [0.5, -1., 2.]]}),
     "inverse": ("y = sum(inv(A))", {"A": [[1., 2.], [0.5, -1.]]}),
+    "dense layer (an outer product)": ("y = sum(tanh(W @ x + b)^2)",
+                                       {"W": [[0.1, 0.2], [0.3, 0.4], [-0.5, 0.6]], "x": [1., 2.], "b": [0., 1., -1.]}),
 }
+
+
+def test_dense_layer_weight_gradient_prints_as_an_outer_product() -> None:
+    """∂L/∂W of tanh(W @ x) is δ xᵀ: outer(δ, x) in text, δ x^{T} in LaTeX, not reshape(δ, [n, 1]) @ reshape(x, ...)."""
+    program = "x = [1.0, 2.0]; W = [[0.1, 0.2], [0.3, 0.4]]; h = tanh(W @ x); L = sum(h^2)"
+    doc = diff_json("-e", program, "--wrt", "W", "--latex")
+    assert doc["derivative"].startswith("outer(") and doc["derivative"].endswith(", x)"), doc["derivative"]
+    assert "reshape" not in doc["derivative"]
+    assert doc["latex"].endswith("x^{T}"), doc["latex"]
 
 
 @pytest.mark.parametrize("case", list(TENSOR_CASES))
