@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import inspect
 import io
+import os
 import sys
 import typing
 import warnings
@@ -23,6 +24,7 @@ from . import __version__
 from .errors import GradcalcError, UsageError, error_json, error_text
 
 EXIT_OK, EXIT_WRONG, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader closed the pipe
 
 # Click's base error, whether Typer vendors Click (0.26+) or depends on it.
 _ClickError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -161,6 +163,12 @@ def _guarded(json_mode: bool, body: Callable[[], None]) -> None:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         raise typer.Exit(130) from None
+    except BrokenPipeError:  # the reader went away (`gradcalc ... | head`): stop quietly, as Unix tools do
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        except (OSError, ValueError, AttributeError):  # not a real file (captured output): nothing to flush
+            pass
+        raise typer.Exit(EXIT_BROKEN_PIPE) from None
     except (typer.Exit, typer.Abort):
         raise
     except RecursionError:
@@ -623,4 +631,10 @@ def main_options(
 
 
 def main() -> None:
+    # Typer makes a Click command of every registered command on each start (5 ms of the 60 ms that are
+    # gradcalc's own); a run needs only the one it names. `gradcalc --help` and a mistyped name see all.
+    name = sys.argv[1] if len(sys.argv) > 1 else ""
+    chosen = [c for c in app.registered_commands if (c.name or c.callback.__name__) == name]  # type: ignore[union-attr]
+    if chosen:
+        app.registered_commands = chosen
     app()

@@ -648,3 +648,33 @@ def test_notation_from_notes_errors(program: str, message: str, hint: str) -> No
     assert result.exit_code == EXIT_BAD_INPUT
     error = strict_json(result.stderr)["error"]
     assert error["message"] == message and error["hint"].startswith(hint), error
+
+
+# --- the process: only the named command is built; a closed pipe is not an error --------------------------------
+
+def _process(*args: str, stdout: int | None = subprocess.PIPE) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gradcalc", *args], cwd=REPO, stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+
+
+def test_top_level_help_lists_every_command_and_a_typo_gets_a_suggestion() -> None:
+    """main() builds only the command it runs; the top level and a mistyped name still see all of them."""
+    listed = _process("--help").stdout
+    for name in ("eval", "grad", "jacobian", "hessian", "jvp", "diff", "graph", "explain", "check", "gradcheck",
+                 "doctor"):
+        assert name in listed, name
+    typo = _process("grd", "samples/neuron.eq")
+    assert typo.returncode == 2 and "Did you mean 'grad'?" in typo.stderr
+    own = _process("grad", "--help").stdout
+    assert "gradcalc grad [OPTIONS]" in own and "--wrt" in own
+
+
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly() -> None:
+    """`gradcalc ... | head`: 141 (as a shell reports SIGPIPE), no traceback, no 'internal error'."""
+    process = subprocess.Popen([sys.executable, "-m", "gradcalc", "eval", "-e", "x = randn(300, 300)", "--full"],
+                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # the reader is gone before the first byte
+    stderr = process.stderr.read()
+    assert process.wait(timeout=60) == 141
+    assert stderr == ""
