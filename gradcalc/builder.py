@@ -189,8 +189,7 @@ class Compiler:
 
     def statement(self, stmt: S.Stmt) -> Exec:
         try:
-            method = getattr(self, f"stmt_{type(stmt).__name__.lower()}")
-            return method(stmt)
+            return self._STATEMENTS[type(stmt)](self, stmt)
         except GradcalcError as exc:
             raise exc.at(stmt.pos) from None
 
@@ -669,6 +668,8 @@ class Compiler:
                 raise ArgumentError(f"{builtin.name} needs at least {builtin.required} argument"
                                     f"{'s' if builtin.required != 1 else ''}", usage(), expr.pos)
             return [self.expr(arg) for arg in expr.args]
+        if not expr.keywords and builtin.required <= len(expr.args) <= len(params):  # the usual call: f(x, y)
+            return [self.expr(arg) for arg in expr.args]
         if len(expr.args) > len(params):
             raise ArgumentError(f"{builtin.name} takes at most {len(params)} argument{'s' if len(params) > 1 else ''}, "
                                 f"got {len(expr.args)}", usage() + _max_hint(builtin), expr.pos)
@@ -750,6 +751,10 @@ Compiler._EXPRESSIONS = {  # type: ignore[attr-defined]
     kind: getattr(Compiler, f"expr_{kind.__name__.lower()}")
     for kind in (S.Number, S.String, S.Name, S.Tensor, S.Unary, S.Binary, S.Compare, S.BoolOp, S.Not, S.Call,
                  S.Slice, S.Index, S.Attribute)
+}
+Compiler._STATEMENTS = {  # type: ignore[attr-defined]
+    kind: getattr(Compiler, f"stmt_{kind.__name__.lower()}")
+    for kind in (S.Assign, S.FuncDef, S.Return, S.Claim, S.While, S.If, S.For, S.NoGrad)
 }
 
 
