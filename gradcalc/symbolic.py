@@ -376,7 +376,7 @@ def _bases(term: Expr) -> frozenset[Expr]:
 def _products_meet(expandable: list[tuple[Mul, float]], terms: tuple[tuple[Expr, float], ...]) -> bool:
     """Whether distributing these products could make like terms: two of the products they give share
     their factors, or one shares them with a term already there (-y*(1 - p) - p*(y - 1): y*p twice)."""
-    seen = {_bases(t) for t, _ in terms if (t, _) not in expandable}
+    seen = {_bases(t) for t, c in terms if (t, c) not in expandable}
     for product, _ in expandable:
         total = next(f for f in product.factors if isinstance(f, Add))
         outside = _bases(product) - {total}
