@@ -616,8 +616,9 @@ def coefficient(value: float) -> str:
 class Printer:
     """gradcalc syntax: the printed text evaluates back to the same values with `gradcalc eval -e`."""
 
-    def __init__(self, names: dict[Expr, str]) -> None:
+    def __init__(self, names: dict[Expr, str], pulled: frozenset[str] = frozenset()) -> None:
         self.names = names
+        self.pulled = pulled  # symbols written once in front of a sum they are a factor of every term of
 
     def top(self, expr: Expr) -> str:
         return self.show(expr, 0)
@@ -644,6 +645,10 @@ class Printer:
         if isinstance(expr, Const):
             return _literal(B.to_host(expr.array).tolist()), 9
         if isinstance(expr, Add):
+            pulled = self._pulled_factor(expr)
+            if pulled is not None:  # dL_dd*w1*w3 + dL_dd*w2*w4 is dL_dd*(w1*w3 + w2*w4): the chain rule's shape
+                inner = Add(0.0, tuple((_without(t, pulled), c) for t, c in expr.terms))
+                return self._factored(self.show(pulled, 3), self.show(inner, 0)), 2
             common = _common_coefficient(expr)
             if common is not None:  # 2/3*b + 2/3*w*x - 2/3*y is 2/3*(b + w*x - y)
                 inner = Add(expr.constant / common, tuple((t, c / common) for t, c in expr.terms))
@@ -656,7 +661,23 @@ class Printer:
         return self._call(expr)  # type: ignore[arg-type]
 
     def _scaled_sum(self, scale: float, inner: str) -> str:
-        return f"{coefficient(scale)}*({inner})"
+        return self._factored(coefficient(scale), inner)
+
+    def _factored(self, factor: str, inner: str) -> str:
+        return f"{factor}*({inner})"
+
+    def _pulled_factor(self, expr: Add) -> Sym | None:
+        """A symbol of `pulled` that is a factor (to the first power) of each of the sum's two or more terms."""
+        if not self.pulled or expr.constant or len(expr.terms) < 2:
+            return None
+        shared: set[Expr] | None = None
+        for term, _ in expr.terms:
+            factors = {f for f in (term.factors if isinstance(term, Mul) else (term,))
+                       if isinstance(f, Sym) and f.name in self.pulled}
+            shared = factors if shared is None else shared & factors
+            if not shared:
+                return None
+        return min(shared, key=lambda f: f.name) if shared else None  # type: ignore[return-value]
 
     def _pull_common(self, expr: Mul) -> Mul:
         """x*(2/3*b + 2/3*y) written as 2/3*x*(b + y): a sum's shared coefficient joins the product's."""
@@ -820,6 +841,15 @@ def _nest(flat: list[float], shape: tuple[int, ...]) -> Any:
     return [_nest(flat[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
 
 
+def _without(term: Expr, factor: Expr) -> Expr:
+    """A term with one factor taken out (for printing): dL_dd*w1*w3 without dL_dd is w1*w3."""
+    if term is factor:
+        return Num(1.0)
+    assert isinstance(term, Mul)
+    rest = tuple(f for f in term.factors if f is not factor)
+    return rest[0] if len(rest) == 1 and term.coefficient == 1 else Mul(term.coefficient, rest)
+
+
 def _common_coefficient(expr: Add) -> float | None:
     """The magnitude all of a sum's terms (and its constant) share, where it is not 1 and is worth
     writing once: a mean's 2/3 on every term of a residual, the 2 of a square's derivative."""
@@ -889,7 +919,10 @@ class LatexPrinter(Printer):
         return self._product(Mul(coefficient * scale, factors))
 
     def _scaled_sum(self, scale: float, inner: str) -> str:
-        return rf"{_latex_coefficient(scale)} \left({inner}\right)"
+        return self._factored(_latex_coefficient(scale), inner)
+
+    def _factored(self, factor: str, inner: str) -> str:
+        return rf"{factor} \left({inner}\right)"
 
     def _product(self, expr: Mul) -> str:
         expr = self._pull_common(expr)
@@ -1027,7 +1060,8 @@ def describe(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str]
     (expr,) = read([node], {**symbols, **adjoints}, algebra)
     expr = algebra.tidy(expr)
     names = shared([expr], taken)
-    text_printer, latex_printer = Printer(names), LatexPrinter(names)
+    pulled = frozenset(adjoints.values())  # ∂L/∂a = dL_dd*(...): the kept node's gradient in front
+    text_printer, latex_printer = Printer(names, pulled), LatexPrinter(names, pulled)
     where = [(name, text_printer.show(sub, 0, named=False), latex_printer.show(sub, 0, named=False))
              for sub, name in names.items()]
     where = _adjoint_definitions(expr, adjoints, symbols) + where

@@ -837,6 +837,17 @@ def test_keep_through_the_api_and_for_the_neuron() -> None:
             assert float(got) == pytest.approx(-b), (options, doc)
 
 
+def test_kept_node_gradient_is_written_in_front_as_the_chain_rule_reads() -> None:
+    """∂L/∂a with d kept: dL_dd*(w1*w3 + w2*w4), ∂L/∂d times ∂d/∂a, not dL_dd*w1*w3 + dL_dd*w2*w4."""
+    doc = diff_json(NEURON, "--wrt", "a", "--keep", "d", "--latex")
+    assert_form(doc["derivative"], "dL_dd*(w1*w3 + w2*w4)")
+    assert doc["latex"].startswith(r"dL_{dd} \left(") or r"} = dL_{dd} \left(" in doc["latex"], doc["latex"]
+    for d_grad in (-1.0, 2.0):  # the text means ∂L/∂d times ∂d/∂a for any ∂L/∂d
+        values = {**NEURON_VALUES, "dL_dd": d_grad}
+        got = program_value(derivative_source(doc["derivative"], {}, values), {}, "D_")
+        assert float(got) == pytest.approx(d_grad * (3 * 0.5 + (-1) * 4)), doc
+
+
 # --- tensors -------------------------------------------------------------------------------------
 
 
