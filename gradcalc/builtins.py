@@ -254,6 +254,11 @@ _ELEMENTWISE = {
     "sin": ops.sin, "cos": ops.cos, "tan": ops.tan, "asin": ops.asin, "acos": ops.acos, "atan": ops.atan,
     "sinh": ops.sinh, "cosh": ops.cosh, "tanh": ops.tanh, "sigmoid": ops.sigmoid, "relu": ops.relu,
     "softplus": ops.softplus, "sign": ops.sign, "floor": ops.floor, "ceil": ops.ceil, "round": ops.round_,
+    "σ": ops.sigmoid,  # as courses write the sigmoid
+    # Reciprocal functions, as answers write derivatives (d tan x = sec²x dx): compositions, no rules of their own.
+    "sec": lambda x: ops.div(1.0, ops.cos(x)), "csc": lambda x: ops.div(1.0, ops.sin(x)),
+    "cot": lambda x: ops.div(1.0, ops.tan(x)), "sech": lambda x: ops.div(1.0, ops.cosh(x)),
+    "csch": lambda x: ops.div(1.0, ops.sinh(x)), "coth": lambda x: ops.div(1.0, ops.tanh(x)),
 }
 
 

@@ -10,6 +10,7 @@ import json
 import math
 import subprocess
 import sys
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -678,3 +679,21 @@ def test_a_reader_that_closes_the_pipe_ends_the_command_quietly() -> None:
     stderr = process.stderr.read()
     assert process.wait(timeout=60) == 141
     assert stderr == ""
+
+
+@pytest.mark.parametrize(("name", "value", "derivative"), [
+    ("sec", lambda x: 1 / math.cos(x), lambda x: math.sin(x) / math.cos(x) ** 2),
+    ("csc", lambda x: 1 / math.sin(x), lambda x: -math.cos(x) / math.sin(x) ** 2),
+    ("cot", lambda x: 1 / math.tan(x), lambda x: -1 / math.sin(x) ** 2),
+    ("sech", lambda x: 1 / math.cosh(x), lambda x: -math.tanh(x) / math.cosh(x)),
+    ("csch", lambda x: 1 / math.sinh(x), lambda x: -math.cosh(x) / math.sinh(x) ** 2),
+    ("coth", lambda x: 1 / math.tanh(x), lambda x: -1 / math.sinh(x) ** 2),
+    ("σ", lambda x: 1 / (1 + math.exp(-x)), lambda x: math.exp(-x) / (1 + math.exp(-x)) ** 2),
+])
+def test_reciprocal_functions_and_sigma_against_closed_forms(name: str, value: Callable[[float], float],
+                                                             derivative: Callable[[float], float]) -> None:
+    """sec … coth and σ, as derivatives are written in answers (sec²x, sech²x, σ(z)(1 - σ(z)))."""
+    for x in (0.4, -1.3):
+        doc = json_ok("grad", "-e", f"x = {x}; y = {name}(x)")
+        assert doc["value"] == pytest.approx(value(x), rel=1e-13)
+        assert doc["grad"]["x"] == pytest.approx(derivative(x), rel=1e-12)
