@@ -51,10 +51,19 @@ class _Group(typer.core.TyperGroup):
         sys.exit(status if isinstance(status, int) else EXIT_OK)
 
 
+def _builtins_epilog() -> str:
+    """The builtin functions, for the top-level help (an unknown function's error points here)."""
+    from .builtins import BUILTINS
+
+    return "[bold]Builtin functions[/bold]: " + " ".join(sorted(BUILTINS, key=str.lower)) + \
+        "; constants pi (π) and e. See the README for what each does."
+
+
 app = typer.Typer(
     cls=_Group,
     name="gradcalc",
     help="Gradient calculator and expression differentiator: write equations, get values, gradients and the graph.",
+    epilog=_builtins_epilog(),
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode="rich",

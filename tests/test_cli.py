@@ -664,6 +664,10 @@ def test_top_level_help_lists_every_command_and_a_typo_gets_a_suggestion() -> No
     for name in ("eval", "grad", "jacobian", "hessian", "jvp", "diff", "graph", "explain", "check", "gradcheck",
                  "doctor"):
         assert name in listed, name
+    from gradcalc.builtins import BUILTINS
+
+    words = set(listed.split())  # an unknown function's error says the builtins are listed here: they are
+    assert "functions:" in words and all(name in words or f"{name};" in words for name in BUILTINS), listed
     typo = _process("grd", "samples/neuron.eq")
     assert typo.returncode == 2 and "Did you mean 'grad'?" in typo.stderr
     own = _process("grad", "--help").stdout
