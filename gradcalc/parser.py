@@ -60,7 +60,7 @@ _TOKEN_WORDS = {
 
 
 # Operators with another spelling: ** is ^; the typographic signs are their ASCII operators.
-_OPERATORS = {"**": "^", "−": "-", "–": "-", "·": "*", "⋅": "*", "×": "*", "÷": "/"}
+_OPERATORS = {"**": "^", "−": "-", "–": "-", "·": "*", "⋅": "*", "∙": "*", "∗": "*", "×": "*", "÷": "/"}
 _SUPERSCRIPTS = str.maketrans("⁺⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "+-0123456789")
 _SUBSCRIPTS = str.maketrans("₀₁₂₃₄₅₆₇₈₉", "0123456789")  # w₁ is w1
 

@@ -623,6 +623,7 @@ def test_typographic_operators_in_programs() -> None:
     ("y = −x² + √(x + 1)⁻²", "y = -x^2 + sqrt(x + 1)^-2"),  # -x² is -(x²); √a⁻² is √(a⁻²), as √a^-2
     ("y = 2^x¹⁰ / x¹²", "y = 2^x^10 / x^12"),
     ("w₁ = 1.5; w₂ = 2; y = w1*x + w₂*x^2 + π", "w1 = 1.5; w2 = 2; y = w1*x + w2*x^2 + pi"),
+    ("y = 2∙x ∗ x", "y = 2*x * x"),
 ])
 def test_notation_from_notes_is_the_ascii_program(written: str, ascii_: str) -> None:
     """Superscript powers, √, subscript digits in names, π, ⋅ and – (en dash): the same program as in ASCII."""
