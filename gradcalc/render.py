@@ -309,11 +309,21 @@ def explain_view(explanation: Any, view: Any) -> RenderableType:
         if explanation.total is not None:
             parts.append(Text(f"  sum: {B.format_number(float(explanation.total))}"))
     if explanation.gradient is not None:
-        agrees = explanation.total is not None and B.close(explanation.total, explanation.gradient)
-        mark = "✓ equals" if agrees else "≠"
-        parts.append(Text(f"  {mark} ∂{of}/∂{wrt} = {B.format_value(explanation.gradient)} from autograd",
-                          style="green" if agrees else "red"))
+        shown = B.format_value(explanation.gradient)
+        if explanation.total is None:  # tensor edges are maps (g ↦ ...): no number to compare, only autograd's
+            label = f"  from autograd: ∂{of}/∂{wrt} = "
+            parts += [Text(""), Text(label + _indented(shown, len(label)))]
+        else:
+            agrees = B.close(explanation.total, explanation.gradient)
+            label = f"  {'✓ equals' if agrees else '≠'} ∂{of}/∂{wrt} = "
+            parts.append(Text(label + _indented(shown, len(label)) + " from autograd",
+                              style="green" if agrees else "red"))
     return Group(*parts)
+
+
+def _indented(text: str, width: int) -> str:
+    """A value's later lines lined up under its first (a matrix after a label)."""
+    return text.replace("\n", "\n" + " " * width)
 
 
 _VERDICT_STYLE = {"right": ("✓ right", "green"), "wrong": ("✗ wrong", "red"), "invalid": ("? invalid", "yellow")}

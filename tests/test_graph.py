@@ -591,6 +591,18 @@ def test_explain_toy_a_on_the_command_line() -> None:
     assert "equals ∂L/∂a = 2.5" in text and "≠" not in text
 
 
+def test_explain_of_a_weight_matrix_shows_autograd_s_value_without_claiming_a_mismatch() -> None:
+    """Tensor edges are maps (g ↦ outer(...)): no path product to compare, so no '≠' (it read as a failure);
+    autograd's matrix is shown with its rows lined up."""
+    result = run_cli("explain", "-e", "x = [1.0, 2.0]; W = [[0.1, 0.2], [0.3, 0.4]]; h = tanh(W @ x); L = sum(h^2)",
+                     "--wrt", "W")
+    assert result.exit_code == EXIT_OK, result.output
+    lines = result.stdout.splitlines()
+    assert "≠" not in result.stdout
+    first = next(i for i, line in enumerate(lines) if line.startswith("  from autograd: ∂L/∂W = [["))
+    assert lines[first + 1].index("[") == lines[first].index("[[") + 1  # the second row under the first
+
+
 @pytest.mark.parametrize(("wrt", "route", "expected"), [
     ("w1", ["L", "d", "b", "w1"], -0.5 * 2),  # -w3·a
     ("w2", ["L", "d", "c", "w2"], -4 * 2),  # -w4·a
