@@ -176,7 +176,7 @@ def diff_view(run: Run, results: list[Any], latex: bool, placeholders: list[str]
             parts.append(Text(f"  ({shown} ha{'s' if len(placeholders) == 1 else 've'} no value: "
                               f"give --set {placeholders[0]}=... to see the derivative's value)", style="dim"))
         else:
-            shown = B.format_value(result.value, full).replace("\n", "\n    ")
+            shown = _indented(B.format_value(result.value, full), 4)
             parts.append(Text(f"  = {shown} at the program's values", style="dim"))
         if not result.evaluable:
             parts.append(Text("  (scatter(g, index, shape) places g at index in zeros of that shape; "

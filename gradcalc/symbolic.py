@@ -651,8 +651,7 @@ class Printer:
                 return self._factored(self.show(pulled, 3), self.show(inner, 0)), 2
             common = _common_coefficient(expr)
             if common is not None:  # 2/3*b + 2/3*w*x - 2/3*y is 2/3*(b + w*x - y)
-                inner = Add(expr.constant / common, tuple((t, c / common) for t, c in expr.terms))
-                return self._scaled_sum(common, self._sum(inner)), 2
+                return self._scaled_sum(common, self._sum(_divided(expr, common))), 2
             return self._sum(expr), 1
         if isinstance(expr, Mul):
             return self._product(expr), 2
@@ -688,7 +687,7 @@ class Printer:
                 factors.append(factor)
                 continue
             scale *= common
-            factors.append(Add(factor.constant / common, tuple((t, c / common) for t, c in factor.terms)))
+            factors.append(_divided(factor, common))
         return expr if scale == expr.coefficient else Mul(scale, tuple(factors))
 
     def _sum(self, expr: Add) -> str:
@@ -848,6 +847,11 @@ def _without(term: Expr, factor: Expr) -> Expr:
     assert isinstance(term, Mul)
     rest = tuple(f for f in term.factors if f is not factor)
     return rest[0] if len(rest) == 1 and term.coefficient == 1 else Mul(term.coefficient, rest)
+
+
+def _divided(expr: Add, common: float) -> Add:
+    """A sum with its shared coefficient taken out (for printing): 2/3*b + 2/3*y is 2/3 times b + y."""
+    return Add(expr.constant / common, tuple((t, c / common) for t, c in expr.terms))
 
 
 def _common_coefficient(expr: Add) -> float | None:
