@@ -173,6 +173,7 @@ class Run:
         self.frame = executed.frame
         self.state = executed.state
         self.compiler = executed.compiler
+        self.tape = executed.tape
         self.spent = False  # differentiated with retain_graph=False: intermediate values are freed
 
     def rerun(self, changes: Mapping[str, Any]) -> Run:
@@ -250,7 +251,7 @@ class Run:
             if isinstance(vector, str) and vector != "ones":
                 vector = to_array("--vector", vector)
             with paused_gc():
-                found = autodiff.grad(output, targets, vector, f"'{of}'", create_graph, retain_graph)
+                found = autodiff.grad(output, targets, vector, f"'{of}'", create_graph, retain_graph, self.tape)
             self.spent = not retain_graph
         grads: dict[str, Any] = {}
         no_path: set[str] = set()

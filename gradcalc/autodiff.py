@@ -8,6 +8,7 @@ Only nodes on a path from the output to a target are visited.
 
 from __future__ import annotations
 
+import bisect
 import math
 import operator
 from collections.abc import Sequence
@@ -19,39 +20,53 @@ from .errors import GradcalcError, UsageError
 from .graph import Node, Released, constant, operation_error
 
 
-def _reachable(output: Node, stop: frozenset[Node] = frozenset()) -> list[Node]:
-    """Nodes that require grad and lead to `output`, newest first (not looking past `stop`)."""
-    seen = {output}
-    stack = [output]
-    add, push, pop = seen.add, stack.append, stack.pop
-    while stack:
-        current = pop()
-        if current in stop:
-            continue
-        for parent in current.inputs:
-            if parent.requires_grad and parent not in seen:
-                add(parent)
-                push(parent)
-    return sorted(seen, key=_SEQUENCE, reverse=True)
+def _plan(output: Node, targets: set[Node], stop: frozenset[Node],
+          tape: list[Node] | None) -> tuple[list[Node], set[Node]]:
+    """The nodes whose rules must run, newest first, and every node a gradient flows into.
+
+    A node's rule runs when some target leads to it (pruning, as tinygrad does); nodes in
+    `stop` take a gradient but run no rule. The candidates, oldest first, are the run's
+    tape up to `output` when output was recorded there, else a search from output.
+    """
+    order: list[Node] | None = None
+    if tape is not None and not stop:
+        end = bisect.bisect_right(tape, output.seq, key=_SEQUENCE)
+        if end and tape[end - 1] is output:
+            order = tape[:end]
+    if order is None:
+        seen = {output}
+        stack = [output]
+        add, push, pop = seen.add, stack.append, stack.pop
+        while stack:  # the nodes that require grad and lead to output: iterative, no recursion limit
+            current = pop()
+            if current in stop:
+                continue
+            for parent in current.inputs:
+                if parent.requires_grad and parent not in seen:
+                    add(parent)
+                    push(parent)
+        order = sorted(seen, key=_SEQUENCE)  # creation order is a topological order
+    relevant = {target for target in targets if target.requires_grad}  # the rest take no gradient
+    mark = relevant.add
+    steps: list[Node] = []
+    step = steps.append
+    for node in order:  # oldest first: inputs are decided before their users
+        for parent in node.inputs:
+            if parent in relevant:
+                mark(node)
+                if node not in stop:
+                    step(node)
+                break
+    steps.reverse()
+    return steps, relevant
 
 
 _SEQUENCE = operator.attrgetter("seq")  # creation order; attrgetter sorts without a Python call per node
 
 
-def _on_paths(order: list[Node], targets: set[Node]) -> set[Node]:
-    """The nodes of `order` from which some target is reachable (pruning, as tinygrad does)."""
-    relevant = set(targets)
-    add = relevant.add
-    for node in reversed(order):  # oldest first: inputs are decided before their users
-        for parent in node.inputs:
-            if parent in relevant:
-                add(node)
-                break
-    return relevant
-
-
 def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: bool = False,
-             retain_graph: bool = True, batched: bool = False, stop: frozenset[Node] = frozenset()) -> dict[Node, Any]:
+             retain_graph: bool = True, batched: bool = False, stop: frozenset[Node] = frozenset(),
+             tape: list[Node] | None = None) -> dict[Node, Any]:
     """The vector-Jacobian product seedᵀ·∂output/∂target for each target reachable from output.
 
     With create_graph the gradients are graph nodes (differentiable again: Hessians,
@@ -60,27 +75,26 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
     run (PyTorch frees its buffers so): the graph cannot be differentiated again.
     With batched the seed is a `batching.Batched` stack of seeds, all carried in one pass.
     Nodes in `stop` are treated as leaves: their rules do not run (local partial derivatives).
+    `tape` is the run's record of nodes in creation order (graph.tape), if output comes from one.
     """
     if not output.requires_grad:
         return {output: seed} if output in targets else {}
     target_set = set(targets)
-    order = _reachable(output, stop)
-    relevant = _on_paths(order, target_set)
+    steps, relevant = _plan(output, target_set, stop, tape)
     ns: Any = ops if create_graph else batching.namespace if batched else ops.numeric
     grads: dict[Node, Any] = {output: seed}
     get, pop = grads.get, grads.pop
     owned: set[Node] = set()  # nodes whose gradient is a sum this pass allocated: safe to add into in place
+    free = not retain_graph
     previous, graph.recording = graph.recording, create_graph
     try:
         with B.errstate():
-            for node in order:
-                op = node.op
-                if op is None or node not in relevant or node in stop:
-                    continue
+            for node in steps:
                 # Free each gradient once used, as PyTorch frees buffers; keep the targets'.
                 g = get(node) if node in target_set else pop(node, None)
                 if g is None:
                     continue
+                op = node.op
                 inputs = node.inputs
                 if create_graph:
                     args: Any = inputs
@@ -88,64 +102,60 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
                 else:
                     args = [parent.value for parent in inputs]
                     ans = node.value
+                if node.params:
+                    args = [*args, *node.params]
                 vjps = op.vjps
                 for i, parent in enumerate(inputs):
-                    if not parent.requires_grad or parent not in relevant:
-                        continue
-                    rule = vjps[i]
-                    if rule is None:  # an input with no gradient: where's condition
-                        continue
-                    try:
-                        contribution = rule(ns, g, ans, *args, *node.params)
-                        if op.broadcasts and contribution.shape != parent.value.shape:
-                            contribution = ns.sum_to(contribution, parent.value.shape)
-                    except GradcalcError:
-                        raise
-                    except (ValueError, ArithmeticError, MemoryError) as exc:  # a singular matrix, memory
-                        raise operation_error(op, inputs, exc) from None
-                    # Anything else (a TypeError, an AttributeError) is a bug in a rule: exit 3, not "bad input".
-                    total = get(parent)
-                    if total is None:
-                        grads[parent] = contribution
-                        if not create_graph and contribution is not g and _fresh(contribution):
-                            owned.add(parent)  # the rule's own new array: later uses add into it
-                    elif parent in owned:
-                        total += contribution  # a node used many times: no new array per use
-                    else:
-                        grads[parent] = total = total + contribution
-                        if not create_graph and getattr(total, "ndim", 0):  # an array, not a NumPy scalar
-                            owned.add(parent)
-                if not retain_graph:
-                    _free_spent(node, inputs)
+                    if parent in relevant and vjps[i] is not None:  # None: no gradient (where's condition)
+                        try:
+                            contribution = vjps[i](ns, g, ans, *args)
+                            if op.broadcasts and contribution.shape != parent.value.shape:
+                                contribution = ns.sum_to(contribution, parent.value.shape)
+                        except GradcalcError:
+                            raise
+                        except (ValueError, ArithmeticError, MemoryError) as exc:  # a singular matrix, memory
+                            raise operation_error(op, inputs, exc) from None
+                        # Anything else (a TypeError, an AttributeError) is a bug in a rule: exit 3, not "bad input".
+                        total = get(parent)
+                        if total is None:
+                            grads[parent] = contribution
+                            # An array the rule has just made (not g passed through, nor a view of it, nor a
+                            # scalar) is the sum's own: later uses add into it.
+                            if not create_graph and contribution is not g and getattr(contribution, "ndim", 0):
+                                flags = getattr(contribution, "flags", None)
+                                if flags is not None and flags.owndata and getattr(flags, "writeable", True):
+                                    owned.add(parent)
+                        elif parent in owned:
+                            total += contribution  # a node used many times: no new array per use
+                        else:
+                            grads[parent] = total = total + contribution
+                            if not create_graph and getattr(total, "ndim", 0):  # an array, not a NumPy scalar
+                                owned.add(parent)
+                    # Scalars cost nothing to keep: only tensors are worth a Released in their place.
+                    if free and parent.name is None and parent.value.ndim:
+                        _free_spent_input(parent)
+                if free and node.name is None and ans.ndim:
+                    _free_spent(node)
     finally:
         graph.recording = previous
     return {target: grads[target] for target in targets if target in grads}
 
 
-def _fresh(value: Any) -> bool:
-    """An array a rule has just made (not g passed through, nor a view of it, nor a scalar)."""
-    if not getattr(value, "ndim", 0):  # a scalar: nothing to add into
-        return False
-    flags = getattr(value, "flags", None)
-    return flags is not None and bool(flags.owndata) and getattr(flags, "writeable", True)
+def _free_spent(node: Node) -> None:
+    """Free an unnamed intermediate's value once its rule has run (PyTorch frees its buffers so).
 
-
-def _free_spent(node: Node, inputs: tuple[Node, ...]) -> None:
-    """Free the unnamed values no rule still to run will read (PyTorch frees its buffers so).
-
-    A node's users run their rules before the node does; an unnamed intermediate has one
-    user. So once `node`'s rule has run, its own value is spent, and so is an unnamed
-    input's whose own rule does not read its output (a product's factors, a sum's terms).
+    A node's users run their rules before the node does, and an unnamed intermediate has
+    one user: once its own rule has run, its value is spent.
     """
-    # Scalars cost nothing to keep: only tensors are worth a Released in their place.
-    value = node.value
-    if node.name is None and value.ndim and value.__class__ is not Released:
-        node.value = Released(value)
-    for parent in inputs:
-        op = parent.op
-        if (op is not None and parent.name is None and not op.reads_output and parent.value.ndim
-                and parent.value.__class__ is not Released):
-            parent.value = Released(parent.value)
+    if node.value.__class__ is not Released:
+        node.value = Released(node.value)
+
+
+def _free_spent_input(parent: Node) -> None:
+    """Free an unnamed input's value once its one user's rule has run, if its own rule will not read it."""
+    op, value = parent.op, parent.value
+    if op is not None and not op.reads_output and value.__class__ is not Released:
+        parent.value = Released(value)
 
 
 def seed_for(output: Node, vector: Any | None, name: str = "the output", create_graph: bool = False) -> Any:
@@ -172,9 +182,10 @@ def seed_for(output: Node, vector: Any | None, name: str = "the output", create_
 
 
 def grad(output: Node, targets: Sequence[Node], vector: Any | None = None, name: str = "the output",
-         create_graph: bool = False, retain_graph: bool = True) -> list[Any | None]:
+         create_graph: bool = False, retain_graph: bool = True, tape: list[Node] | None = None) -> list[Any | None]:
     """∂output/∂target for each target (vᵀ·J with a vector); None where no path leads there."""
-    found = backward(output, seed_for(output, vector, name, create_graph), targets, create_graph, retain_graph)
+    found = backward(output, seed_for(output, vector, name, create_graph), targets, create_graph, retain_graph,
+                     tape=tape)
     return [found.get(target) for target in targets]
 
 

@@ -812,6 +812,7 @@ class Executed:
     frame: Frame
     state: State
     compiler: Compiler  # compiles expressions that read this run's variables (a claim's right side)
+    tape: list[Node]  # the nodes recorded that require grad, in creation order (graph.tape)
 
 
 def execute(module: S.Module, inputs: Mapping[str, Any], context: Context, limits: Limits,
@@ -834,13 +835,15 @@ def execute(module: S.Module, inputs: Mapping[str, Any], context: Context, limit
     graph.recording = True
     graph.context = None
     graph.release_temporaries = not keep_values
+    graph.tape = tape = []
     try:
         with B.errstate():
             for run in program:
                 run(frame)
     finally:
         graph.release_temporaries = False
-    return Executed(frame, state, compiler)
+        graph.tape = None
+    return Executed(frame, state, compiler, tape)
 
 
 def free_names(module: S.Module) -> list[str]:

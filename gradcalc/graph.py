@@ -127,6 +127,10 @@ class Released:
 # through the API) may be shared, so their values are never freed.
 release_temporaries = False
 
+# While the builder runs a program: every node recorded that requires grad, in creation order.
+# Backward walks it instead of searching the graph and sorting what it finds.
+tape: list[Node] | None = None
+
 
 def release_unneeded(node: Node) -> None:
     """Free the values of `node`'s inputs that are unnamed temporaries no rule will read."""
@@ -185,8 +189,11 @@ def apply(prim: Primitive, inputs: tuple[Node, ...], params: tuple = ()) -> Node
 def record(value: Any, prim: Primitive, inputs: tuple[Node, ...], params: tuple, requires_grad: bool) -> Node:
     """A new node for a primitive's result; its inputs' values are freed if no rule needs them."""
     node = Node(value, prim, inputs, params, requires_grad)
-    if requires_grad and release_temporaries and prim.frees_inputs:
-        release_unneeded(node)
+    if requires_grad:
+        if tape is not None:
+            tape.append(node)
+        if release_temporaries and prim.frees_inputs:
+            release_unneeded(node)
     return node
 
 

@@ -393,3 +393,41 @@ def test_backward_needs_no_more_memory_than_the_forward_pass() -> None:
     expected = np.tanh(x) + x * (1 - np.tanh(x) ** 2) - 2 * x * np.exp(-x * x) - 1.5 * x * x
     np.testing.assert_allclose(gradient, expected, rtol=1e-12, atol=1e-12)
     assert backward_peak <= forward_peak * 1.02, (backward_peak / 2**20, forward_peak / 2**20)
+
+
+# --- The run's tape: backward's order without searching the graph -------------------------------
+
+TAPE_PROGRAM = """
+x = 0.3; w = [1.5, -2]; k = 2
+dead = exp(x) * w          # requires grad, on the tape, leads nowhere
+h(v) { u = v * v; return sin(u) + v }
+y = 0
+for i in range(3) { y = y + i * h(x) * k }
+no_grad { c = x * 10 }
+z = sum(w * y) + c * x
+L = z * z + y
+"""
+
+
+@pytest.mark.parametrize("of, wrt", [("L", ["x", "w", "k", "i", "y", "z", "dead", "c"]), ("z", ["y", "w"]),
+                                     ("y", ["x", "w"]), ("dead", ["x"])])
+def test_backward_on_the_runs_tape_matches_the_graph_search(of: str, wrt: list[str]) -> None:
+    run = gradcalc.parse_program(TAPE_PROGRAM).run()
+    output, targets = run.node(of), [run.node(name) for name in wrt]
+    assert output in run.tape  # the fast path is the one taken
+    seed = np.ones(output.shape)
+    on_tape = backward(output, seed, targets, tape=run.tape)
+    searched = backward(output, seed, targets)
+    assert set(on_tape) == set(searched)
+    assert not any(target in on_tape for target in targets if not target.requires_grad)  # i: a plain number
+    for target in targets:
+        if target in searched:
+            np.testing.assert_array_equal(on_tape[target], searched[target])
+    # And the API (which passes the tape) agrees with finite differences of whole runs (not for x:
+    # no_grad makes c a constant to autograd, as in PyTorch, while a finite difference moves it).
+    leaves = {name: run.value(name) for name in ("w", "k") if name in wrt}
+    if leaves and output.shape == ():
+        expected = finite_difference_grads(TAPE_PROGRAM, leaves, of)
+        result = run.grad(of=of, wrt=list(leaves))
+        for name in leaves:
+            np.testing.assert_allclose(result.grads[name], expected[name], rtol=1e-6, atol=1e-8)
