@@ -2,8 +2,9 @@
 
 Gradients live in a local dict, never on the nodes, so backward can run any
 number of times. Nodes are visited in reverse creation order (creation order is
-topological), which needs no recursion: a chain of a million nodes is fine.
-Only nodes on a path from the output to a target are visited.
+topological), which needs no recursion: a chain of a million nodes is fine. A run
+keeps that order as it records (its tape); other graphs are searched and sorted.
+Only the rules of nodes on a path from a target to the output run.
 """
 
 from __future__ import annotations
