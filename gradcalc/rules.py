@@ -103,6 +103,8 @@ def _summed_to(ns: Any, x: Any, shape: tuple[int, ...]) -> Any:
 
 def _matmul_vjp(which: int) -> Rule:
     def rule(ns: Any, g: Any, ans: Any, x: Any, y: Any) -> Any:
+        if x.ndim == 1 and y.ndim == 1:  # a dot product: g·y and g·x (diff prints them so, not via 1×1 matrices)
+            return g * (y if which == 0 else x)
         # Promote 1-D operands to matrices as NumPy's matmul does, then undo it.
         x2 = _reshaped(ns, x, (1, x.shape[0])) if x.ndim == 1 else x
         y2 = _reshaped(ns, y, (y.shape[0], 1)) if y.ndim == 1 else y

@@ -649,6 +649,9 @@ class Printer:
             if pulled is not None:  # dL_dd*w1*w3 + dL_dd*w2*w4 is dL_dd*(w1*w3 + w2*w4): the chain rule's shape
                 inner = Add(0.0, tuple((_without(t, pulled), c) for t, c in expr.terms))
                 return self._factored(self.show(pulled, 3), self.show(inner, 0)), 2
+            factored = self._common_factors(expr)
+            if factored is not None:  # x*sigmoid(z) - x*y is (sigmoid(z) - y)*x, as the textbook writes it
+                return self._product(factored), 2
             common = _common_coefficient(expr)
             if common is not None:  # 2/3*b + 2/3*w*x - 2/3*y is 2/3*(b + w*x - y)
                 return self._scaled_sum(common, self._sum(_divided(expr, common))), 2
@@ -677,6 +680,32 @@ class Printer:
             if not shared:
                 return None
         return min(shared, key=lambda f: f.name) if shared else None  # type: ignore[return-value]
+
+    def _common_factors(self, expr: Add) -> Mul | None:
+        """A sum whose every term has the same factors, as the sum of the rest times them, or None."""
+        if expr.constant or len(expr.terms) < 2 or any(t in self.names for t, _ in expr.terms):
+            return None
+        shared: list[Expr] | None = None
+        for term, _ in expr.terms:
+            factors = term.factors if isinstance(term, Mul) else (term,)
+            shared = [f for f in factors if not isinstance(f, Num)] if shared is None else \
+                [f for f in shared if any(f is g for g in factors)]
+            if not shared:
+                return None
+        terms, constant = list(expr.terms), 0.0
+        for factor in shared:  # type: ignore[union-attr]
+            terms = [(_without(t, factor), c) for t, c in terms]
+        rest = []
+        for term, c in terms:
+            if isinstance(term, Num):
+                constant += c * term.value
+            elif isinstance(term, Mul) and not term.factors:
+                constant += c * term.coefficient
+            else:
+                rest.append((term, c))
+        sign = -1.0 if all(c < 0 for _, c in rest) and constant <= 0 else 1.0  # -(a + b)*x, not (-a - b)*x
+        inner = Add(sign * constant, tuple((t, sign * c) for t, c in rest))
+        return Mul(sign, (inner, *shared))  # type: ignore[misc]
 
     def _pull_common(self, expr: Mul) -> Mul:
         """x*(2/3*b + 2/3*y) written as 2/3*x*(b + y): a sum's shared coefficient joins the product's."""
@@ -934,7 +963,8 @@ class LatexPrinter(Printer):
         magnitude = abs(expr.coefficient)
         sign = "-" if expr.coefficient < 0 else ""
         top = [_latex_coefficient(magnitude)] if magnitude != 1 or not over else []
-        top += [self.show(f, 3) for f in over]
+        lone = not top and len(over) == 1 and not under  # a factor alone (a sum's term): no parentheses needed
+        top += [self.show(f, 2 if lone else 3) for f in over]
         text = " ".join(top)
         text = text.replace(" ", r" \cdot ", 1) if len(top) > 1 and top[0][0].isdigit() and top[1][0].isdigit() \
             else text

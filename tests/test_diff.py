@@ -894,6 +894,30 @@ def test_dense_layer_weight_gradient_prints_as_an_outer_product() -> None:
     assert doc["latex"].endswith("x^{T}"), doc["latex"]
 
 
+FACTORED_CASES = [
+    # (program, wrt, the derivative as printed, its LaTeX): a factor of every term is written once, after the sum
+    ("x = [1.0, -2.0, 0.5]; w = [0.1, 0.2, -0.3]; b = 0.05; y = 1; p = sigmoid(dot(w, x) + b); "
+     "L = -(y*log(p) + (1 - y)*log(1 - p))", "w", "(sigmoid(b + w @ x) - y)*x",
+     r"\left(\sigma\left(b + w x\right) - y\right) x"),
+    ("x = 2; a = 3; b = 4; q = 1.5; L = -x*a*q - x*b*q", "q", "-(a + b)*x", r"-\left(a + b\right) x"),
+    ("x = 2; a = 3; b = 4; q = 1.5; L = x*a*q^2/2 - x*b*q", "q", "(a*q - b)*x", r"\left(a q - b\right) x"),
+    ("w = [1.0, 2.0]; x = [3.0, 4.0]; L = dot(w, x)^2", "w", "2*x*(w @ x)", r"2 x \left(w x\right)"),
+]
+
+
+@pytest.mark.parametrize(("program", "wrt", "text", "latex"), FACTORED_CASES)
+def test_common_factors_are_written_once(program: str, wrt: str, text: str, latex: str) -> None:
+    """(σ(z) - y)·x, as the textbook writes the logistic regression gradient, not x*sigmoid(z) - x*y;
+    a dot product's gradient without the 1×1 matrices of matmul's general rule."""
+    doc = diff_json("-e", program, "--wrt", wrt, "--latex")
+    assert doc["derivative"] == text
+    assert doc["latex"].split(" = ", 1)[-1] == latex
+    (result,) = api_diff(program, {}, "L", [wrt])
+    values = {name: gradcalc.parse_program(program).run().value(name) for name in ("x", "w", "a", "b", "q", "y")
+              if re.search(rf"\b{name} = ", program)}
+    assert_close(evaluate_derivative(result, values), fd_gradient(program, values, "L", wrt), f"∂L/∂{wrt} = {text}")
+
+
 @pytest.mark.parametrize("case", list(TENSOR_CASES))
 def test_tensor_derivative_text_evaluates_to_the_gradient(case: str) -> None:
     """Each printed tensor derivative, evaluated by gradcalc, has the gradient's shape and values."""
