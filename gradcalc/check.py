@@ -13,7 +13,7 @@ import itertools
 import math
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,7 @@ from . import backend as B
 from . import syntax as S
 from .api import Run, differentiable_inputs, read_text
 from .builtins import CONSTANTS
-from .errors import GradcalcError, NameNotFound, Source, did_you_mean, error_json, error_text
+from .errors import GradcalcError, GradcalcSyntaxError, NameNotFound, Source, did_you_mean, error_json, error_text
 from .parser import parse, parse_claims
 
 POINTS = 4  # nearby points where an expression claim must hold too
@@ -224,6 +224,7 @@ class Judge:
         verdict = Verdict(claim.text, claim.of, claim.wrt, claim.pos.line if source.filename != "--claim" else None,
                           "wrong", "number" if _is_constant(claim.claimed) else "expression")
         try:
+            claim.claimed = _juxtaposed_calls(claim.claimed, self.run.frame)
             self._check_names(claim)
             self._judge(claim, source, verdict)
         except GradcalcError as exc:
@@ -608,6 +609,39 @@ def _shape(shape: tuple[int, ...]) -> str:
 
 def _short(value: Any) -> str:
     return B.format_value(value).replace("\n", " ")
+
+
+def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any]) -> S.Expr:
+    """A variable before a bracket in a claim is a product, as answers write it: x(1 + x) is x·(1 + x),
+    e^x(1 + x) is e^x·(1 + x), and 1/x(1 + x) is ambiguous. Calls of functions stay calls."""
+    def product(call: S.Call) -> tuple[S.Name, S.Expr] | None:
+        if call.name in variables and len(call.args) == 1 and not call.keywords:
+            return S.Name(call.name, call.pos), fix(call.args[0])
+        return None
+
+    def fix(node: Any) -> Any:
+        if isinstance(node, S.Call) and (parts := product(node)) is not None:
+            return S.Binary("*", *parts, node.pos)
+        right = node.right if isinstance(node, S.Binary) and node.op in ("^", "/") else None
+        negated = isinstance(right, S.Unary) and right.op == "-"  # e^-x(1 + x)
+        called = right.operand if negated else right  # type: ignore[union-attr]
+        if isinstance(called, S.Call) and (parts := product(called)) is not None:
+            name, factor = parts
+            exponent: S.Expr = S.Unary("-", name, right.pos) if negated else name  # type: ignore[union-attr]
+            if node.op == "/":
+                raise GradcalcSyntaxError(
+                    f"'/{name.name}(...)' is ambiguous: is the bracket in the denominator or not?",
+                    f"write /({name.name}*(...)) if it is, or /{name.name}*(...) if it is not", name.pos)
+            return S.Binary("*", S.Binary("^", fix(node.left), exponent, node.pos), factor, node.pos)
+        for slot in node.__slots__:
+            value = getattr(node, slot)
+            if isinstance(value, S.Expr | S.Keyword):
+                setattr(node, slot, fix(value))
+            elif isinstance(value, list):
+                setattr(node, slot, [fix(v) if isinstance(v, S.Expr | S.Keyword) else v for v in value])
+        return node
+
+    return fix(expr)  # type: ignore[no-any-return]
 
 
 def judge_file(judge: Judge, path: str, name: str | None = None) -> Report:

@@ -89,14 +89,16 @@ class _Brackets:
 
     always_accept = ("_NL",)
 
-    def __init__(self, max_depth: int) -> None:
+    def __init__(self, max_depth: int, claims: bool = False) -> None:
         self.max_depth = max_depth
+        self.claims = claims  # a file of claims: every line is one
         self.open: list[Token] = []  # the brackets open where the parser stopped (for its error message)
 
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
         stack: list[Token] = []
         self.open = stack
         pending_newline: Token | None = None
+        claim = _Juxtaposition(0, True) if self.claims else None
         for token in stream:
             kind = token.type
             if kind == "_NL":
@@ -105,8 +107,18 @@ class _Brackets:
                 continue
             if pending_newline is not None:
                 if kind != "ELSE":
+                    if claim is not None:
+                        claim.feed(pending_newline, len(stack))
                     yield pending_newline
                 pending_newline = None
+            if claim is not None:
+                times = claim.feed(token, len(stack))
+                if times is not None:
+                    yield times
+                if claim.ended:
+                    claim = None
+            elif kind == "CHECK":
+                claim = _Juxtaposition(len(stack), False)
             if kind in _OPEN:
                 if len(stack) >= self.max_depth:
                     raise GradcalcSyntaxError(
@@ -137,6 +149,75 @@ class _Brackets:
             )
         if pending_newline is not None:
             yield pending_newline
+
+
+_OPERAND_ENDS = frozenset({"NUMBER", "NAME", "RPAR", "RSQB", "SUPERSCRIPT"})
+_OPERAND_STARTS = frozenset({"NAME", "LPAR", "ROOT"})
+_CLAIM_ENDS = frozenset({"_NL", "SEMICOLON", "COMMA", "RBRACE"})
+
+
+def _is_function(name: str) -> bool:
+    from .builtins import BUILTINS  # only claims with juxtaposed names need it: not imported at start-up
+
+    return name in BUILTINS
+
+
+class _Juxtaposition:
+    """In a claim's expression, as answers are written: 2x, 3x², 2sin(x)cos(x), (σ(z) − y)x multiply.
+
+    Programs stay strict; a claim is what a student writes. A juxtaposition right after
+    the operand of / or ^ is an error, since readers split on it: 1/2x is 1/(2x) to some,
+    x/2 to others, and e^2x is e^(2x) in most notes; with a space (x^2 cos(x), 1/2 x), or
+    a bracket after a power (x^2(x + 1)), the operand has ended and the product is of the whole.
+    A variable before a bracket, e^x(1 + x), is parsed as a call: check.py makes it a product.
+    """
+
+    def __init__(self, depth: int, file: bool) -> None:
+        self.depth = depth  # the bracket depth of the claim
+        self.file = file  # a claims file: a new claim follows each separator
+        self.expression = False  # past the claim's = or ≈
+        self.ended = False  # a check statement in a program is over
+        self.previous: Token | None = None
+        self.divided: dict[int, list[Token]] = {}  # by depth: a / or ^ and its operand's tokens so far
+
+    def feed(self, token: Token, depth: int) -> Token | None:
+        """Take the next token (at bracket depth `depth`); return a '*' to put before it, if juxtaposed."""
+        kind = token.type
+        if depth == self.depth and kind in _CLAIM_ENDS:
+            self.expression, self.ended = False, not self.file
+            return None
+        if not self.expression:
+            if depth == self.depth and kind in ("EQUALS", "APPROX"):
+                self.expression, self.previous, self.divided = True, None, {}
+            return None
+        previous, self.previous = self.previous, token
+        times = None
+        if (previous is not None and kind in _OPERAND_STARTS and previous.type in _OPERAND_ENDS
+                and not (previous.type == "NAME" and kind == "LPAR")):  # f(x) is a call
+            if previous.type == "NAME" and kind != "LPAR" and _is_function(str(previous)):
+                raise GradcalcSyntaxError(f"'{previous} {token}': a function's argument goes in parentheses",
+                                          f"write {previous}({token}...)", _pos(token))
+            split = self.divided.get(depth)
+            if split is not None and (previous.start_pos + len(previous) < token.start_pos
+                                      or (kind == "LPAR" and split[0].type == "POW_OP")):
+                split = None  # x^2 cos(x), 1/2 x, x^2(x + 1): a space or a bracket ends the exponent
+                del self.divided[depth]
+            if split is not None:
+                operator, operand = split[0], "".join(split[1:])
+                part = "denominator" if operator.type == "MUL_OP" else "exponent"
+                raise GradcalcSyntaxError(
+                    f"'{operator}{operand}{token}' is ambiguous: is '{token}' in the {part} or not?",
+                    f"write {operator}({operand}*{token}...) if it is, or {operator}{operand}*{token} if it is not",
+                    _pos(token))
+            times = Token._future_new("MUL_OP", "*", token.start_pos, token.line, token.column)
+        for tokens in self.divided.values():
+            tokens.append(token)
+        if kind == "POW_OP" or (kind == "MUL_OP" and token in ("/", "÷")):
+            self.divided[depth] = [token]
+        elif (kind in ("MUL_OP", "COMP_OP") or (kind == "ADD_OP" and previous is not None
+                                                 and previous.type in _OPERAND_ENDS)) or kind in _CLOSE:
+            self.divided.pop(depth, None)  # the operand is complete (a binary operator, or its bracket closed)
+        return times
 
 
 class _Lexer(Lexer):
@@ -357,7 +438,7 @@ def _parser(start: str, max_depth: int) -> Lark:
         parser="lalr",
         start=start,
         lexer=_Lexer,
-        postlex=_Brackets(max_depth),
+        postlex=_Brackets(max_depth, claims=start == "claims"),
         transformer=_ToSyntax(),
         maybe_placeholders=True,
         cache=True,

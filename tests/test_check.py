@@ -882,6 +882,77 @@ def test_claims_written_with_typographic_signs() -> None:
     assert strict_json(wrong.stdout)["results"][0]["diagnosis"].startswith("sign error")
 
 
+@pytest.mark.parametrize(("claim", "right"), [
+    ("dy/dx = 3x^2 sin(x) + x^3 cos(x)", True),   # 3·x²: the power binds first; a space ends the exponent
+    ("dy/dx = 3x²sin(x) + x³cos(x)", True),
+    ("dy/dx = x^2(3sin(x) + x cos(x))", True),    # x²·(...): after a power's operand a bracket multiplies too
+    ("dy/dx = (3sin(x) + x cos(x))x x", True),
+    ("dy/dx = x x(3sin(x) + x cos(x))", True),    # and a variable before a bracket: x·(...), not a call
+    ("dy/dx = x^2 sin(x)(3 + x cot(x))", True),
+    ("dy/dx = e^(2ln(x))(3sin(x) + x cos(x))", True),
+    ("dy/dx = 3x sin(x)", False),                 # a product of the wrong things is judged, not rejected
+    ("dy/dx = 1/2 x", False),                     # with a space: (1/2)·x
+])
+def test_claims_written_by_juxtaposition_multiply(claim: str, right: bool) -> None:
+    """Answers as students write them: 3x^2, 2x sin(x), (a + b)(a - b) are products (claims only)."""
+    program = "x = 0.7; y = x^3 * sin(x)"
+    result = run_cli("check", "-e", program, "--claim", claim, "--json")
+    doc = strict_json(result.stdout)
+    assert result.exit_code == (EXIT_OK if right else EXIT_WRONG), result.output
+    assert doc["results"][0]["claim"] == claim
+    x = 0.7
+    assert doc["results"][0]["expected"] == pytest.approx(3 * x**2 * math.sin(x) + x**3 * math.cos(x), rel=1e-12)
+    if claim == "dy/dx = 1/2 x":
+        assert doc["results"][0]["got"] == pytest.approx(x / 2, rel=1e-12)
+
+
+def test_a_variable_before_a_bracket_multiplies_and_a_power_ends_before_it() -> None:
+    """e^x(1 + x), the derivative of x·e^x as answers write it: e^x·(1 + x), not e^(x·(1 + x))."""
+    program = "x = 0.5; y = x*exp(x)"
+    claims = ["dy/dx = e^x(1 + x)", "dy/dx = (1 + x)e^x", "dy/dx = e^x + x e^x", "dy/dx = e^-x(1 + x)"]
+    result = run_cli("check", "-e", program, *[f"--claim={c}" for c in claims], "--json")
+    results = strict_json(result.stdout)["results"]
+    assert [r["status"] for r in results] == ["right", "right", "right", "wrong"], result.output
+    assert results[3]["got"] == pytest.approx(math.exp(-0.5) * 1.5, rel=1e-12)
+    user_function = run_cli("check", "-e", "f(t) = t^2\nx = 3; y = f(x)", "--claim", "dy/dx = 2x", "--claim",
+                            "y = f(x)", "--json")
+    assert user_function.exit_code == EXIT_OK, user_function.output  # a function's call stays a call
+
+
+def test_juxtaposition_in_check_statements_and_answer_files(tmp_path: Any) -> None:
+    answers = tmp_path / "answers.txt"
+    answers.write_text("dy/dx = 2x sin(x) + x^2 cos(x)\ndy/dx = 2x sin(x), y = 4 sin(2)\n", encoding="utf-8")
+    result = run_cli("check", "-e", "x = 2; y = x^2 * sin(x)", str(answers), "--json")
+    assert result.exit_code == EXIT_WRONG, result.output
+    assert [r["status"] for r in strict_json(result.stdout)["results"]] == ["right", "wrong", "right"]
+    inline = run_cli("check", "-e", "x = 2; y = x^2 * sin(x)\ncheck dy/dx = 2x sin(x) + x^2 cos(x)", "--json")
+    assert inline.exit_code == EXIT_OK, inline.output
+
+
+@pytest.mark.parametrize(("claim", "column", "message", "hint"), [
+    ("dy/dx = 1/2x", 12, "'/2x' is ambiguous: is 'x' in the denominator or not?", "write /(2*x...) if it is"),
+    ("dy/dx = e^2x", 12, "'^2x' is ambiguous: is 'x' in the exponent or not?", "or ^2*x if it is not"),
+    ("dy/dx = x/(2)x", 14, "'/(2)x' is ambiguous", "/(2)*x"),
+    ("dy/dx = sin x", 13, "'sin x': a function's argument goes in parentheses", "write sin(x...)"),
+    ("dy/dx = 3/x(x + 1)", 11, "'/x(...)' is ambiguous", "/(x*(...)) if it is"),
+])
+def test_ambiguous_juxtaposition_is_an_error_with_both_readings(claim: str, column: int, message: str,
+                                                                 hint: str) -> None:
+    result = run_cli("check", "-e", "x = 2; y = x^3", "--claim", claim, "--json")
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    (verdict,) = strict_json(result.stdout)["results"]
+    assert verdict["status"] == "invalid"
+    error = verdict["error"]
+    assert message in error["message"] and hint in error["hint"], error
+    assert (error["line"], error["column"]) == (1, column), error
+
+
+def test_programs_do_not_multiply_by_juxtaposition() -> None:
+    """A program is code: `2x` there is a typo to point at, not a product to guess."""
+    result = run_cli("eval", "-e", "x = 3; y = 2x", "--json")
+    assert json_error(result)["message"] == "missing operator before 'x'"
+
+
 def test_ln_is_the_natural_logarithm_in_claims_and_programs() -> None:
     result = run_cli("check", "-e", "x = 3; y = ln(x)^2", "--claim", "dy/dx = 2*ln(x)/x", "--json")
     assert result.exit_code == EXIT_OK, result.output
