@@ -676,7 +676,9 @@ class Compiler:
         slots: list[S.Expr | None] = list(expr.args) + [None] * (len(params) - len(expr.args))
         for keyword in expr.keywords:
             if keyword.name not in params:
-                hint = did_you_mean(keyword.name, params)
+                numpy_name = {"dim": "axis", "keepdim": "keepdims"}.get(keyword.name)
+                hint = f"gradcalc uses NumPy's names: {numpy_name}= (PyTorch's {keyword.name}=)" \
+                    if numpy_name in params else did_you_mean(keyword.name, params)
                 raise ArgumentError(f"{builtin.name} has no parameter '{keyword.name}'", hint or usage(), keyword.pos)
             i = params.index(keyword.name)
             if slots[i] is not None:

@@ -274,6 +274,7 @@ def _table() -> dict[str, Builtin]:
     add("maximum", ops.maximum, "a b", 2, "elementwise larger of a and b")
     add("minimum", ops.minimum, "a b", 2, "elementwise smaller of a and b")
     add("atan2", ops.atan2, "y x", 2, "elementwise angle of (x, y)")
+    add("pow", ops.power, "x y", 2, "x^y (NumPy's power, PyTorch's pow)")
     add("clip", ops.clip, "x lo hi", 3, "x limited to [lo, hi]")
     add("where", lambda c, a, b: ops.where(c, a, b), "cond a b", 3, "a where cond is non-zero, else b")
     for name, op in (("sum", ops.sum), ("mean", ops.mean), ("prod", ops.prod), ("max", ops.max), ("min", ops.min),

@@ -29,6 +29,8 @@ from .errors import GradcalcError, GradcalcSyntaxError, Pos
 _OPEN = {"LPAR": "(", "LSQB": "[", "LBRACE": "{"}
 _CLOSE = {"RPAR": "(", "RSQB": "[", "RBRACE": "{"}
 _PAIR = {"(": ")", "[": "]", "{": "}"}
+_NO_SUCH_FUNCTION = "gradcalc has no function of that name: see the list with gradcalc --help"
+_MODULES = {"torch", "np", "numpy", "math", "jnp", "jax", "F", "nn", "tf", "sp", "sympy", "scipy", "cmath"}
 _KEYWORDS = {"while", "if", "else", "for", "in", "no_grad", "return", "or", "and", "not", "override", "check"}
 _TOKEN_WORDS = {
     "NAME": "a name",
@@ -689,6 +691,17 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start") -> GradcalcS
         where = "where a claim starts" if "EQUALS" not in expected and "CHECK" in expected else "in a claim's left side"
         return GradcalcSyntaxError(f"unexpected '{token}' {where}", _CLAIM_FORM, pos)
     before = text[: token.start_pos].rstrip(" \t") if token.start_pos is not None else ""
+    dotted = re.search(r"([^\W\d][\w.]*)\.([^\W\d]\w*)$", before) if token.type == "LPAR" else None
+    if dotted is not None:  # torch.sin(x), x.sum(): Python habits
+        owner, method = dotted.groups()
+        known = _is_function(method)
+        if owner.split(".")[0] in _MODULES:
+            return GradcalcSyntaxError(f"'{owner}.{method}(...)': gradcalc's functions have no module prefix",
+                                       f"write {method}(...)" if known else _NO_SUCH_FUNCTION, pos)
+        empty = text[token.start_pos + 1:].lstrip().startswith(")")
+        return GradcalcSyntaxError(f"'{owner}.{method}(...)' is a method call: gradcalc has functions, not methods",
+                                   f"write {method}({owner}{'' if empty else ', ...'})" if known
+                                   else _NO_SUCH_FUNCTION, pos)
     if token.type in ("NAME", "NUMBER", "LPAR") and before and (before[-1].isalnum() or before[-1] in "_)]."):
         prev = before.split()[-1] if before.split() else before
         return GradcalcSyntaxError(

@@ -702,3 +702,12 @@ def test_reciprocal_functions_and_sigma_against_closed_forms(name: str, value: C
         doc = json_ok("grad", "-e", f"x = {x}; y = {name}(x)")
         assert doc["value"] == pytest.approx(value(x), rel=1e-13)
         assert doc["grad"]["x"] == pytest.approx(derivative(x), rel=1e-12)
+
+
+def test_pow_is_power_against_closed_forms() -> None:
+    """pow(x, y), NumPy's and PyTorch's name for x^y: value and both partial derivatives."""
+    for x, y in ((1.7, 2.5), (0.3, -1.2)):
+        doc = json_ok("grad", "-e", f"x = {x}; y = {y}; z = pow(x, y)")
+        assert doc["value"] == pytest.approx(x**y, rel=1e-14)
+        assert doc["grad"]["x"] == pytest.approx(y * x ** (y - 1), rel=1e-13)
+        assert doc["grad"]["y"] == pytest.approx(x**y * math.log(x), rel=1e-13)

@@ -82,6 +82,16 @@ CASES = [
     Case("too-many-arguments", "y = sin(1, 2)", 1, (5,), ("ArgumentError",), ("sin",), ("sin(x)",)),
     Case("missing-argument", "y = maximum(1)", 1, (5,), ("ArgumentError",), ("maximum",), ("maximum(a, b)",)),
     Case("unknown-keyword", "y = sum([1, 2], axs=0)", 1, (17,), ("ArgumentError",), ("axs",), ("axis",)),
+    # habits from PyTorch and NumPy: the message says gradcalc's way
+    Case("pytorch-dim", "y = sum([[1, 2]], dim=0)", 1, (19,), ("ArgumentError",), ("dim",), ("axis=", "PyTorch")),
+    Case("pytorch-keepdim", "y = mean([[1, 2]], axis=0, keepdim=1)", 1, (28,), ("ArgumentError",), ("keepdim",),
+         ("keepdims=",)),
+    Case("method-call", "x = [1, 2]\ny = x.sum()", 2, (10,), SYNTAX, ("method",), ("sum(x)",)),
+    Case("method-call-with-arguments", "x = [1, 2]\ny = x.pow(2)", 2, (10,), SYNTAX, ("method",), ("pow(x, ...)",)),
+    Case("module-prefix", "x = 1\ny = torch.sin(x)", 2, (14,), SYNTAX, ("prefix",), ("sin(...)",)),
+    Case("nested-module-prefix", "x = 1\ny = torch.nn.functional.relu(x)", 2, (29,), SYNTAX, ("prefix",),
+         ("relu(...)",)),
+    Case("unknown-method", "x = [1, 2]\ny = x.frobnicate()", 2, (17,), SYNTAX, ("method",), ("--help",)),
     Case("user-function-arity", "f(a, b) = a * b\ny = f(1)", 2, (5,), ("ArgumentError",), ("f", "2")),
     # shapes and values
     Case("broadcast", "x = [1,2,3]; z = [1,2]; y = x + z", 1, (31,), ("ShapeError",), ("(3,)", "(2,)")),
