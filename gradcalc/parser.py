@@ -254,13 +254,20 @@ class _Lexer(Lexer):
             if kind not in ignore:
                 if kind == "NAME":
                     if not value.isascii():
-                        value = value.translate(_SUBSCRIPTS)
+                        value = _composed(value.translate(_SUBSCRIPTS))
                     kind = keywords.get(value, "NAME")
                 yield new_token(kind, value, pos, line, pos - line_start + 1)
             if "\n" in value:
                 line += value.count("\n")
                 line_start = pos + value.rindex("\n") + 1
             pos = stop
+
+
+def _composed(name: str) -> str:
+    """A name's accents composed as Python composes identifiers' (NFC): y + ̂ and ŷ are one name."""
+    import unicodedata  # only for names beyond ASCII: not at start-up
+
+    return unicodedata.normalize("NFC", name)
 
 
 def _statements(children: list) -> list[S.Stmt]:

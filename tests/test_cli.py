@@ -633,6 +633,15 @@ def test_notation_from_notes_is_the_ascii_program(written: str, ascii_: str) -> 
     assert set(typed["grad"]) >= {"x"}
 
 
+def test_names_with_combining_accents_are_names_and_compose() -> None:
+    """x̄ (x and a combining macron) is a name; ŷ typed as y and a combining circumflex is the ŷ of one code point."""
+    doc = json_ok("grad", "-e", "x\u0304 = 3; y\u0302 = 2; L = x\u0304^2 * \u0177")
+    assert doc["value"] == 18.0
+    assert doc["grad"] == {"x\u0304": 12.0, "\u0177": 9.0}
+    missing = run_cli("grad", "-e", "x = 3; L = x\u0304^2", "--json")
+    assert "'x\u0304' is used but never given a value" in json_error(missing)["message"]
+
+
 def test_superscript_power_against_closed_form() -> None:
     """d/dx (x³ + x⁻²) = 3x² - 2x⁻³, at x = 1.5."""
     doc = json_ok("grad", "-e", "x = 1.5; y = x³ + x⁻²")
