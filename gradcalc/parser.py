@@ -110,13 +110,11 @@ class _Brackets:
             if pending_newline is not None:
                 if kind != "ELSE":
                     if claim is not None:
-                        claim.feed(pending_newline, len(stack))
+                        yield from claim.feed(pending_newline, len(stack))
                     yield pending_newline
                 pending_newline = None
             if claim is not None:
-                times = claim.feed(token, len(stack))
-                if times is not None:
-                    yield times
+                yield from claim.feed(token, len(stack))
                 if claim.ended:
                     claim = None
             elif kind == "CHECK":
@@ -149,6 +147,8 @@ class _Brackets:
                 f"add the matching '{_PAIR[str(opener)]}'",
                 _pos(opener),
             )
+        if claim is not None:
+            yield from claim.finish()
         if pending_newline is not None:
             yield pending_newline
 
@@ -156,6 +156,16 @@ class _Brackets:
 _OPERAND_ENDS = frozenset({"NUMBER", "NAME", "RPAR", "RSQB", "SUPERSCRIPT"})
 _OPERAND_STARTS = frozenset({"NAME", "LPAR", "ROOT"})
 _CLAIM_ENDS = frozenset({"_NL", "SEMICOLON", "COMMA", "RBRACE"})
+
+
+def _one_group(tokens: list[Token]) -> bool:
+    """The tokens are one bracketed group: ( ... ) with the first bracket closed by the last."""
+    depth = 0
+    for i, token in enumerate(tokens):
+        depth += 1 if token.type in _OPEN else -1 if token.type in _CLOSE else 0
+        if depth == 0:
+            return i == len(tokens) - 1 and i > 0
+    return False
 
 
 def _is_function(name: str) -> bool:
@@ -171,7 +181,9 @@ class _Juxtaposition:
     the operand of / or ^ is an error, since readers split on it: 1/2x is 1/(2x) to some,
     x/2 to others, and e^2x is e^(2x) in most notes; with a space (x^2 cos(x), 1/2 x), or
     a bracket after a power (x^2(x + 1)), the operand has ended and the product is of the whole.
-    A variable before a bracket, e^x(1 + x), is parsed as a call: check.py makes it a product.
+    A function without brackets takes the product that follows, as in print: sin 2x cos x is
+    sin(2x)·cos(x), sin x + 1 is sin(x) + 1. A variable before a bracket, e^x(1 + x), is
+    parsed as a call: check.py makes it a product.
     """
 
     def __init__(self, depth: int, file: bool) -> None:
@@ -181,28 +193,33 @@ class _Juxtaposition:
         self.ended = False  # a check statement in a program is over
         self.previous: Token | None = None
         self.divided: dict[int, list[Token]] = {}  # by depth: a / or ^ and its operand's tokens so far
+        self.calls: list[list] = []  # the open calls without brackets: [depth, tokens of the argument so far]
 
-    def feed(self, token: Token, depth: int) -> Token | None:
-        """Take the next token (at bracket depth `depth`); return a '*' to put before it, if juxtaposed."""
+    def feed(self, token: Token, depth: int) -> list[Token]:
+        """Take the next token (at bracket depth `depth`); return the tokens to put before it."""
         kind = token.type
+        inserted = self._close_calls(token, depth)
         if depth == self.depth and kind in _CLAIM_ENDS:
             self.expression, self.ended = False, not self.file
-            return None
+            return inserted
         if not self.expression:
             if depth == self.depth and kind in ("EQUALS", "APPROX"):
                 self.expression, self.previous, self.divided = True, None, {}
-            return None
+            return inserted
         previous, self.previous = self.previous, token
-        times = None
-        if (previous is not None and kind in _OPERAND_STARTS and previous.type in _OPERAND_ENDS
+        if inserted:
+            previous = inserted[-1]  # a call just closed: its ')' comes before this token
+        if (previous is not None and previous.type == "NAME" and kind in ("NAME", "NUMBER", "ROOT")
+                and _is_function(str(previous))):  # sin x, sin 2x: a call whose argument follows
+            self.calls.append([depth, []])
+            inserted.append(_made("LPAR", "(", token))
+        elif (previous is not None and kind in _OPERAND_STARTS and previous.type in _OPERAND_ENDS
                 and not (previous.type == "NAME" and kind == "LPAR")):  # f(x) is a call
-            if previous.type == "NAME" and kind != "LPAR" and _is_function(str(previous)):
-                raise GradcalcSyntaxError(f"'{previous} {token}': a function's argument goes in parentheses",
-                                          f"write {previous}({token}...)", _pos(token))
             split = self.divided.get(depth)
-            if split is not None and (previous.start_pos + len(previous) < token.start_pos
-                                      or (kind == "LPAR" and split[0].type == "POW_OP")):
-                split = None  # x^2 cos(x), 1/2 x, x^2(x + 1): a space or a bracket ends the exponent
+            if split is not None and (previous.start_pos + len(previous) < token.start_pos or (
+                    split[0].type == "POW_OP" and (kind == "LPAR" or _one_group(split[1:])))):
+                # x^2 cos(x), 1/2 x, x^2(x + 1), x^(2)y (LaTeX's x^{2}y): a space or a bracket ends the exponent
+                split = None
                 del self.divided[depth]
             if split is not None:
                 operator, operand = split[0], "".join(split[1:])
@@ -211,15 +228,44 @@ class _Juxtaposition:
                     f"'{operator}{operand}{token}' is ambiguous: is '{token}' in the {part} or not?",
                     f"write {operator}({operand}*{token}...) if it is, or {operator}{operand}*{token} if it is not",
                     _pos(token))
-            times = Token._future_new("MUL_OP", "*", token.start_pos, token.line, token.column)
+            inserted.append(_made("MUL_OP", "*", token))
+        for call in self.calls:
+            call[1].append(token)
         for tokens in self.divided.values():
+            tokens.extend(inserted)
             tokens.append(token)
         if kind == "POW_OP" or (kind == "MUL_OP" and token in ("/", "÷")):
             self.divided[depth] = [token]
         elif (kind in ("MUL_OP", "COMP_OP") or (kind == "ADD_OP" and previous is not None
                                                  and previous.type in _OPERAND_ENDS)) or kind in _CLOSE:
             self.divided.pop(depth, None)  # the operand is complete (a binary operator, or its bracket closed)
-        return times
+        return inserted
+
+    def _close_calls(self, token: Token | None, depth: int) -> list[Token]:
+        """The ')' of each open call without brackets whose argument this token ends (None: the end)."""
+        closed: list[Token] = []
+        while self.calls:
+            call_depth, argument = self.calls[-1]
+            if token is not None and depth == call_depth and argument:
+                kind = token.type
+                binary_sign = kind == "ADD_OP" and argument[-1].type in _OPERAND_ENDS
+                if not (binary_sign or kind in ("MUL_OP", "COMP_OP", "EQUALS", "APPROX") or kind in _CLAIM_ENDS
+                        or kind in _CLOSE or (kind == "NAME" and _is_function(str(token)))):
+                    break  # sin 2x: the argument goes on
+            elif token is not None and depth >= call_depth:
+                break  # inside the argument's own brackets, or its first token
+            self.calls.pop()
+            closed.append(_made("RPAR", ")", token if token is not None else argument[-1]))
+        return closed
+
+    def finish(self) -> list[Token]:
+        """The ')' of the calls without brackets still open at the end of the text."""
+        return self._close_calls(None, 0)
+
+
+def _made(kind: str, value: str, at: Token) -> Token:
+    """A token the claims' reading puts in (a '*', or the brackets of sin x), placed at `at`."""
+    return Token._future_new(kind, value, at.start_pos, at.line, at.column)
 
 
 class _Lexer(Lexer):
@@ -584,9 +630,29 @@ def parse_expression(text: str, max_depth: int = DEFAULT_MAX_DEPTH) -> S.Expr:
 
 
 def parse_claims(text: str, max_depth: int = DEFAULT_MAX_DEPTH) -> list[S.Claim]:
-    """Parse a file of claims (one per line, `#` comments), such as a student's answers."""
-    found: list[S.Claim] = _parse(text, "claims", max_depth)
-    return with_claim_texts(found, text)
+    """Parse a file of claims (one per line, `#` comments), such as a student's answers, in
+    gradcalc's notation or in LaTeX (`\\frac{\\partial L}{\\partial w} = ...`, see latex.py)."""
+    from . import latex
+
+    if not latex.looks_like_latex(text):
+        found: list[S.Claim] = _parse(text, "claims", max_depth)
+        return with_claim_texts(found, text)
+    read = latex.from_latex(text)
+    try:
+        found = _parse(read.text, "claims", max_depth)
+    except GradcalcError as error:
+        if error.pos is not None:
+            error.pos = read.place(error.pos, text)
+        raise
+    with_claim_texts(found, read.text)
+    starts = [0, *(i + 1 for i, c in enumerate(read.text) if c == "\n")]
+    for claim in found:  # places and texts as written, in the LaTeX
+        begin = starts[claim.pos.line - 1] + claim.pos.column - 1
+        first, last = read.origin[begin], read.origin[min(begin + len(claim.text), len(read.text)) - 1]
+        for node in [claim, *S.walk(claim.claimed)]:
+            node.pos = read.place(node.pos, text)
+        claim.text = text[first:last + 1].strip()
+    return found
 
 
 def with_claim_texts(claims: list[S.Claim], text: str) -> list[S.Claim]:

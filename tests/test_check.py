@@ -933,7 +933,6 @@ def test_juxtaposition_in_check_statements_and_answer_files(tmp_path: Any) -> No
     ("dy/dx = 1/2x", 12, "'/2x' is ambiguous: is 'x' in the denominator or not?", "write /(2*x...) if it is"),
     ("dy/dx = e^2x", 12, "'^2x' is ambiguous: is 'x' in the exponent or not?", "or ^2*x if it is not"),
     ("dy/dx = x/(2)x", 14, "'/(2)x' is ambiguous", "/(2)*x"),
-    ("dy/dx = sin x", 13, "'sin x': a function's argument goes in parentheses", "write sin(x...)"),
     ("dy/dx = 3/x(x + 1)", 11, "'/x(...)' is ambiguous", "/(x*(...)) if it is"),
 ])
 def test_ambiguous_juxtaposition_is_an_error_with_both_readings(claim: str, column: int, message: str,
@@ -1040,3 +1039,78 @@ def test_many_claims_that_fail_to_compile_leave_the_next_one_judged() -> None:
     assert [v.status for v in report.verdicts[:300]] == ["invalid"] * 300
     assert "unknown function 'foo'" in report.verdicts[0].error["message"]
     assert report.verdicts[-1].status == "right", report.verdicts[-1]
+
+
+def _latex_inlined(derivative: Any) -> str:
+    """The derivative's LaTeX with its shared parts (t_{1} = ...) written in place: one expression."""
+    text = derivative.latex
+    for name, _, body in reversed(derivative.where):
+        shown = re.escape(name[0]) + r"_\{" + re.escape(name[1:]) + r"\}" if name[1:].isdigit() else re.escape(name)
+        text = re.sub(shown, lambda _, body=body: rf"\left({body}\right)", text)
+    return text
+
+
+@given(scalar_cases())
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_diff_s_latex_read_back_as_a_claim_is_right(case: Any) -> None:
+    """What `diff --latex` prints, pasted as a claim (\\frac{\\partial f}{\\partial x} = ...), is judged right,
+    and the same LaTeX times 1.001 wrong: claims read LaTeX as diff writes it (and as students type it)."""
+    text, names, points = case
+    values = {name: np.asarray(v, dtype=float) for name, v in points[0].items()}
+    try:
+        run = gradcalc.parse_program(text).run(values, keep_values=True)
+        value = float(run.value("f"))
+        derivatives = run.diff("f", names)
+    except gradcalc.GradcalcError:
+        assume(False)
+    assume(math.isfinite(value) and abs(value) < 1e6)
+    judge = C.Judge(run)
+    for name, derivative in zip(names, derivatives):
+        gradient = float(run.grad("f", [name]).grads[name])
+        assume(math.isfinite(gradient) and 1e-6 < abs(gradient) < 1e6)
+        latex = _latex_inlined(derivative)
+        claims = rf"\frac{{\partial f}}{{\partial {name}}} = {latex}" + "\n" + \
+            rf"\frac{{\partial f}}{{\partial {name}}} = 1.001 \cdot \left({latex}\right)"
+        source = C.Source(claims, "answers.txt")
+        right, scaled = judge.report("latex", (C.answers(claims, source), source)).verdicts
+        assert right.status == "right", (text, name, latex, right)
+        assert scaled.status == "wrong", (text, name, latex, scaled)
+
+
+@pytest.mark.parametrize(("claim", "expected"), [
+    (r"\frac{dy}{dx} = 2x\sin(x)+x^{2}\cos x", "right"),
+    (r"\frac{\mathrm{d}y}{\mathrm{d}x} = x\left(2\sin x + x\cos x\right)", "right"),
+    (r"\frac{\partial y}{\partial x} = 2 x \sin{\left(x \right)} + x^{2} \cos{\left(x \right)}", "right"),  # SymPy's
+    (r"dy/dx = \frac{x^{2}}{\csc x} \cdot \left(\frac{2}{x} + \cot x\right)", "right"),
+    (r"\frac{dy}{dx} = 2x\sin x", "wrong"),
+])
+def test_claims_in_latex(claim: str, expected: str) -> None:
+    result = run_cli("check", "-e", "x = 0.7; y = x^2 * sin(x)", "--claim", claim, "--json")
+    (verdict,) = strict_json(result.stdout)["results"]
+    assert verdict["status"] == expected, result.output
+    assert verdict["claim"] == claim  # shown as written
+    assert verdict["expected"] == pytest.approx(2 * 0.7 * math.sin(0.7) + 0.49 * math.cos(0.7), rel=1e-12)
+
+
+@pytest.mark.parametrize(("claim", "column", "message"), [
+    (r"\frac{dy}{dx} = \foo{x}", 17, r"unknown LaTeX command '\foo'"),
+    (r"\frac{dy}{dx} = \frac{1}{2 x", 25, "'{' is never closed"),
+    (r"\frac{dy}{dx} = x^{2} + \begin{bmatrix} 1 \end{bmatrix}", 25, "LaTeX environments"),
+    (r"\frac{dy}{dx} = 2 \cdot z", 25, "the claim names 'z'"),  # a place after the reading, in the LaTeX
+])
+def test_latex_claim_errors_point_into_the_latex(claim: str, column: int, message: str) -> None:
+    result = run_cli("check", "-e", "x = 0.7; y = x^2 * sin(x)", "--claim", claim, "--json")
+    (verdict,) = strict_json(result.stdout)["results"]
+    assert verdict["status"] == "invalid", result.output
+    assert message in verdict["error"]["message"], verdict
+    assert verdict["error"]["column"] == column, verdict
+
+
+def test_latex_claims_about_the_neuron_show_as_written() -> None:
+    claims = [r"\frac{\partial L}{\partial w_{1}} = -a \cdot w_{3}", r"\frac{\partial L}{\partial w_2} = -a w_4",
+              r"\frac{\partial L}{\partial a} = -\left(w_{1} w_{3} + w_{2} w_{4}\right)"]
+    result = run_cli("check", NEURON, *[f"--claim={c}" for c in claims], "--json")
+    assert result.exit_code == EXIT_OK, result.output
+    doc = strict_json(result.stdout)
+    assert [r["claim"] for r in doc["results"]] == claims
+    assert [r["expected"] for r in doc["results"]] == [-1.0, -8.0, 2.5]

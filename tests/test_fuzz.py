@@ -104,7 +104,10 @@ def test_parse_expression_token_soup(text: str) -> None:
 
 
 CLAIM_TOKENS = ["dL", "dw1", "da", "dd", "∂L", "∂w1", "∂", "d", "/", "L", "w1", "a", "b", "check", "=", "-", "*",
-                "(", ")", "[", "]", ",", "\n", ";", "#", "2.5", "0.39", "1e1", "W3", "sin", "ones(2)", "eye(3)"]
+                "(", ")", "[", "]", ",", "\n", ";", "#", "2.5", "0.39", "1e1", "W3", "sin", "ones(2)", "eye(3)",
+                # LaTeX, as answers pasted from a notebook are written
+                "\\frac", "{", "}", "\\partial", "^", "_", "\\sqrt", "\\cdot", "\\left(", "\\right)", "\\left|",
+                "\\right|", "\\sin", "\\sigma", "\\alpha", "\\mathrm", "\\", "\\foo", "\\begin", "[3]", "2x", "e^"]
 claim_soup = st.lists(st.tuples(st.sampled_from(CLAIM_TOKENS), st.sampled_from(["", " ", "\n"])), max_size=16).map(
     lambda pairs: "".join(token + gap for token, gap in pairs))
 

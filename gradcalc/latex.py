@@ -1,0 +1,215 @@
+"""LaTeX in claims: answers typed in a notebook, and what `diff --latex` prints, read as claims.
+
+`\\frac{\\partial L}{\\partial w_{1}} = -a \\cdot w_{3}` is read as `∂L/∂w1 = -a * w3`: the
+LaTeX becomes gradcalc text (side by side multiplies in a claim), and each character made
+remembers the character it came from, so that errors point into what was written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import NamedTuple
+
+from .errors import GradcalcSyntaxError, Pos
+
+# Commands that are a word or a sign of gradcalc's own.
+_WORDS = {
+    "cdot": "*", "times": "*", "ast": "*", "div": "/", "partial": "∂", "approx": "≈", "pi": "π",
+    "sin": "sin", "cos": "cos", "tan": "tan", "sec": "sec", "csc": "csc", "cot": "cot", "sinh": "sinh",
+    "cosh": "cosh", "tanh": "tanh", "arcsin": "asin", "arccos": "acos", "arctan": "atan", "exp": "exp",
+    "log": "log", "ln": "ln", "max": "max", "min": "min", "det": "det",
+    "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "varepsilon": "ε", "eta": "η",
+    "theta": "θ", "lambda": "λ", "mu": "μ", "sigma": "σ", "tau": "τ", "phi": "φ", "varphi": "φ", "omega": "ω",
+    ",": " ", ";": " ", ":": " ", " ": " ", "!": "", "quad": " ", "qquad": " ", "left": "", "right": "",
+}
+# Commands whose argument is text to keep as it is: \mathrm{d}, \operatorname{softplus}.
+_FONTS = {"mathrm", "mathit", "mathbf", "mathsf", "boldsymbol", "bm", "operatorname", "text", "textrm"}
+_FRACTIONS = {"frac", "dfrac", "tfrac"}
+_DERIVATIVE = re.compile(r"^(∂|d)\s*([^\W\d]\w*)$")  # ∂L, dw1: a claim's left side
+
+
+class Latex(NamedTuple):
+    """gradcalc text made from LaTeX, and for each of its characters the index it came from."""
+
+    text: str
+    origin: list[int]
+
+    def place(self, pos: Pos, written: str) -> Pos:
+        """A place in the text made, as a place in the LaTeX written."""
+        starts = _line_starts(self.text)
+        at = min(starts[min(pos.line, len(starts)) - 1] + pos.column - 1, len(self.origin) - 1)
+        source = self.origin[at]
+        end = self.origin[min(at + max(pos.width, 1) - 1, len(self.origin) - 1)]
+        line = written.count("\n", 0, source) + 1
+        column = source - (written.rfind("\n", 0, source) + 1) + 1
+        return Pos(line, column, max(1, end - source + 1))
+
+
+def looks_like_latex(text: str) -> bool:
+    return "\\" in text or "{" in text
+
+
+def from_latex(written: str) -> Latex:
+    """The gradcalc text of claims written in LaTeX; GradcalcSyntaxError for what it cannot read."""
+    chars, origin, _ = _convert(written, 0, opener=None)
+    origin.append(len(written))  # the end
+    return Latex("".join(chars), origin)
+
+
+def _convert(src: str, i: int, opener: int | None) -> tuple[list[str], list[int], int]:
+    """Convert from src[i] to the end, or past the `}` that closes the `{` at src[opener]."""
+    chars: list[str] = []
+    origin: list[int] = []
+
+    def emit(text: str, at: int) -> None:
+        chars.extend(text)
+        origin.extend([at] * len(text))
+
+    while i < len(src):
+        c = src[i]
+        if c == "}":
+            if opener is not None:
+                return chars, origin, i + 1
+            raise GradcalcSyntaxError("unmatched '}'", "remove it, or add the '{' it closes", _at(src, i))
+        if c == "{":
+            start = i
+            inner, places, i = _convert(src, i + 1, opener=i)
+            emit("(", start)
+            chars.extend(inner)
+            origin.extend(places)
+            emit(")", i - 1)  # the closing brace: a claim's text as written runs to it
+            continue
+        if c == "^":
+            start = i
+            inner, places, i = _argument(src, i + 1)
+            if "".join(inner).strip() == "T":
+                emit(".T", start)  # x^{T}: the transpose
+            else:
+                emit("^(", start)
+                chars.extend(inner)
+                origin.extend(places)
+                emit(")", i - 1)
+            continue
+        if c == "_":
+            inner, places, i = _argument(src, i + 1)
+            suffix = "".join(inner).strip()
+            if not re.fullmatch(r"\w+", suffix):
+                raise GradcalcSyntaxError(f"subscript '{suffix}' cannot be part of a name",
+                                          "a subscript is digits or letters: w_{1}, x_{max}", _at(src, i - 1))
+            written = suffix if suffix.isdigit() else "_" + suffix  # w_{1} is w1, x_{max} is x_max
+            emit(written[:-1], places[0])
+            emit(written[-1], i - 1)  # through the closing brace: a claim's text as written runs to it
+            continue
+        if c == "\\":
+            i = _command(src, i, emit, chars, origin)
+            continue
+        emit(c, i)
+        i += 1
+    if opener is not None:
+        raise GradcalcSyntaxError("'{' is never closed", "add the matching '}'", _at(src, opener))
+    return chars, origin, i
+
+
+def _argument(src: str, i: int) -> tuple[list[str], list[int], int]:
+    """The argument of ^, _ or a command: a {group}, a command, or one character."""
+    while i < len(src) and src[i] == " ":
+        i += 1
+    if i >= len(src):
+        raise GradcalcSyntaxError("the LaTeX ends before an argument", "add it in braces: x^{2}", _at(src, i - 1))
+    if src[i] == "{":
+        return _convert(src, i + 1, opener=i)
+    if src[i] == "\\":
+        chars: list[str] = []
+        origin: list[int] = []
+
+        def emit(text: str, at: int) -> None:
+            chars.extend(text)
+            origin.extend([at] * len(text))
+
+        return chars, origin, _command(src, i, emit, chars, origin)
+    return [src[i]], [i], i + 1
+
+
+def _command(src: str, i: int, emit: Callable[[str, int], None], chars: list[str], origin: list[int]) -> int:
+    """Convert the command at src[i] (a backslash); return the index after it."""
+    found = re.match(r"\\([A-Za-z]+|.)", src[i:])
+    if found is None:
+        raise GradcalcSyntaxError("a lone backslash", "remove it", _at(src, i))
+    name, end = found.group(1), i + found.end()
+    if name in _WORDS:
+        if name == "left" and src[end:end + 1] == "|":
+            emit("abs(", i)
+            return end + 1
+        if name == "right" and src[end:end + 1] == "|":
+            emit(")", end)
+            return end + 1
+        if name in ("left", "right") and src[end:end + 1] == ".":
+            return end + 1
+        word = _WORDS[name]
+        if word.isalpha() and chars and (chars[-1].isalnum() or chars[-1] == "_"):
+            emit(" ", i)  # x\sin x is x sin x, not the name xsin
+        emit(word, i)
+        if word.isalpha() and (src[end:end + 1].isalnum() or src[end:end + 1] == "\\"):
+            emit(" ", end - 1)  # \alpha\beta is α β, not the name αβ
+        return end
+    if name in _FONTS:
+        inner, places, after = _argument(src, end)
+        chars.extend(inner)
+        origin.extend(places)
+        return after
+    if name == "sqrt":
+        index = None
+        if src[end:end + 1] == "[":
+            close = src.find("]", end)
+            if close < 0:
+                raise GradcalcSyntaxError("'[' of \\sqrt is never closed", "write \\sqrt[3]{x}", _at(src, end))
+            index, end = src[end + 1:close], close + 1
+        inner, places, after = _argument(src, end)
+        if index is None:
+            emit("sqrt(", i)
+            chars.extend(inner)
+            origin.extend(places)
+            emit(")", after - 1)
+        else:
+            emit("(", i)
+            chars.extend(inner)
+            origin.extend(places)
+            emit(f")^(1/({index}))", after - 1)
+        return after
+    if name in _FRACTIONS:
+        top, top_places, after = _argument(src, end)
+        bottom, bottom_places, after = _argument(src, after)
+        over, under = "".join(top).strip(), "".join(bottom).strip()
+        head_top, head_bottom = _DERIVATIVE.match(over), _DERIVATIVE.match(under)
+        if head_top and head_bottom:  # \frac{\partial L}{\partial w}: a claim's ∂L/∂w
+            emit(f"{head_top.group(1)}{head_top.group(2)}/{head_bottom.group(1)}{head_bottom.group(2)}", i)
+            origin[-1] = after - 1
+            return after
+        emit("((", i)
+        chars.extend(top)
+        origin.extend(top_places)
+        emit(")/(", i)
+        chars.extend(bottom)
+        origin.extend(bottom_places)
+        emit("))", after - 1)
+        return after
+    if name == "begin":
+        raise GradcalcSyntaxError("LaTeX environments (matrices) are not read in claims",
+                                  "write a tensor as [[1, 2], [3, 4]]", _at(src, i))
+    raise GradcalcSyntaxError(f"unknown LaTeX command '\\{name}'",
+                              "claims read \\frac, \\sqrt, \\cdot, \\left( \\right), ^{...}, _{...}, Greek letters "
+                              "and the functions (\\sin, \\exp, \\sigma, ...)", _at(src, i, len(name) + 1))
+
+
+def _at(src: str, index: int, width: int = 1) -> Pos:
+    index = max(0, min(index, len(src) - 1)) if src else 0
+    line = src.count("\n", 0, index) + 1
+    return Pos(line, index - (src.rfind("\n", 0, index) + 1) + 1, width)
+
+
+def _line_starts(text: str) -> list[int]:
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    return starts
