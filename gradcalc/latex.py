@@ -24,6 +24,8 @@ _WORDS = {
     ",": " ", ";": " ", ":": " ", " ": " ", "!": "", "quad": " ", "qquad": " ", "left": "", "right": "",
 }
 # Commands whose argument is text to keep as it is: \mathrm{d}, \operatorname{softplus}.
+_FUNCTIONS = {"sin", "cos", "tan", "sec", "csc", "cot", "sinh", "cosh", "tanh", "arcsin", "arccos", "arctan",
+              "exp", "log", "ln", "sigma"}
 _FONTS = {"mathrm", "mathit", "mathbf", "mathsf", "boldsymbol", "bm", "operatorname", "text", "textrm"}
 _FRACTIONS = {"frac", "dfrac", "tfrac"}
 _DERIVATIVE = re.compile(r"^(∂|d)\s*([^\W\d]\w*)$")  # ∂L, dw1: a claim's left side
@@ -149,6 +151,9 @@ def _command(src: str, i: int, emit: Callable[[str, int], None], chars: list[str
         word = _WORDS[name]
         if word.isalpha() and chars and (chars[-1].isalnum() or chars[-1] == "_"):
             emit(" ", i)  # x\sin x is x sin x, not the name xsin
+        power = end + len(src[end:]) - len(src[end:].lstrip(" "))
+        if name in _FUNCTIONS and src[power:power + 1] == "^":  # \tanh^{2}{\left(x\right)}, as SymPy prints
+            return _power_of_call(src, i, word, power, emit, chars, origin)
         emit(word, i)
         if word.isalpha() and (src[end:end + 1].isalnum() or src[end:end + 1] == "\\"):
             emit(" ", end - 1)  # \alpha\beta is α β, not the name αβ
@@ -200,6 +205,36 @@ def _command(src: str, i: int, emit: Callable[[str, int], None], chars: list[str
     raise GradcalcSyntaxError(f"unknown LaTeX command '\\{name}'",
                               "claims read \\frac, \\sqrt, \\cdot, \\left( \\right), ^{...}, _{...}, Greek letters "
                               "and the functions (\\sin, \\exp, \\sigma, ...)", _at(src, i, len(name) + 1))
+
+
+def _power_of_call(src: str, i: int, word: str, power: int, emit: Callable[[str, int], None], chars: list[str],
+                   origin: list[int]) -> int:
+    """\\sin^{2}{x} or \\sin^{2}(x), the power of a function's value, as (sin(x))^(2)."""
+    exponent, exponent_places, after = _argument(src, power + 1)
+    start = after + len(src[after:]) - len(src[after:].lstrip(" "))
+    if src.startswith("{", start):
+        argument, places, after = _convert(src, start + 1, opener=start)
+    elif src.startswith("(", start) or src.startswith("\\left(", start):
+        depth, close = 0, start
+        for close in range(start, len(src)):
+            depth += {"(": 1, ")": -1}.get(src[close], 0)
+            if depth == 0 and src[close] == ")":
+                break
+        if depth:
+            raise GradcalcSyntaxError("'(' is never closed", "add the matching ')'", _at(src, start))
+        argument, places, after = _convert(src[:close + 1], start, opener=None)
+    else:
+        command = src[i:power].strip()
+        raise GradcalcSyntaxError(f"the power of {command} needs its argument in brackets",
+                                  f"write {command}^{{2}}(x) for the square of its value", _at(src, start))
+    emit(f"({word}(", i)
+    chars.extend(argument)
+    origin.extend(places)
+    emit("))^(", after - 1)
+    chars.extend(exponent)
+    origin.extend(exponent_places)
+    emit(")", after - 1)
+    return after
 
 
 def _at(src: str, index: int, width: int = 1) -> Pos:

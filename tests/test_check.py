@@ -1083,6 +1083,8 @@ def test_diff_s_latex_read_back_as_a_claim_is_right(case: Any) -> None:
     (r"\frac{\partial y}{\partial x} = 2 x \sin{\left(x \right)} + x^{2} \cos{\left(x \right)}", "right"),  # SymPy's
     (r"dy/dx = \frac{x^{2}}{\csc x} \cdot \left(\frac{2}{x} + \cot x\right)", "right"),
     (r"\frac{dy}{dx} = 2x\sin x", "wrong"),
+    (r"\frac{dy}{dx} = x \left(2 \sin{\left(x \right)} + x \cos{\left(x \right)}\right) + "
+     r"x^{2} \left(\sin^{2}{\left(x \right)} + \cos^{2}(x) - 1\right)", "right"),  # SymPy's powers of functions
 ])
 def test_claims_in_latex(claim: str, expected: str) -> None:
     result = run_cli("check", "-e", "x = 0.7; y = x^2 * sin(x)", "--claim", claim, "--json")
@@ -1097,6 +1099,7 @@ def test_claims_in_latex(claim: str, expected: str) -> None:
     (r"\frac{dy}{dx} = \frac{1}{2 x", 25, "'{' is never closed"),
     (r"\frac{dy}{dx} = x^{2} + \begin{bmatrix} 1 \end{bmatrix}", 25, "LaTeX environments"),
     (r"\frac{dy}{dx} = 2 \cdot z", 25, "the claim names 'z'"),  # a place after the reading, in the LaTeX
+    (r"\frac{dy}{dx} = \cos^{2} x", 26, r"the power of \cos needs its argument in brackets"),
 ])
 def test_latex_claim_errors_point_into_the_latex(claim: str, column: int, message: str) -> None:
     result = run_cli("check", "-e", "x = 0.7; y = x^2 * sin(x)", "--claim", claim, "--json")
