@@ -968,11 +968,8 @@ def _inlined(derivative: Any) -> str:
     return text
 
 
-@given(scalar_cases())
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_random_programs_their_derivatives_are_right_and_perturbed_ones_wrong(case: Any) -> None:
-    """For a random smooth f, `df/dx = <its derivative>` holds as an identity; `... * 1.001` and `... + 0.01·x`
-    do not. The derivative text comes from diff; the verdict from evaluating both sides at several points."""
+def _random_case(case: Any) -> tuple[str, list[str], Any, list[Any]]:
+    """A random program's text, names, run (at its first point) and derivatives; a case that cannot run is skipped."""
     text, names, points = case
     values = {name: np.asarray(v, dtype=float) for name, v in points[0].items()}
     try:
@@ -982,6 +979,15 @@ def test_random_programs_their_derivatives_are_right_and_perturbed_ones_wrong(ca
     except gradcalc.GradcalcError:
         assume(False)
     assume(math.isfinite(value) and abs(value) < 1e6)
+    return text, names, run, derivatives
+
+
+@given(scalar_cases())
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_random_programs_their_derivatives_are_right_and_perturbed_ones_wrong(case: Any) -> None:
+    """For a random smooth f, `df/dx = <its derivative>` holds as an identity; `... * 1.001` and `... + 0.01·x`
+    do not. The derivative text comes from diff; the verdict from evaluating both sides at several points."""
+    text, names, run, derivatives = _random_case(case)
     judge = C.Judge(run)
     for name, derivative in zip(names, derivatives):
         exact = _inlined(derivative)
@@ -1055,15 +1061,7 @@ def _latex_inlined(derivative: Any) -> str:
 def test_diff_s_latex_read_back_as_a_claim_is_right(case: Any) -> None:
     """What `diff --latex` prints, pasted as a claim (\\frac{\\partial f}{\\partial x} = ...), is judged right,
     and the same LaTeX times 1.001 wrong: claims read LaTeX as diff writes it (and as students type it)."""
-    text, names, points = case
-    values = {name: np.asarray(v, dtype=float) for name, v in points[0].items()}
-    try:
-        run = gradcalc.parse_program(text).run(values, keep_values=True)
-        value = float(run.value("f"))
-        derivatives = run.diff("f", names)
-    except gradcalc.GradcalcError:
-        assume(False)
-    assume(math.isfinite(value) and abs(value) < 1e6)
+    text, names, run, derivatives = _random_case(case)
     judge = C.Judge(run)
     for name, derivative in zip(names, derivatives):
         gradient = float(run.grad("f", [name]).grads[name])
