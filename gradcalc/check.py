@@ -69,6 +69,7 @@ class Verdict:
     derivative: str = ""  # the correct derivative as an expression (gradcalc diff)
     error: dict[str, Any] | None = None  # why an invalid claim could not be judged (the JSON error body)
     error_message: str = ""  # the same for people, with the line and a caret
+    wrt2: str | None = None  # a second derivative's other variable (∂²of/∂wrt∂wrt2)
 
     @property
     def passed(self) -> bool:
@@ -76,7 +77,7 @@ class Verdict:
 
     @property
     def label(self) -> str:
-        return self.of if self.wrt is None else f"∂{self.of}/∂{self.wrt}"
+        return _derivative_label(self.of, self.wrt, self.wrt2)
 
 
 @dataclass
@@ -217,12 +218,12 @@ class Judge:
                     for claims, source in groups for claim in claims]
         for verdict in verdicts:  # a wrong derivative is shown with the right one
             if verdict.status == "wrong" and verdict.wrt is not None:
-                verdict.derivative = self.derivative(verdict.of, verdict.wrt)
+                verdict.derivative = self.derivative(verdict.of, verdict.wrt, verdict.wrt2)
         return Report(name, verdicts, self._first_wrong(verdicts))
 
     def verdict(self, claim: S.Claim, source: Source) -> Verdict:
         verdict = Verdict(claim.text, claim.of, claim.wrt, claim.pos.line if source.filename != "--claim" else None,
-                          "wrong", "number" if _is_constant(claim.claimed) else "expression")
+                          "wrong", "number" if _is_constant(claim.claimed) else "expression", wrt2=claim.wrt2)
         try:
             claim.claimed = _juxtaposed_calls(claim.claimed, self.run.frame)
             self._check_names(claim)
@@ -234,7 +235,7 @@ class Judge:
 
     def _check_names(self, claim: S.Claim) -> None:
         frame = self.run.frame
-        for name, pos in [(claim.of, claim.pos), (claim.wrt, claim.pos)] + \
+        for name, pos in [(claim.of, claim.pos), (claim.wrt, claim.pos), (claim.wrt2, claim.pos)] + \
                 [(n.name, n.pos) for n in S.walk(claim.claimed) if isinstance(n, S.Name)]:
             if name is not None and name not in frame and name not in CONSTANTS:
                 known = list(frame)
@@ -317,6 +318,11 @@ class Judge:
         """
         if claim.wrt is None:
             return run.value(claim.of)
+        if claim.wrt2 is not None:  # ∂²of/∂wrt∂wrt2: the Hessian's block
+            key3 = (id(run), claim.of, f"{claim.wrt}\0{claim.wrt2}")
+            if key3 not in self._jacobians:
+                self._jacobians[key3] = run.hessian(claim.of, [claim.wrt, claim.wrt2]).blocks[0][-1]
+            return self._jacobians[key3]
         output_rank = len(run.node(claim.of).shape)
         if output_rank and rank == output_rank + len(run.node(claim.wrt, prefer_leaf=True).shape):
             key = (id(run), claim.of, claim.wrt)
@@ -401,7 +407,7 @@ class Judge:
         if factor is not None and ((several_points and len(samples) > 1) or _nice(factor)) \
                 and all(matches(factor * s.want, s) for s in samples):
             return f"a factor off: the claim is {_ratio(factor)} × {label}"
-        if claim.wrt is not None and samples[0].want.shape == ():
+        if claim.wrt is not None and claim.wrt2 is None and samples[0].want.shape == ():
             found = self._path_diagnosis(claim, samples, matches_sum or matches)
             if found:
                 return found
@@ -439,12 +445,15 @@ class Judge:
             self._paths[key] = found
         return self._paths[key]
 
-    def derivative(self, of: str, wrt: str) -> str:
+    def derivative(self, of: str, wrt: str, wrt2: str | None = None) -> str:
         """The correct derivative as gradcalc diff prints it ('' where diff cannot: a vector output)."""
-        key = (of, wrt)
+        key = (of, wrt if wrt2 is None else f"{wrt}\0{wrt2}")
         if key not in self._derivatives:
             try:
-                (found,) = self.run.diff(of, [wrt])
+                if wrt2 is None:
+                    (found,) = self.run.diff(of, [wrt])
+                else:  # diff's second order: each pair of the names given, in order; ours is the pair (wrt, wrt2)
+                    found = self.run.diff(of, list(dict.fromkeys([wrt, wrt2])), order=2)[1 if wrt2 != wrt else 0]
                 text = found.text + "".join(f"\n  where {name} = {body}" for name, body, _ in found.where)
             except GradcalcError:
                 text = ""
@@ -457,7 +466,7 @@ class Judge:
         Backpropagation carries ∂L/∂d into ∂L/∂b and ∂L/∂w1: when all three are
         wrong, d is where to look first.
         """
-        wrong = [v for v in verdicts if v.status == "wrong" and v.wrt is not None]
+        wrong = [v for v in verdicts if v.status == "wrong" and v.wrt is not None and v.wrt2 is None]
         nodes = {v.label: self.run.node(v.wrt, prefer_leaf=True) for v in wrong}  # type: ignore[arg-type]
         for verdict in sorted(wrong, key=lambda v: -nodes[v.label].seq):  # nearest the output first
             below = differentiable_inputs(nodes[verdict.label])
@@ -600,7 +609,16 @@ def _broadcasts(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
 
 
 def _label(claim: S.Claim) -> str:
-    return claim.of if claim.wrt is None else f"∂{claim.of}/∂{claim.wrt}"
+    return _derivative_label(claim.of, claim.wrt, claim.wrt2)
+
+
+def _derivative_label(of: str, wrt: str | None, wrt2: str | None) -> str:
+    """L, ∂L/∂w, ∂²L/∂w², ∂²L/∂a∂b."""
+    if wrt is None:
+        return of
+    if wrt2 is None:
+        return f"∂{of}/∂{wrt}"
+    return f"∂²{of}/∂{wrt}²" if wrt2 == wrt else f"∂²{of}/∂{wrt}∂{wrt2}"
 
 
 def _shape(shape: tuple[int, ...]) -> str:
@@ -613,7 +631,8 @@ def _short(value: Any) -> str:
 
 def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any]) -> S.Expr:
     """A variable before a bracket in a claim is a product, as answers write it: x(1 + x) is x·(1 + x),
-    e^x(1 + x) is e^x·(1 + x), and 1/x(1 + x) is ambiguous. Calls of functions stay calls."""
+    e^x(1 + x) is e^x·(1 + x), and 1/x(1 + x) is ambiguous. Calls of functions stay calls. A name
+    the program does not have that is its variables side by side in one way only, ab, is their product."""
     def product(call: S.Call) -> tuple[S.Name, S.Expr] | None:
         if call.name in variables and len(call.args) == 1 and not call.keywords:
             return S.Name(call.name, call.pos), fix(call.args[0])
@@ -622,6 +641,11 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any]) -> S.Expr:
     def fix(node: Any) -> Any:
         if isinstance(node, S.Call) and (parts := product(node)) is not None:
             return S.Binary("*", *parts, node.pos)
+        if isinstance(node, S.Name) and node.name not in variables and (names := _split_name(node.name, variables)):
+            total: S.Expr = S.Name(names[0], node.pos)
+            for name in names[1:]:  # ab is a·b where a and b are variables and ab is not
+                total = S.Binary("*", total, S.Name(name, node.pos), node.pos)
+            return total
         right = node.right if isinstance(node, S.Binary) and node.op in ("^", "/") else None
         negated = isinstance(right, S.Unary) and right.op == "-"  # e^-x(1 + x)
         called = right.operand if negated else right  # type: ignore[union-attr]
@@ -642,6 +666,17 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any]) -> S.Expr:
         return node
 
     return fix(expr)  # type: ignore[no-any-return]
+
+
+def _split_name(name: str, variables: Mapping[str, Any]) -> list[str] | None:
+    """The one way to write `name` as two or more of the variables (or π, e) side by side, or None."""
+    known = [v for v in [*variables, *CONSTANTS] if v]
+    ways: list[list[list[str]]] = [[] for _ in range(len(name))] + [[[]]]  # the splits of name[i:], at most 2
+    for i in range(len(name) - 1, -1, -1):
+        for word in known:
+            if name.startswith(word, i):
+                ways[i] += [[word, *rest] for rest in ways[i + len(word)]][:2 - len(ways[i])]
+    return ways[0][0] if len(ways[0]) == 1 and len(ways[0][0]) > 1 else None
 
 
 def judge_file(judge: Judge, path: str, name: str | None = None) -> Report:

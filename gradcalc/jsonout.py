@@ -105,7 +105,7 @@ def verdict_doc(verdict: Verdict) -> dict[str, Any]:
         "status": verdict.status,
         "kind": verdict.kind,
         "of": verdict.of,
-        "wrt": verdict.wrt,
+        "wrt": verdict.wrt if verdict.wrt2 is None else [verdict.wrt, verdict.wrt2],
         "line": verdict.line,
     }
     for key in ("note", "diagnosis", "derivative", "error"):

@@ -29,6 +29,8 @@ _FUNCTIONS = {"sin", "cos", "tan", "sec", "csc", "cot", "sinh", "cosh", "tanh", 
 _FONTS = {"mathrm", "mathit", "mathbf", "mathsf", "boldsymbol", "bm", "operatorname", "text", "textrm"}
 _FRACTIONS = {"frac", "dfrac", "tfrac"}
 _DERIVATIVE = re.compile(r"^(∂|d)\s*([^\W\d]\w*)$")  # ∂L, dw1: a claim's left side
+_SECOND_TOP = re.compile(r"^(∂|d)\s*\^\(\s*2\s*\)\s*([^\W\d]\w*)$")  # ∂^(2) L
+_SECOND_BOTTOM = re.compile(r"^(∂|d)\s*([^\W\d]\w*)\s*(?:\^\(\s*2\s*\)|(∂|d)\s*([^\W\d]\w*))$")  # ∂x^(2), ∂a ∂b
 
 
 class Latex(NamedTuple):
@@ -189,6 +191,14 @@ def _command(src: str, i: int, emit: Callable[[str, int], None], chars: list[str
         head_top, head_bottom = _DERIVATIVE.match(over), _DERIVATIVE.match(under)
         if head_top and head_bottom:  # \frac{\partial L}{\partial w}: a claim's ∂L/∂w
             emit(f"{head_top.group(1)}{head_top.group(2)}/{head_bottom.group(1)}{head_bottom.group(2)}", i)
+            origin[-1] = after - 1
+            return after
+        second_top, second_bottom = _SECOND_TOP.match(over), _SECOND_BOTTOM.match(under)
+        if second_top and second_bottom:  # \frac{\partial^{2} L}{\partial a \partial b}: ∂^2L/∂a ∂b
+            d, name = second_top.groups()
+            d2, first, d3, other = second_bottom.groups()
+            tail = f"{d2}{first}^2" if other is None else f"{d2}{first} {d3}{other}"
+            emit(f"{d}^2{name}/{tail}", i)
             origin[-1] = after - 1
             return after
         emit("((", i)

@@ -316,6 +316,15 @@ def _composed(name: str) -> str:
     return unicodedata.normalize("NFC", name)
 
 
+def _order(tokens: tuple[Token, ...]) -> None:
+    """The order of ², ^2 in a derivative's notation: only 2 (second derivatives) is known."""
+    written = "".join(str(t) for t in tokens)
+    if written.translate(_SUPERSCRIPTS).lstrip("^").lstrip("*") not in ("2", "2.0"):
+        raise GradcalcSyntaxError(f"a derivative of order {written.translate(_SUPERSCRIPTS).lstrip('^*')}",
+                                  "claims are about first and second derivatives: dL/dw, d²L/dw², ∂²L/∂a∂b",
+                                  _pos(tokens[0]))
+
+
 def _statements(children: list) -> list[S.Stmt]:
     return [child for child in children if isinstance(child, S.Stmt)]
 
@@ -387,7 +396,45 @@ class _ToSyntax(Transformer):
         start = _pos(top)
         end = _pos(bottom)
         width = end.column + end.width - start.column if end.line == start.line else start.width
-        return S.Claim(self._variable(top), self._variable(bottom), claimed, Pos(start.line, start.column, width))
+        of, wrt = self._variable(top), self._variable(bottom)
+        if top.type != "PARTIAL_NAME" and of[:1] == "2" and of[1:2].isalpha():  # d2y/dx2: no name starts with 2
+            if not (bottom.type != "PARTIAL_NAME" and wrt.endswith("2") and len(wrt) > 1):
+                raise GradcalcSyntaxError(f"'{top}' is a second derivative, but '{bottom}' is not of second order",
+                                          "write d2y/dx2 (or d²y/dx², ∂²y/∂a∂b)", _pos(bottom))
+            return S.Claim(of[1:], wrt[:-1], claimed, Pos(start.line, start.column, width), wrt2=wrt[:-1])
+        return S.Claim(of, wrt, claimed, Pos(start.line, start.column, width))
+
+    def second_claim(self, head: tuple[str, Token], op: Token, names: tuple[str, str, Token], _eq: Token,
+                     claimed: S.Expr) -> S.Claim:
+        if _OPERATORS.get(str(op), str(op)) != "/":
+            raise GradcalcSyntaxError(f"a claim's left side is a derivative such as d²L/dw², not '{op}'",
+                                      "write d²L/dw² = ... (or ∂²L/∂a∂b = ...)", _pos(op))
+        of, start = head
+        wrt, wrt2, last = names
+        end = _pos(last)
+        width = end.column + end.width - start.column if end.line == start.line else 1
+        return S.Claim(of, wrt, claimed, Pos(start.line, start.column, width), wrt2=wrt2)
+
+    def dname2(self, *tokens: Token) -> tuple[str, Pos]:
+        """∂²L, ∂^2 L, d²y, d^2 y: the output of a second derivative."""
+        if tokens[0].type == "NAME" and str(tokens[0]) != "d":
+            raise GradcalcSyntaxError(f"'{tokens[0]}' is not a derivative's d", "write d²y/dx² or ∂²y/∂x²",
+                                      _pos(tokens[0]))
+        _order(tokens[1:-1])
+        return str(tokens[-1]), _pos(tokens[0])
+
+    def wrt2(self, *tokens: Token) -> tuple[str, str, Token]:
+        """∂w², ∂a∂b, dx², dx^2, dx dy: the two variables of a second derivative."""
+        if tokens[0].type == "PARTIAL":
+            first, rest = str(tokens[1]), tokens[2:]
+        else:
+            first, rest = self._variable(tokens[0]), tokens[1:]
+        if rest[0].type == "PARTIAL":
+            return first, str(rest[1]), rest[1]
+        if rest[0].type == "NAME":
+            return first, self._variable(rest[0]), rest[0]
+        _order(rest)
+        return first, first, rest[-1]
 
     def dname(self, *tokens: Token) -> Token:
         return tokens[-1] if len(tokens) == 1 else Token("PARTIAL_NAME", str(tokens[-1]), tokens[0].start_pos,

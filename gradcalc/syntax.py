@@ -194,14 +194,16 @@ class Return(Stmt):
 class Claim(Stmt):
     """`dL/dw1 = -w3*a` (of="L", wrt="w1") or `L = 15` (wrt=None): what `gradcalc check` judges."""
 
-    __slots__ = ("of", "wrt", "claimed", "pos", "text")
+    __slots__ = ("of", "wrt", "claimed", "pos", "text", "wrt2")
 
-    def __init__(self, of: str, wrt: str | None, claimed: Expr, pos: Pos, text: str = "") -> None:
+    def __init__(self, of: str, wrt: str | None, claimed: Expr, pos: Pos, text: str = "",
+                 wrt2: str | None = None) -> None:
         self.of = of
         self.wrt = wrt
         self.claimed = claimed  # not `value`: the builder's walks over statements must not read it as program code
         self.pos = pos
         self.text = text  # the claim as written, filled in by the parser
+        self.wrt2 = wrt2  # a second derivative ∂²of/∂wrt∂wrt2 (wrt2 == wrt for ∂²of/∂wrt²), else None
 
 
 class While(Stmt):

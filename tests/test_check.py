@@ -1115,3 +1115,56 @@ def test_latex_claims_about_the_neuron_show_as_written() -> None:
     doc = strict_json(result.stdout)
     assert [r["claim"] for r in doc["results"]] == claims
     assert [r["expected"] for r in doc["results"]] == [-1.0, -8.0, 2.5]
+
+
+SECOND = "a = 0.7; b = 1.3; L = a^2*b + sin(a*b)"
+
+
+@pytest.mark.parametrize(("claim", "expected"), [
+    ("∂²L/∂a² = 2b - b^2 sin(a b)", 2 * 1.3 - 1.3**2 * math.sin(0.91)),
+    ("d²L/da² = 2b - b²sin(ab)", 2 * 1.3 - 1.3**2 * math.sin(0.91)),
+    ("d^2L/da^2 = 2*b - b^2*sin(a*b)", 2 * 1.3 - 1.3**2 * math.sin(0.91)),
+    ("d2L/da2 = 2b - b^2 sin(ab)", 2 * 1.3 - 1.3**2 * math.sin(0.91)),
+    ("∂²L/∂a∂b = 2a + cos(ab) - ab sin(ab)", 2 * 0.7 + math.cos(0.91) - 0.91 * math.sin(0.91)),
+    ("∂^2 L/∂b ∂a = 2a + cos(ab) - ab sin(ab)", 2 * 0.7 + math.cos(0.91) - 0.91 * math.sin(0.91)),
+    ("d²L/da db = 2a + cos(ab) - ab sin(ab)", 2 * 0.7 + math.cos(0.91) - 0.91 * math.sin(0.91)),
+    (r"\frac{\partial^{2} L}{\partial b^{2}} = - a^{2} \sin{\left(a b \right)}", -0.49 * math.sin(0.91)),
+    (r"\frac{\partial^2 L}{\partial a \partial b} = 2 a - a b \sin(a b) + \cos(a b)",
+     2 * 0.7 + math.cos(0.91) - 0.91 * math.sin(0.91)),
+])
+def test_second_derivative_claims(claim: str, expected: float) -> None:
+    """Second derivatives as courses write them, judged against the Hessian (closed forms here)."""
+    result = run_cli("check", "-e", SECOND, "--claim", claim, "--json")
+    assert result.exit_code == EXIT_OK, result.output
+    (verdict,) = strict_json(result.stdout)["results"]
+    assert verdict["expected"] == pytest.approx(expected, rel=1e-12)
+    assert verdict["claim"] == claim
+    assert verdict["wrt"] in (["a", "a"], ["a", "b"], ["b", "a"], ["b", "b"])
+
+
+def test_a_wrong_second_derivative_gets_the_right_one_and_a_diagnosis() -> None:
+    result = run_cli("check", "-e", SECOND, "--claim", "∂²L/∂a² = b - b²sin(ab)/2")
+    assert result.exit_code == EXIT_WRONG, result.output
+    assert "a factor off: the claim is 1/2 × ∂²L/∂a²" in result.stdout
+    assert "correct: ∂²L/∂a² =" in result.stdout and "sin(a*b)" in result.stdout
+
+
+@pytest.mark.parametrize(("claim", "message"), [
+    ("d³L/da³ = 0", "a derivative of order 3"),
+    ("d2L/da = 0", "'d2L' is a second derivative, but 'da' is not of second order"),
+])
+def test_unsupported_derivative_orders_are_errors(claim: str, message: str) -> None:
+    result = run_cli("check", "-e", SECOND, "--claim", claim, "--json")
+    (verdict,) = strict_json(result.stdout)["results"]
+    assert verdict["status"] == "invalid" and message in verdict["error"]["message"], verdict
+
+
+def test_names_side_by_side_are_a_product_when_they_split_one_way_only() -> None:
+    """2ab is 2·a·b where a and b are variables and ab is not; with variables x, xy and y, xyy splits two ways."""
+    result = run_cli("check", "-e", SECOND, "--claim", "dL/da = 2ab + b cos(ab)", "--json")
+    assert result.exit_code == EXIT_OK, result.output
+    two_ways = run_cli("check", "-e", "x = 1; xy = 2; y = 3; z = x*y*y + xy", "--claim", "dz/dx = yy",
+                       "--claim", "dz/dy = xyy", "--json")
+    first, second = strict_json(two_ways.stdout)["results"]
+    assert first["status"] == "right", first  # yy: y·y, one way
+    assert second["status"] == "invalid" and "'xyy'" in second["error"]["message"], second

@@ -107,7 +107,9 @@ CLAIM_TOKENS = ["dL", "dw1", "da", "dd", "∂L", "∂w1", "∂", "d", "/", "L", 
                 "(", ")", "[", "]", ",", "\n", ";", "#", "2.5", "0.39", "1e1", "W3", "sin", "ones(2)", "eye(3)",
                 # LaTeX, as answers pasted from a notebook are written
                 "\\frac", "{", "}", "\\partial", "^", "_", "\\sqrt", "\\cdot", "\\left(", "\\right)", "\\left|",
-                "\\right|", "\\sin", "\\sigma", "\\alpha", "\\mathrm", "\\", "\\foo", "\\begin", "[3]", "2x", "e^"]
+                "\\right|", "\\sin", "\\sigma", "\\alpha", "\\mathrm", "\\", "\\foo", "\\begin", "[3]", "2x", "e^",
+                # second derivatives
+                "²", "³", "d²L", "∂²", "dw1²", "^2", "d2L", "dw2"]
 claim_soup = st.lists(st.tuples(st.sampled_from(CLAIM_TOKENS), st.sampled_from(["", " ", "\n"])), max_size=16).map(
     lambda pairs: "".join(token + gap for token, gap in pairs))
 
