@@ -338,7 +338,8 @@ class Algebra:
             return args[1]
         if fn == "broadcast_to" and isinstance(args[0], Call) and args[0].fn == "broadcast_to":
             args = args[0].args
-        if fn in ("sum", "mean") and isinstance(args[0], Mul) and args[0].coefficient != 1:  # linear: sum(-t) = -sum(t)
+        # Linear: sum(-t) = -sum(t), and so for a broadcast's unbroadcasting sum.
+        if fn in ("sum", "mean", "sum_to") and isinstance(args[0], Mul) and args[0].coefficient != 1:
             inner = args[0]
             rest = inner.factors[0] if len(inner.factors) == 1 else self._product(1.0, inner.factors, inner.shape)
             return self.mul(self.num(inner.coefficient), self.call(fn, (rest,), params, shape))

@@ -1047,6 +1047,9 @@ def test_unknown_wrt_exits_2() -> None:
     # a column broadcast along the rows: summed over axis 1, keeping its (2, 1) shape
     ("x = [[1, 2], [3, 4]]; c = [[1], [2]]; L = sum(x * c)", "c", "sum(x, axis=1, keepdims=1)",
      r"\sum_{\text{axis } 1} x"),
+    # a scalar used on every entry: the sum is linear, its coefficient comes out (not sum(-exp(x)))
+    ("x = [1, 2]; q = 1.5; L = sum(-exp(x)*q)", "q", "-sum(exp(x))", r"-\sum e^{x}"),
+    ("x = [1, 2]; q = 1.5; L = sum(2*exp(x)*q)", "q", "2*sum(exp(x))", r"2 \sum e^{x}"),
 ])
 def test_unbroadcast_sums_print_as_plain_sums(program: str, wrt: str, text: str, latex: str) -> None:
     doc = json_ok("diff", "-e", program, "--wrt", wrt)
