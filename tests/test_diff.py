@@ -1049,7 +1049,7 @@ def test_unknown_wrt_exits_2() -> None:
      r"\sum_{\text{axis } 1} x"),
     # a scalar used on every entry: the sum is linear, its coefficient comes out (not sum(-exp(x)))
     ("x = [1, 2]; q = 1.5; L = sum(-exp(x)*q)", "q", "-sum(exp(x))", r"-\sum e^{x}"),
-    ("x = [1, 2]; q = 1.5; L = sum(2*exp(x)*q)", "q", "2*sum(exp(x))", r"2 \sum e^{x}"),
+    ("x = [1, 2]; q = 1.5; L = sum(2*exp(x)*q)", "q", "2*sum(exp(x))", r"2 \left(\sum e^{x}\right)"),
 ])
 def test_unbroadcast_sums_print_as_plain_sums(program: str, wrt: str, text: str, latex: str) -> None:
     doc = json_ok("diff", "-e", program, "--wrt", wrt)
