@@ -498,7 +498,7 @@ def check(
              "each an answers file or a model with check statements.")] = [],  # noqa: B006
     claim: Annotated[list[str], typer.Option(
         "--claim", metavar="CLAIM", help="A claim to judge, such as 'dL/dw1 = -w3*a', '∂L/∂a ≈ 2.5' or "
-        "'L = 15' (repeatable; notation from notes works: −w₃·a, x², √x, 3x sin(x)).")] = [],  # noqa: B006
+        "'L = 15' (repeatable; written as in notes, −w₃·a, x², √x, 3x sin(x), d²y/dx², or in LaTeX).")] = [],  # noqa: B006
     rtol: Annotated[Optional[float], typer.Option(
         min=0, help="Relative tolerance; replaces the default rule (numbers to the digits written, "
         "expressions to 1e-6).", show_default=False)] = None,
