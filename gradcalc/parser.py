@@ -111,10 +111,12 @@ class _Brackets:
                 if kind != "ELSE":
                     if claim is not None:
                         yield from claim.feed(pending_newline, len(stack))
-                    yield pending_newline
+                    else:
+                        yield pending_newline
                 pending_newline = None
+            emitted = None
             if claim is not None:
-                yield from claim.feed(token, len(stack))
+                emitted = claim.feed(token, len(stack))
                 if claim.ended:
                     claim = None
             elif kind == "CHECK":
@@ -139,7 +141,10 @@ class _Brackets:
                         f"close it with '{_PAIR[str(opener)]}'",
                         _pos(token),
                     )
-            yield token
+            if emitted is None:
+                yield token
+            else:
+                yield from emitted
         if stack:
             opener = stack[-1]
             raise GradcalcSyntaxError(
@@ -193,25 +198,57 @@ class _Juxtaposition:
         self.ended = False  # a check statement in a program is over
         self.previous: Token | None = None
         self.divided: dict[int, list[Token]] = {}  # by depth: a / or ^ and its operand's tokens so far
-        self.calls: list[list] = []  # the open calls without brackets: [depth, tokens of the argument so far]
+        self.calls: list[list] = []  # the open calls without brackets: [depth, tokens of the argument, power]
+        self.power: list[Token] | None = None  # a function's ², ^2 waiting for its argument
+        self.powered: list[tuple[int, list[Token]]] = []  # sin²(...): the ² to put after the ')' at a depth
 
     def feed(self, token: Token, depth: int) -> list[Token]:
-        """Take the next token (at bracket depth `depth`); return the tokens to put before it."""
+        """Take the next token (at bracket depth `depth`); return the tokens to emit in its place.
+
+        A function's power, sin²x, tanh^2(x), is the power of its value: the ² waits until the
+        argument is read and follows it, sin(x)², as the parser reads it.
+        """
+        kind = token.type
+        if self.expression and self.power is not None:
+            power = self.power
+            if power[-1].type == "POW_OP" and kind == "NUMBER":  # sin^2: the exponent
+                power.append(token)
+                return []
+            self.power = None
+            if power[-1].type != "POW_OP" and kind == "LPAR":  # sin²(x): after its ')'
+                self.powered.append((depth, power))
+                return self._feed(token, depth)
+            if power[-1].type != "POW_OP" and kind in ("NAME", "NUMBER", "ROOT"):  # sin² x: after the call closes
+                emitted = self._feed(token, depth)
+                self.calls[-1][2] = power
+                return emitted
+            return [t for written in [*power, token] for t in self._feed(written, depth)]  # not a function's power
+        if (self.expression and kind in ("SUPERSCRIPT", "POW_OP") and self.previous is not None
+                and self.previous.type == "NAME" and _is_function(str(self.previous))):
+            self.power = [token]
+            return []
+        emitted = self._feed(token, depth)
+        if kind == "RPAR" and self.powered and self.powered[-1][0] == depth - 1:
+            emitted += self.powered.pop()[1]
+            self.previous = emitted[-1]
+        return emitted
+
+    def _feed(self, token: Token, depth: int) -> list[Token]:
         kind = token.type
         inserted = self._close_calls(token, depth)
         if depth == self.depth and kind in _CLAIM_ENDS:
             self.expression, self.ended = False, not self.file
-            return inserted
+            return [*inserted, token]
         if not self.expression:
             if depth == self.depth and kind in ("EQUALS", "APPROX"):
                 self.expression, self.previous, self.divided = True, None, {}
-            return inserted
+            return [*inserted, token]
         previous, self.previous = self.previous, token
         if inserted:
             previous = inserted[-1]  # a call just closed: its ')' comes before this token
         if (previous is not None and previous.type == "NAME" and kind in ("NAME", "NUMBER", "ROOT")
                 and _is_function(str(previous))):  # sin x, sin 2x: a call whose argument follows
-            self.calls.append([depth, []])
+            self.calls.append([depth, [], []])
             inserted.append(_made("LPAR", "(", token))
         elif (previous is not None and kind in _OPERAND_STARTS and previous.type in _OPERAND_ENDS
                 and not (previous.type == "NAME" and kind == "LPAR")):  # f(x) is a call
@@ -239,13 +276,13 @@ class _Juxtaposition:
         elif (kind in ("MUL_OP", "COMP_OP") or (kind == "ADD_OP" and previous is not None
                                                  and previous.type in _OPERAND_ENDS)) or kind in _CLOSE:
             self.divided.pop(depth, None)  # the operand is complete (a binary operator, or its bracket closed)
-        return inserted
+        return [*inserted, token]
 
     def _close_calls(self, token: Token | None, depth: int) -> list[Token]:
         """The ')' of each open call without brackets whose argument this token ends (None: the end)."""
         closed: list[Token] = []
         while self.calls:
-            call_depth, argument = self.calls[-1]
+            call_depth, argument, power = self.calls[-1]
             if token is not None and depth == call_depth and argument:
                 kind = token.type
                 binary_sign = kind == "ADD_OP" and argument[-1].type in _OPERAND_ENDS
@@ -256,10 +293,16 @@ class _Juxtaposition:
                 break  # inside the argument's own brackets, or its first token
             self.calls.pop()
             closed.append(_made("RPAR", ")", token if token is not None else argument[-1]))
+            closed += power  # sin² x: sin(x)²
+        if closed and self.previous is not None:
+            self.previous = closed[-1]
         return closed
 
     def finish(self) -> list[Token]:
         """The ')' of the calls without brackets still open at the end of the text."""
+        if self.power is not None:  # sin² at the very end: as written, for the parser to reject
+            power, self.power = self.power, None
+            return [t for written in power for t in self._feed(written, self.depth)] + self._close_calls(None, 0)
         return self._close_calls(None, 0)
 
 

@@ -1168,3 +1168,14 @@ def test_names_side_by_side_are_a_product_when_they_split_one_way_only() -> None
     first, second = strict_json(two_ways.stdout)["results"]
     assert first["status"] == "right", first  # yy: y·y, one way
     assert second["status"] == "invalid" and "'xyy'" in second["error"]["message"], second
+
+
+@pytest.mark.parametrize("claim", ["dy/dx = 1 - tanh²(x)", "dy/dx = 1 - tanh^2(x)", "dy/dx = 1 - tanh² x",
+                                   "dy/dx = sech²x", "dy/dx = sech^2 x", "dy/dx = 1/cosh²(x)",
+                                   r"\frac{dy}{dx} = 1 - \tanh^{2}{\left(x \right)}"])
+def test_a_function_s_power_is_the_power_of_its_value(claim: str) -> None:
+    """tanh²x is (tanh x)², as derivatives are written (d tanh x = sech²x dx = (1 - tanh²x) dx)."""
+    result = run_cli("check", "-e", "x = 0.3; y = tanh(x)", "--claim", claim, "--json")
+    assert result.exit_code == EXIT_OK, result.output
+    (verdict,) = strict_json(result.stdout)["results"]
+    assert verdict["got"] == pytest.approx(1 / math.cosh(0.3) ** 2, rel=1e-12)

@@ -53,7 +53,8 @@ check dy/dx = 2x sin(x) + x^2 cos(x) + 3x²(a + 1)(a - 1)√x + 1/2 x
 CLAIMS = ("dL/dw1 = -w3*a\n∂L/∂a ≈ 2.5  # a comment\nL = 15; check dL/dw2 = -8, dL/dx = [1, f(2, 3)],\n"
           "dy/dx = 2x sin(x)cos(x) + (x - 1)(x + 1)x, dL/da = -2w3 a [1, 2]x\n"
           "dy/dx = sin 2x cos x + e^(sin x)tanh √x x - sin sin x / 2\n"
-          "d²y/dx² = 6x, ∂²L/∂a∂b = 1; d^2y/dx^2 = 2, ∂^2 L/∂w^2 = 0, d2y/dx2 = 1, d²L/da db = 3\n")
+          "d²y/dx² = 6x, ∂²L/∂a∂b = 1; d^2y/dx^2 = 2, ∂^2 L/∂w^2 = 0, d2y/dx2 = 1, d²L/da db = 3\n"
+          "dy/dx = 1 - tanh²(x) + sech^2 2x + sin²(cos²(x))x - tan^2 + cos^(2)\n")
 
 
 class _RejectAll:
