@@ -13,6 +13,8 @@ import statistics
 import sys
 import time
 
+import benchkit
+
 import gradcalc
 from gradcalc.api import Program
 
@@ -42,12 +44,7 @@ def gradcalc_run(program: Program) -> float:
 def torch_loop() -> float:
     import torch
 
-    y0 = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)
-    y = y0
-    for _ in range(N):
-        y = torch.sin(y) * 0.999 + 0.01 * y * y
-    y.backward()
-    return float(y0.grad)
+    return float(benchkit.torch_chain(torch, N).grad)
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import benchkit
 import numpy as np
 
 from gradcalc import builder, graph, ops
@@ -214,14 +215,7 @@ def torch_per_op(n: int) -> float | None:
     except ImportError:
         return None
 
-    def once() -> None:
-        y0 = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)
-        y = y0
-        for _ in range(n):
-            y = torch.sin(y) * 0.999 + 0.01 * y * y
-        y.backward()
-
-    return best(once, 5) / (OPS * n)
+    return best(lambda: benchkit.torch_chain(torch, n), 5) / (OPS * n)
 
 
 def main() -> None:

@@ -121,6 +121,17 @@ def import_torch(threads: int = 2) -> Any:
     return torch
 
 
+def torch_chain(torch: Any, n: int) -> Any:
+    """The chain of (b) in PyTorch eager, y = sin(y)*0.999 + 0.01*y*y n times from a leaf 0.5, and its
+    backward; returns the leaf (its .grad holds ∂y/∂y₀)."""
+    y0 = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)
+    y = y0
+    for _ in range(n):
+        y = torch.sin(y) * 0.999 + 0.01 * y * y
+    y.backward()
+    return y0
+
+
 def save_results(results: dict[str, Any], started: float, json_out: str) -> None:
     """Record the wall time since `started` and the load average in results["env"], then write the
     results as JSON to `json_out` (nowhere when it is empty)."""
