@@ -827,8 +827,10 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start") -> GradcalcS
             hint = "close the quoted text on the same line"
         elif char == "!":
             hint = "use 'not' for negation and '!=' for 'not equal'"
-        elif char in {"&", "|"}:
-            hint = "use 'and' / 'or'"
+        elif char == "&":
+            hint = "use 'and'"
+        elif char == "|":
+            hint = "write abs(x) for |x|, and 'or' for a logical or"
         return GradcalcSyntaxError(f"unexpected character {char!r}", hint, Pos(line, column, 1))
     if isinstance(exc, UnexpectedEOF) or (isinstance(exc, UnexpectedToken) and exc.token.type == "$END"):
         expected = getattr(exc, "expected", set())
@@ -865,6 +867,15 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start") -> GradcalcS
         return GradcalcSyntaxError(f"'{owner}.{method}(...)' is a method call: gradcalc has functions, not methods",
                                    f"write {method}({owner}{'' if empty else ', ...'})" if known
                                    else _NO_SUCH_FUNCTION, pos)
+    powered = re.search(r"([^\W\d]\w*)\s*(\^\s*\d+|[⁰¹²³⁴⁵⁶⁷⁸⁹]+)$", before) if token.type == "LPAR" else None
+    if powered is not None and _is_function(powered.group(1)):  # sin^2(x), sin²(x): notes' notation
+        function, power = powered.group(1), powered.group(2).replace(" ", "")
+        return GradcalcSyntaxError(f"'{function}{power}(...)': a power of a function's value goes after its call",
+                                   f"write {function}(...){power}", pos)
+    if token.type in ("NAME", "NUMBER", "ROOT") and before and _is_function(re.split(r"[\W]", before)[-1]):
+        function = re.split(r"[\W]", before)[-1]
+        return GradcalcSyntaxError(f"'{function} {token}': a function's argument goes in brackets",
+                                   f"write {function}({token})", pos)
     if token.type in ("NAME", "NUMBER", "LPAR") and before and (before[-1].isalnum() or before[-1] in "_)]."):
         prev = before.split()[-1] if before.split() else before
         return GradcalcSyntaxError(

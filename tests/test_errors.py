@@ -92,6 +92,11 @@ CASES = [
     Case("nested-module-prefix", "x = 1\ny = torch.nn.functional.relu(x)", 2, (29,), SYNTAX, ("prefix",),
          ("relu(...)",)),
     Case("unknown-method", "x = [1, 2]\ny = x.frobnicate()", 2, (17,), SYNTAX, ("method",), ("--help",)),
+    # notation from notes, in a program (claims read it; a program asks for the code)
+    Case("function-without-brackets", "x = 1\ny = sin x", 2, (9,), SYNTAX, ("argument",), ("sin(x)",)),
+    Case("function-power-caret", "x = 1\ny = tanh^2(x)", 2, (11,), SYNTAX, ("power",), ("tanh(...)^2",)),
+    Case("function-power-superscript", "x = 1\ny = cos²(x)", 2, (9,), SYNTAX, ("power",), ("cos(...)²",)),
+    Case("absolute-value-bars", "x = 1\ny = |x|", 2, (5,), SYNTAX, ("|",), ("abs(x)",)),
     Case("user-function-arity", "f(a, b) = a * b\ny = f(1)", 2, (5,), ("ArgumentError",), ("f", "2")),
     # shapes and values
     Case("broadcast", "x = [1,2,3]; z = [1,2]; y = x + z", 1, (31,), ("ShapeError",), ("(3,)", "(2,)")),
