@@ -210,11 +210,56 @@ def _command(src: str, i: int, emit: Callable[[str, int], None], chars: list[str
         emit("))", after - 1)
         return after
     if name == "begin":
-        raise GradcalcSyntaxError("LaTeX environments (matrices) are not read in claims",
-                                  "write a tensor as [[1, 2], [3, 4]]", _at(src, i))
+        return _matrix(src, i, end, emit, chars, origin)
     raise GradcalcSyntaxError(f"unknown LaTeX command '\\{name}'",
                               "claims read \\frac, \\sqrt, \\cdot, \\left( \\right), ^{...}, _{...}, Greek letters "
                               "and the functions (\\sin, \\exp, \\sigma, ...)", _at(src, i, len(name) + 1))
+
+
+_MATRICES = {"matrix", "bmatrix", "pmatrix", "Bmatrix"}
+
+
+def _matrix(src: str, i: int, end: int, emit: Callable[[str, int], None], chars: list[str],
+            origin: list[int]) -> int:
+    """\\begin{bmatrix} 1 & 2 \\\\ 3 & 4 \\end{bmatrix} as [[1, 2], [3, 4]]; one row or one column is a vector."""
+    found = re.match(r"\{(\w+)\}", src[end:])
+    if found is None or found.group(1) not in _MATRICES:
+        raise GradcalcSyntaxError("a LaTeX environment claims do not read", "write a matrix with \\begin{bmatrix} "
+                                  "... \\end{bmatrix}, or as [[1, 2], [3, 4]]", _at(src, i))
+    body_start = end + found.end()
+    closing = f"\\end{{{found.group(1)}}}"
+    body_end = src.find(closing, body_start)
+    if body_end < 0 or "\\begin" in src[body_start:body_end]:
+        raise GradcalcSyntaxError(f"\\begin{{{found.group(1)}}} is never ended (or holds another)",
+                                  f"end it with {closing}", _at(src, i))
+    rows: list[list[tuple[int, int]]] = []
+    start = body_start
+    for row in re.split(r"(\\\\)", src[body_start:body_end]) + ["\\\\"]:
+        if row == "\\\\":
+            continue
+        cells, cell = [], start
+        for part in row.split("&"):
+            cells.append((cell, cell + len(part)))
+            cell += len(part) + 1
+        start += len(row) + 2
+        if any(src[a:b].strip() for a, b in cells):
+            rows.append(cells)
+    vector = len(rows) == 1 or all(len(r) == 1 for r in rows)
+    emit("([", i)  # in brackets: W [...] would index W; W ([...]) multiplies (see check.py)
+    for r, cells in enumerate(rows):
+        if not vector:
+            emit("[" if r == 0 else ", [", cells[0][0])
+        for c, (a, b) in enumerate(cells):
+            if c or (vector and r):
+                emit(", ", a)
+            inner, places, _ = _convert(src[:b], a, opener=None)
+            chars.extend(inner)
+            origin.extend(places)
+        if not vector:
+            emit("]", cells[-1][1] - 1)
+    after = body_end + len(closing)
+    emit("])", after - 1)
+    return after
 
 
 def _power_of_call(src: str, i: int, word: str, power: int, emit: Callable[[str, int], None], chars: list[str],

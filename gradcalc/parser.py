@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from importlib import resources
 from itertools import chain
@@ -734,19 +734,18 @@ def parse_claims(text: str, max_depth: int = DEFAULT_MAX_DEPTH) -> list[S.Claim]
         if error.pos is not None:
             error.pos = read.place(error.pos, text)
         raise
-    with_claim_texts(found, read.text)
-    starts = [0, *(i + 1 for i, c in enumerate(read.text) if c == "\n")]
-    for claim in found:  # places and texts as written, in the LaTeX
-        begin = starts[claim.pos.line - 1] + claim.pos.column - 1
-        first, last = read.origin[begin], read.origin[min(begin + len(claim.text), len(read.text)) - 1]
+    # Texts and places as written, in the LaTeX.
+    with_claim_texts(found, read.text, lambda begin, end: text[read.origin[begin]:read.origin[end - 1] + 1])
+    for claim in found:
         for node in [claim, *S.walk(claim.claimed)]:
             node.pos = read.place(node.pos, text)
-        claim.text = text[first:last + 1].strip()
     return found
 
 
-def with_claim_texts(claims: list[S.Claim], text: str) -> list[S.Claim]:
-    """Fill in each claim's text as written: from its start to its expression's last token and brackets."""
+def with_claim_texts(claims: list[S.Claim], text: str,
+                     written: Callable[[int, int], str] | None = None) -> list[S.Claim]:
+    """Fill in each claim's text as written: from its start to its expression's last token and brackets
+    (`written` gives the text written for a span of `text`, where text was made from it: LaTeX)."""
     starts = [0]
     for line in text.splitlines(keepends=True):
         starts.append(starts[-1] + len(line))
@@ -765,7 +764,7 @@ def with_claim_texts(claims: list[S.Claim], text: str) -> list[S.Claim]:
             elif not text[end].isspace():
                 break
             end += 1
-        claim.text = " ".join(text[begin:end].split())
+        claim.text = " ".join((text[begin:end] if written is None else written(begin, end)).split())
     return claims
 
 

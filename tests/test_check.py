@@ -27,6 +27,7 @@ from helpers import (
     CliResult,
     assert_no_traceback,
     json_error,
+    json_ok,
     located_error,
     run_cli,
     strict_json,
@@ -1095,7 +1096,8 @@ def test_claims_in_latex(claim: str, expected: str) -> None:
 @pytest.mark.parametrize(("claim", "column", "message"), [
     (r"\frac{dy}{dx} = \foo{x}", 17, r"unknown LaTeX command '\foo'"),
     (r"\frac{dy}{dx} = \frac{1}{2 x", 25, "'{' is never closed"),
-    (r"\frac{dy}{dx} = x^{2} + \begin{bmatrix} 1 \end{bmatrix}", 25, "LaTeX environments"),
+    (r"\frac{dy}{dx} = x^{2} + \begin{vmatrix} 1 \end{vmatrix}", 25, "a LaTeX environment claims do not read"),
+    (r"\frac{dy}{dx} = \begin{bmatrix} 1 & 2", 17, r"\begin{bmatrix} is never ended"),
     (r"\frac{dy}{dx} = 2 \cdot z", 25, "the claim names 'z'"),  # a place after the reading, in the LaTeX
     (r"\frac{dy}{dx} = \cos^{2} x", 26, r"the power of \cos needs its argument in brackets"),
 ])
@@ -1179,3 +1181,29 @@ def test_a_function_s_power_is_the_power_of_its_value(claim: str) -> None:
     assert result.exit_code == EXIT_OK, result.output
     (verdict,) = strict_json(result.stdout)["results"]
     assert verdict["got"] == pytest.approx(1 / math.cosh(0.3) ** 2, rel=1e-12)
+
+
+TENSOR_KEY = "x = [0.5, -1]; W = [[1, 2], [3, 4]]; L = sum([1, 2]*x) + sum([[1, 2], [3, 4]] * W * W)"
+
+
+@pytest.mark.parametrize("claim", [
+    r"\frac{\partial L}{\partial x} = \begin{bmatrix} 1 & 2 \end{bmatrix}",
+    r"\frac{\partial L}{\partial x} = \begin{pmatrix} 1 \\ 2 \end{pmatrix}",  # a column is a vector too
+    r"\frac{\partial L}{\partial W} = 2\begin{bmatrix} 1 & 4 \\ 9 & 16 \end{bmatrix}",
+    r"\frac{\partial L}{\partial W} = 2 W \begin{bmatrix}1 & 2 \\ 3 & 4\end{bmatrix}",  # as diff --latex prints it
+])
+def test_latex_matrices_in_claims(claim: str) -> None:
+    result = run_cli("check", "-e", TENSOR_KEY, "--claim", claim, "--json")
+    assert result.exit_code == EXIT_OK, result.output
+    (verdict,) = strict_json(result.stdout)["results"]
+    assert verdict["claim"] == claim
+    expected = [1.0, 2.0] if "partial x" in claim else [[2.0, 8.0], [18.0, 32.0]]
+    assert verdict["got"] == expected
+
+
+def test_diff_s_latex_of_tensor_derivatives_read_back_as_claims() -> None:
+    for name in ("x", "W"):
+        latex = json_ok("diff", "-e", TENSOR_KEY, "--wrt", name, "--latex")["latex"]
+        claim = rf"\frac{{\partial L}}{{\partial {name}}} = {latex}"
+        result = run_cli("check", "-e", TENSOR_KEY, "--claim", claim, "--json")
+        assert result.exit_code == EXIT_OK, (claim, result.output)

@@ -109,7 +109,9 @@ CLAIM_TOKENS = ["dL", "dw1", "da", "dd", "∂L", "∂w1", "∂", "d", "/", "L", 
                 "\\frac", "{", "}", "\\partial", "^", "_", "\\sqrt", "\\cdot", "\\left(", "\\right)", "\\left|",
                 "\\right|", "\\sin", "\\sigma", "\\alpha", "\\mathrm", "\\", "\\foo", "\\begin", "[3]", "2x", "e^",
                 # second derivatives
-                "²", "³", "d²L", "∂²", "dw1²", "^2", "d2L", "dw2"]
+                "²", "³", "d²L", "∂²", "dw1²", "^2", "d2L", "dw2",
+                # LaTeX matrices
+                "\\begin{bmatrix}", "\\end{bmatrix}", "&", "\\\\", "\\begin{vmatrix}", "\\end"]
 claim_soup = st.lists(st.tuples(st.sampled_from(CLAIM_TOKENS), st.sampled_from(["", " ", "\n"])), max_size=16).map(
     lambda pairs: "".join(token + gap for token, gap in pairs))
 
