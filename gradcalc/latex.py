@@ -23,9 +23,10 @@ _WORDS = {
     "theta": "θ", "lambda": "λ", "mu": "μ", "sigma": "σ", "tau": "τ", "phi": "φ", "varphi": "φ", "omega": "ω",
     ",": " ", ";": " ", ":": " ", " ": " ", "!": "", "quad": " ", "qquad": " ", "left": "", "right": "",
 }
-# Commands whose argument is text to keep as it is: \mathrm{d}, \operatorname{softplus}.
+# Functions, whose powers (\tanh^{2}{x}) are the powers of their values.
 _FUNCTIONS = {"sin", "cos", "tan", "sec", "csc", "cot", "sinh", "cosh", "tanh", "arcsin", "arccos", "arctan",
               "exp", "log", "ln", "sigma"}
+# Commands whose argument is text to keep as it is: \mathrm{d}, \operatorname{softplus}.
 _FONTS = {"mathrm", "mathit", "mathbf", "mathsf", "boldsymbol", "bm", "operatorname", "text", "textrm"}
 _FRACTIONS = {"frac", "dfrac", "tfrac"}
 _DERIVATIVE = re.compile(r"^(∂|d)\s*([^\W\d]\w*)$")  # ∂L, dw1: a claim's left side
@@ -61,15 +62,20 @@ def from_latex(written: str) -> Latex:
     return Latex("".join(chars), origin)
 
 
-def _convert(src: str, i: int, opener: int | None) -> tuple[list[str], list[int], int]:
-    """Convert from src[i] to the end, or past the `}` that closes the `{` at src[opener]."""
-    chars: list[str] = []
-    origin: list[int] = []
-
+def _emitter(chars: list[str], origin: list[int]) -> Callable[[str, int], None]:
+    """A function that writes text made from the LaTeX character at index `at`."""
     def emit(text: str, at: int) -> None:
         chars.extend(text)
         origin.extend([at] * len(text))
 
+    return emit
+
+
+def _convert(src: str, i: int, opener: int | None) -> tuple[list[str], list[int], int]:
+    """Convert from src[i] to the end, or past the `}` that closes the `{` at src[opener]."""
+    chars: list[str] = []
+    origin: list[int] = []
+    emit = _emitter(chars, origin)
     while i < len(src):
         c = src[i]
         if c == "}":
@@ -126,12 +132,7 @@ def _argument(src: str, i: int) -> tuple[list[str], list[int], int]:
     if src[i] == "\\":
         chars: list[str] = []
         origin: list[int] = []
-
-        def emit(text: str, at: int) -> None:
-            chars.extend(text)
-            origin.extend([at] * len(text))
-
-        return chars, origin, _command(src, i, emit, chars, origin)
+        return chars, origin, _command(src, i, _emitter(chars, origin), chars, origin)
     return [src[i]], [i], i + 1
 
 
