@@ -225,7 +225,9 @@ class Judge:
         verdict = Verdict(claim.text, claim.of, claim.wrt, claim.pos.line if source.filename != "--claim" else None,
                           "wrong", "number" if _is_constant(claim.claimed) else "expression", wrt2=claim.wrt2)
         try:
-            claim.claimed = _juxtaposed_calls(claim.claimed, self.run.frame)
+            frame = self.run.frame
+            claim.of, claim.wrt, claim.wrt2 = (_unsubscripted(n, frame) for n in (claim.of, claim.wrt, claim.wrt2))
+            claim.claimed = _juxtaposed_calls(claim.claimed, frame)
             self._check_names(claim)
             self._judge(claim, source, verdict)
         except GradcalcError as exc:
@@ -632,7 +634,8 @@ def _short(value: Any) -> str:
 def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any]) -> S.Expr:
     """A variable before a bracket in a claim is a product, as answers write it: x(1 + x) is x·(1 + x),
     e^x(1 + x) is e^x·(1 + x), and 1/x(1 + x) is ambiguous. Calls of functions stay calls. A name
-    the program does not have that is its variables side by side in one way only, ab, is their product."""
+    the program does not have is its name without underscores (w_1 for w1) if it has that, or else,
+    if it is its variables side by side in one way only (ab), their product."""
     def product(call: S.Call) -> tuple[S.Name, S.Expr] | None:
         if call.name in variables and len(call.args) == 1 and not call.keywords:
             return S.Name(call.name, call.pos), fix(call.args[0])
@@ -641,6 +644,8 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any]) -> S.Expr:
     def fix(node: Any) -> Any:
         if isinstance(node, S.Call) and (parts := product(node)) is not None:
             return S.Binary("*", *parts, node.pos)
+        if isinstance(node, S.Name) and _unsubscripted(node.name, variables) != node.name:
+            return S.Name(_unsubscripted(node.name, variables), node.pos)
         if isinstance(node, S.Name) and node.name not in variables and (names := _split_name(node.name, variables)):
             total: S.Expr = S.Name(names[0], node.pos)
             for name in names[1:]:  # ab is a·b where a and b are variables and ab is not
@@ -666,6 +671,13 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any]) -> S.Expr:
         return node
 
     return fix(expr)  # type: ignore[no-any-return]
+
+
+def _unsubscripted(name: str | None, variables: Mapping[str, Any]) -> str | None:
+    """w_1 as w1 where the program has w1 and no w_1: a subscript as it is typed."""
+    if name is None or name in variables or name.replace("_", "") not in variables:
+        return name
+    return name.replace("_", "")
 
 
 def _split_name(name: str, variables: Mapping[str, Any]) -> list[str] | None:

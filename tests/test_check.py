@@ -1207,3 +1207,15 @@ def test_diff_s_latex_of_tensor_derivatives_read_back_as_claims() -> None:
         claim = rf"\frac{{\partial L}}{{\partial {name}}} = {latex}"
         result = run_cli("check", "-e", TENSOR_KEY, "--claim", claim, "--json")
         assert result.exit_code == EXIT_OK, (claim, result.output)
+
+
+def test_subscripts_typed_with_an_underscore_name_the_program_s_variables() -> None:
+    """w_1 is w1 where the program has w1 and no w_1 (as typed in a plain-text answer), in both sides of a claim."""
+    claims = ["dL/dw1 = -a w_3", "dL/dw_2 = -a*w_4", "∂L/∂w_4 = -c"]
+    result = run_cli("check", NEURON, *[f"--claim={c}" for c in claims], "--json")
+    assert result.exit_code == EXIT_OK, result.output
+    assert [r["expected"] for r in strict_json(result.stdout)["results"]] == [-1.0, -8.0, 2.0]
+    # a program with both names keeps them apart
+    both = run_cli("check", "-e", "x_1 = 2; x1 = 3; y = x_1*x1", "--claim", "dy/dx_1 = x1", "--claim", "dy/dx1 = x_1",
+                   "--json")
+    assert both.exit_code == EXIT_OK, both.output
