@@ -76,7 +76,7 @@ CLAIMS: dict[str, dict[str, list[str]]] = {
     "L": {"right": ["15", "10 - d", "15.0"], "sign": ["-15"], "factor": ["30"]},
 }
 UNKNOWN = ["dL/dw5 = 1", "dL/da = w5*a", "dL/dx = 0"]  # a name the program does not have: an invalid claim
-BROKEN = ["dL/dw1 = -w3 a", "dL/da = -(w3*w1 + w4*w2", "dL/dw2 = -w4 *", "dL/dw3 == -b", "dL/dw4 = -c)",
+BROKEN = ["dL/dw1 = -1/2a", "dL/da = -(w3*w1 + w4*w2", "dL/dw2 = -w4 *", "dL/dw3 == -b", "dL/dw4 = -c)",
           "dL/db = -w3 +* 1"]
 
 
