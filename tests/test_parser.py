@@ -139,3 +139,58 @@ def test_random_programs_give_lark_s_tree(bodies: list[str], separator: str) -> 
 @given(token_soup, st.sampled_from(["start", "claims", "value"]))
 def test_token_soups_give_lark_s_outcome(text: str, start: str) -> None:
     assert_same(text, start)
+
+
+# --- the lexer against Lark's own ------------------------------------------------------------
+
+BLANKS = ["y = 1 \\\n  + 2  # after a continuation\n", "y = 1\t\\  \n\t+ 2\r\nz = y",
+          "a = 1   \n\n  # only a comment\n   ",
+          "b = [1,\n  2]  \\\n\n", "s = \"a\nb\"\n t = 1", "x=1;y=x#c\n#d", "  \t", "", "# nothing\n", "w = 1 \\\n"]
+
+
+def lark_tokens(text: str) -> list[tuple]:
+    """Lark's standard lexer on the same grammar: the reference for gradcalc's one-regex lexer."""
+    from lark import Lark
+
+    lark = Lark(P.grammar_text(), parser="lalr", lexer="basic")
+    return [(t.type, P._composed(t.value.translate(P._SUBSCRIPTS)) if t.type == "NAME" else t.value,
+             t.start_pos, t.line, t.column) for t in lark.lex(text)]
+
+
+def our_tokens(text: str) -> list[tuple]:
+    lexer = P._fast("start", P.DEFAULT_MAX_DEPTH).lexer
+    return [(t.type, t.value, t.start_pos, t.line, t.column) for t in lexer.lex(text)]
+
+
+def lex_outcome(tokens: Any, text: str) -> tuple:
+    from lark.exceptions import UnexpectedCharacters
+
+    try:
+        return ("tokens", tokens(text))
+    except UnexpectedCharacters as error:
+        return ("error", error.pos_in_stream, error.line, error.column)
+
+
+@pytest.mark.parametrize("text", [EVERY_CONSTRUCT, CLAIMS, *BLANKS, "y = 1 $", "y = 1  \\ x", "a = 2\n  @@ ~"])
+def test_lexer_gives_lark_s_tokens(text: str) -> None:
+    assert lex_outcome(our_tokens, text) == lex_outcome(lark_tokens, text)
+
+
+@pytest.mark.parametrize("path", sorted(SAMPLES.rglob("*.eq")) + sorted(SAMPLES.rglob("*.txt")), ids=lambda p: p.name)
+def test_lexer_gives_lark_s_tokens_on_samples(path: Any) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert lex_outcome(our_tokens, text) == lex_outcome(lark_tokens, text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["x", " ", "\t", "\n", "\\\n", "\\ \n", "# c", "1.5", "if", "=", "(", ")", "$", "\r\n",
+                                 "\"s\"", "w₁", "**", "²", "'"]), max_size=30))
+def test_lexer_gives_lark_s_tokens_on_blank_soups(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    assert lex_outcome(our_tokens, text) == lex_outcome(lark_tokens, text)
+
+
+def test_a_long_run_of_blanks_before_a_bad_character_fails_at_once() -> None:
+    # Blanks are skipped by a possessive group: no backtracking over their ways of splitting.
+    text = "y = 1" + " \t" * 20_000 + "$"
+    assert lex_outcome(our_tokens, text) == ("error", len(text) - 1, 1, len(text))
