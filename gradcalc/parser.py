@@ -111,6 +111,8 @@ class _Brackets:
                 if kind != "ELSE":
                     if claim is not None:
                         yield from claim.feed(pending_newline, len(stack))
+                        if claim.ended:  # a check statement ends at its line's end: the next may be another
+                            claim = None
                     else:
                         yield pending_newline
                 pending_newline = None

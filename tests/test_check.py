@@ -930,6 +930,20 @@ def test_juxtaposition_in_check_statements_and_answer_files(tmp_path: Any) -> No
     assert inline.exit_code == EXIT_OK, inline.output
 
 
+@pytest.mark.parametrize("claims", [["2x", "3x"], ["1", "2x", "1"], ["1", "1", "1", "2x"], ["2x sin(x)", "3x cos x"]])
+def test_every_check_statement_reads_juxtaposition(claims: list[str]) -> None:
+    """Each check statement is read as a claim, however many come before it (the second one was read as code)."""
+    text = "x = 2\ny = x^2 * sin(x)\n" + "".join(f"check dy/dx = {claim}\n" for claim in claims)
+    result = run_cli("check", "-e", text, "--json")
+    assert result.exit_code == EXIT_WRONG, result.output
+    assert [r["status"] for r in strict_json(result.stdout)["results"]] == ["wrong"] * len(claims)
+
+
+def test_an_unclosed_bracket_in_a_later_check_statement_is_reported_as_such() -> None:
+    result = run_cli("check", "-e", "x = 2; y = x^2\ncheck dy/dx = 2x sin(x)\ncheck dy/dx = 2x ((", "--json")
+    assert json_error(result)["message"] == "'(' is never closed"
+
+
 @pytest.mark.parametrize(("claim", "column", "message", "hint"), [
     ("dy/dx = 1/2x", 12, "'/2x' is ambiguous: is 'x' in the denominator or not?", "write /(2*x...) if it is"),
     ("dy/dx = e^2x", 12, "'^2x' is ambiguous: is 'x' in the exponent or not?", "or ^2*x if it is not"),
