@@ -20,7 +20,7 @@ from typing import Any
 from . import backend as B
 from . import syntax as S
 from .api import Run, differentiable_inputs, read_text
-from .builtins import CONSTANTS
+from .builtins import BUILTINS, CONSTANTS
 from .errors import GradcalcError, GradcalcSyntaxError, NameNotFound, Source, did_you_mean, error_json, error_text
 from .parser import parse, parse_claims
 
@@ -635,32 +635,57 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any]) -> S.Expr:
     """A variable before a bracket in a claim is a product, as answers write it: x(1 + x) is x·(1 + x),
     e^x(1 + x) is e^x·(1 + x), and 1/x(1 + x) is ambiguous. Calls of functions stay calls. A name
     the program does not have is its name without underscores (w_1 for w1) if it has that, or else,
-    if it is its variables side by side in one way only (ab), their product."""
-    def product(call: S.Call) -> tuple[S.Name, S.Expr] | None:
-        if call.name in variables and len(call.args) == 1 and not call.keywords:
+    if it is its variables side by side in one way only (ab), their product; a power written right
+    after it is the last factor's (xy² is x·y², as printed), and so is a call (xsin(x) is x·sin(x))."""
+    def product(call: S.Call) -> tuple[S.Expr, S.Expr] | None:
+        if call.keywords or len(call.args) != 1:
+            return None
+        if call.name in variables:
             return S.Name(call.name, call.pos), fix(call.args[0])
+        names = None if call.name in BUILTINS else _split_name(call.name, variables)
+        if names is not None:  # xy(x + y)
+            return _product(names, call.pos), fix(call.args[0])
+        return None
+
+    def factors(node: S.Expr) -> list[S.Expr] | None:
+        """The factors of a name or a call that is variables side by side (xy, xy(1 + x), xsin(x)), or None."""
+        if isinstance(node, S.Name) and _unsubscripted(node.name, variables) not in variables:
+            names = _split_name(node.name, variables)
+            return [S.Name(name, node.pos) for name in names] if names else None
+        if isinstance(node, S.Call) and node.name not in BUILTINS:
+            if (parts := product(node)) is not None:
+                return [parts[0], parts[1]]
+            if (split := _split_call(node.name, variables)) is not None:
+                names, function = split
+                return [*(S.Name(name, node.pos) for name in names),
+                        S.Call(function, [fix(a) for a in node.args], [fix(k) for k in node.keywords], node.pos)]
         return None
 
     def fix(node: Any) -> Any:
+        if isinstance(node, S.Binary) and node.op == "^" and (parts := factors(node.left)) is not None:
+            name = node.left
+            written_after = isinstance(name, S.Call) or (
+                name.pos.line == node.pos.line and name.pos.column + name.pos.width == node.pos.column)
+            if written_after:  # xy^2, xy²: y's power; (xy)^2 is the whole product's
+                parts[-1] = S.Binary("^", parts[-1], fix(node.right), node.pos)
+                return _product(parts, node.pos)
+            return S.Binary("^", _product(parts, node.pos), fix(node.right), node.pos)
         if isinstance(node, S.Call) and (parts := product(node)) is not None:
             return S.Binary("*", *parts, node.pos)
         if isinstance(node, S.Name) and _unsubscripted(node.name, variables) != node.name:
             return S.Name(_unsubscripted(node.name, variables), node.pos)
-        if isinstance(node, S.Name) and node.name not in variables and (names := _split_name(node.name, variables)):
-            total: S.Expr = S.Name(names[0], node.pos)
-            for name in names[1:]:  # ab is a·b where a and b are variables and ab is not
-                total = S.Binary("*", total, S.Name(name, node.pos), node.pos)
-            return total
+        if isinstance(node, S.Name | S.Call) and (parts := factors(node)) is not None:
+            return _product(parts, node.pos)  # ab is a·b where a and b are variables and ab is not
         right = node.right if isinstance(node, S.Binary) and node.op in ("^", "/") else None
         negated = isinstance(right, S.Unary) and right.op == "-"  # e^-x(1 + x)
         called = right.operand if negated else right  # type: ignore[union-attr]
-        if isinstance(called, S.Call) and (parts := product(called)) is not None:
+        if isinstance(called, S.Call) and called.name in variables and (parts := product(called)) is not None:
             name, factor = parts
             exponent: S.Expr = S.Unary("-", name, right.pos) if negated else name  # type: ignore[union-attr]
             if node.op == "/":
                 raise GradcalcSyntaxError(
-                    f"'/{name.name}(...)' is ambiguous: is the bracket in the denominator or not?",
-                    f"write /({name.name}*(...)) if it is, or /{name.name}*(...) if it is not", name.pos)
+                    f"'/{called.name}(...)' is ambiguous: is the bracket in the denominator or not?",
+                    f"write /({called.name}*(...)) if it is, or /{called.name}*(...) if it is not", called.pos)
             return S.Binary("*", S.Binary("^", fix(node.left), exponent, node.pos), factor, node.pos)
         for slot in node.__slots__:
             value = getattr(node, slot)
@@ -671,6 +696,27 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any]) -> S.Expr:
         return node
 
     return fix(expr)  # type: ignore[no-any-return]
+
+
+def _product(factors: list[Any], pos: Any) -> S.Expr:
+    """The product of factors (names as strings, or expressions), left to right."""
+    terms = [S.Name(f, pos) if isinstance(f, str) else f for f in factors]
+    total = terms[0]
+    for term in terms[1:]:
+        total = S.Binary("*", total, term, pos)
+    return total
+
+
+def _split_call(name: str, variables: Mapping[str, Any]) -> tuple[list[str], str] | None:
+    """xsin as (['x'], 'sin'): variables side by side, then a builtin function, in one way only."""
+    ways = []
+    for function in BUILTINS:
+        head = name[:-len(function)]
+        if name.endswith(function) and head:
+            names = [head] if head in variables else _split_name(head, variables)
+            if names is not None:
+                ways.append((names, function))
+    return ways[0] if len(ways) == 1 else None
 
 
 def _unsubscripted(name: str | None, variables: Mapping[str, Any]) -> str | None:

@@ -12,6 +12,7 @@ import math
 import random
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -1184,6 +1185,28 @@ def test_names_side_by_side_are_a_product_when_they_split_one_way_only() -> None
     first, second = strict_json(two_ways.stdout)["results"]
     assert first["status"] == "right", first  # yy: y·y, one way
     assert second["status"] == "invalid" and "'xyy'" in second["error"]["message"], second
+
+
+@pytest.mark.parametrize(("claim", "expected"), [
+    ("df/dx = xy^2", lambda x, y: x * y**2),  # a power written right after is the last factor's, as printed
+    ("df/dx = xy²", lambda x, y: x * y**2),
+    (r"\frac{df}{dx} = xy^{2}", lambda x, y: x * y**2),
+    ("df/dx = (xy)^2", lambda x, y: (x * y) ** 2),
+    ("df/dx = x²y²", lambda x, y: x**2 * y**2),
+    ("df/dx = 2xy(x + y)^2", lambda x, y: 2 * x * y * (x + y) ** 2),
+    ("df/dx = x(1 + x)^2", lambda x, y: x * (1 + x) ** 2),
+    ("df/dx = xsin(y)", lambda x, y: x * math.sin(y)),  # variables, then a function's call
+    ("df/dx = 2xsin(x)^2", lambda x, y: 2 * x * math.sin(x) ** 2),
+    ("df/dx = -2xe^{-x^2}", lambda x, y: -2 * x * math.exp(-x * x)),
+    ("df/dx = xσ(y)", lambda x, y: x / (1 + math.exp(-y))),
+])
+def test_names_side_by_side_take_powers_and_calls_as_written(claim: str, expected: Callable[[float, float], float]) \
+        -> None:
+    """Each reading's value, and it is an identity only where it is the derivative (f' = x²y², the answer)."""
+    result = run_cli("check", "-e", "x = 1.5; y = 0.7; f = x^3*y^2/3", "--claim", claim, "--json")
+    (verdict,) = strict_json(result.stdout)["results"]
+    assert verdict["got"] == pytest.approx(expected(1.5, 0.7), rel=1e-12), verdict
+    assert verdict["status"] == ("right" if claim in ("df/dx = (xy)^2", "df/dx = x²y²") else "wrong"), verdict
 
 
 @pytest.mark.parametrize("claim", ["dy/dx = 1 - tanh²(x)", "dy/dx = 1 - tanh^2(x)", "dy/dx = 1 - tanh² x",
