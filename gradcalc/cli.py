@@ -262,11 +262,12 @@ def _show(common: Common, doc: Callable[[], dict[str, Any]], view: Callable[[], 
         return
     from rich.console import Console
 
+    # markup=False: values and claims are shown as they are; '[nan, 2]' is not a style tag.
     if sys.stdout.isatty():
-        Console(soft_wrap=False).print(view())
+        Console(soft_wrap=False, markup=False).print(view())
         return
     # Piped: no width to fit (a wide matrix stays whole) and no padding at line ends, so output diffs cleanly.
-    console = Console(soft_wrap=False, width=100_000, record=True, file=io.StringIO())
+    console = Console(soft_wrap=False, width=100_000, record=True, file=io.StringIO(), markup=False)
     console.print(view())
     sys.stdout.write("\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n")
 

@@ -111,6 +111,16 @@ def test_seed1_human_output_has_no_escape_codes() -> None:
     assert "\x1b[" not in result.stdout
 
 
+def test_tables_show_nan_and_infinity_and_brackets_as_they_are() -> None:
+    """Text in a table is not Rich markup: '[nan, 2]' was read as a style tag and printed as nothing."""
+    values = table_rows(run_cli("eval", "-e", "x = [-1.0, 4.0]; y = sqrt(x)").stdout)
+    assert " ".join(values["y"]).replace(" ", "").startswith("2[nan,2]"), values
+    grads = run_cli("grad", "-e", "x = [1.0, 2.0]; L = sum(x) / 0")
+    assert "[inf, inf]" in grads.stdout, grads.stdout
+    claim = run_cli("check", "-e", "x = 2; y = x^2", "--claim", "dy/dx = [b]4[/b]")
+    assert "dy/dx = [b]4[/b]" in claim.stdout, claim.stdout
+
+
 def test_seed1_eval_json_shape() -> None:
     doc = json_ok("eval", NEURON)
     assert "values" in doc
