@@ -108,6 +108,20 @@ def _calls_random(expr: S.Expr) -> bool:
     return any(isinstance(node, S.Call) and node.name in RANDOM for node in S.walk(expr))
 
 
+def _has_return(body: list[S.Stmt]) -> bool:
+    """Whether a `return` is anywhere in the block, its branches and loops included."""
+    stack = list(body)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, S.Return):
+            return True
+        if isinstance(stmt, (S.While, S.For, S.NoGrad)):
+            stack.extend(stmt.body)
+        elif isinstance(stmt, S.If):
+            stack.extend([*stmt.body, *stmt.orelse])
+    return False
+
+
 def assigned_names(body: list[S.Stmt]) -> dict[str, list[S.Assign]]:
     """Every top-level (non-function) assignment, by name, in source order."""
     found: dict[str, list[S.Assign]] = {}
@@ -212,7 +226,7 @@ class Compiler:
         function = self.functions[stmt.name]
         function.reads_globals = self.reads > reads_before
         function.callees = self.callees
-        if not stmt.body or not any(isinstance(s, S.Return) for s in stmt.body):
+        if not _has_return(stmt.body):  # a path that ends without one is an error when it runs
             raise GradcalcSyntaxError(f"function '{stmt.name}' never returns a value",
                                       "end its block with `return <expression>`", stmt.pos)
         self.functions[stmt.name].body = body

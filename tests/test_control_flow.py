@@ -571,6 +571,22 @@ def test_recursion_with_a_base_case(n: int) -> None:
     assert float(result.grads["x"]) == pytest.approx(n * 1.3 ** (n - 1) if n else 0.0, rel=1e-14)
 
 
+@pytest.mark.parametrize("n", [1, 4])
+def test_a_function_may_return_from_both_branches_of_an_if(n: int) -> None:
+    text = f"fact(u, n) {{ if n <= 1 {{ return u }} else {{ return n * fact(u, n - 1) }} }}\nx = 1.3\ny = fact(x, {n})"
+    result = gradient(text, "y", ["x"])
+    assert float(result.grads["x"]) == math.factorial(n)
+
+
+@pytest.mark.parametrize(("body", "message", "line"), [
+    ("y = n", "function 'f' never returns a value", 1),  # no return anywhere: before the run
+    ("if n > 5 { return n }", "function 'f' ended without returning a value", 1),  # only when that path runs
+])
+def test_a_function_without_a_return_on_the_path_taken_is_an_error(body: str, message: str, line: int) -> None:
+    error = json_error(run_cli("eval", "-e", f"f(n) {{ {body} }}\ny = f(2)", "--json"))
+    assert error["message"] == message and error["line"] == line, error
+
+
 def test_mutual_recursion() -> None:
     text = ("ev(n) { if n <= 0 { return 1 }; return od(n - 1) }\n"
             "od(n) { if n <= 0 { return 0 }; return ev(n - 1) }\ny = ev(7) + 10 * od(7) + 100 * ev(4)")
