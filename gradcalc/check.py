@@ -358,7 +358,11 @@ class Judge:
             for name in names:
                 value = self.run.leaves[name].value
                 step = 2 * random.uniform(value.shape) - 1
-                changes[name] = value + step * (SPREAD * B.xp.abs(value) + ZERO_SPREAD * (value == 0))
+                if _is_distribution(value):  # a one-hot target, probabilities: moved within the distributions
+                    moved = value * (1 + SPREAD * step)
+                    changes[name] = moved / moved.sum(axis=-1, keepdims=True)
+                else:
+                    changes[name] = value + step * (SPREAD * B.xp.abs(value) + ZERO_SPREAD * (value == 0))
             try:
                 runs.append(self.run.rerun(changes))
             except GradcalcError:
@@ -621,6 +625,16 @@ def _derivative_label(of: str, wrt: str | None, wrt2: str | None) -> str:
     if wrt2 is None:
         return f"∂{of}/∂{wrt}"
     return f"∂²{of}/∂{wrt}²" if wrt2 == wrt else f"∂²{of}/∂{wrt}∂{wrt2}"
+
+
+def _is_distribution(value: Any) -> bool:
+    """Whether a leaf holds probability distributions along its last axis (a one-hot target, soft labels).
+
+    Answers rely on it: ∂/∂z of -sum(t*log(softmax(z))) is softmax(z) - t only where t sums to 1,
+    so such a leaf is moved to other distributions on the same support, not off them."""
+    if value.ndim == 0 or value.shape[-1] < 2 or not bool((value >= 0).all()):
+        return False
+    return bool(B.xp.abs(value.sum(axis=-1) - 1).max() <= 1e-6)
 
 
 def _shape(shape: tuple[int, ...]) -> str:

@@ -1176,6 +1176,21 @@ def test_unsupported_derivative_orders_are_errors(claim: str, message: str) -> N
     assert verdict["status"] == "invalid" and message in verdict["error"]["message"], verdict
 
 
+@pytest.mark.parametrize("key", [
+    "z = [1.0, 2.0, 0.5]; t = [0, 1, 0]; p = softmax(z); L = -sum(t*log(p))",
+    "z = [[1.0, 2.0, 0.5], [0.1, -1, 2]]; t = [[0, 1, 0], [0.2, 0.3, 0.5]]; p = softmax(z, axis=1); "
+    "L = -sum(t*log(p))",
+])
+def test_softmax_cross_entropy_s_textbook_gradient_is_right(key: str) -> None:
+    """p - t holds where t is a distribution: the target is moved to other distributions, not off them."""
+    result = run_cli("check", "-e", key, "--claim", "dL/dz = p - t", "--claim", "dL/dz = t - p", "--claim",
+                     "dL/dz = p", "--json")
+    right, sign, wrong = strict_json(result.stdout)["results"]
+    assert right["status"] == "right", right
+    assert sign["status"] == "wrong" and "sign" in sign["diagnosis"], sign
+    assert wrong["status"] == "wrong", wrong
+
+
 def test_names_side_by_side_are_a_product_when_they_split_one_way_only() -> None:
     """2ab is 2·a·b where a and b are variables and ab is not; with variables x, xy and y, xyy splits two ways."""
     result = run_cli("check", "-e", SECOND, "--claim", "dL/da = 2ab + b cos(ab)", "--json")
