@@ -564,14 +564,27 @@ def _to_digits(got: Any, want: Any, units: Any) -> tuple[Any, Any]:
 
 def _last_digit(got: Any, want: Any, units: Any) -> str:
     """A number a few units off in its last digit: say what the value is to the digits written."""
-    if units is None or got.shape != () or want.shape != () or not float(units) > 0:
+    if units is None or got.shape != () or want.shape != ():
         return ""
     unit, value = float(units), float(want)
+    if unit == 0 and math.isfinite(value) and abs(float(got) - value) < 0.5 and abs(value) >= 10:  # 807 for 806.858
+        return (f"an integer means exactly {B.format_number(float(got))}; the value is {B.format_number(value)} "
+                f"(to say it is rounded, write {B.format_number(float(got))}. or {_scientific_text(float(got))})")
+    if not unit > 0:
+        return ""
     if not math.isfinite(value) or abs(float(got) - value) > 3 * unit:
         return ""
     places = round(-math.log10(unit))
     shown = f"{value:.{places}f}" if places > 0 else f"{round(value / unit) * unit:g}"
     return f"off in the last digit written: to the digits written, the value is {shown}"
+
+
+def _scientific_text(whole: float) -> str:
+    """807 as 8.07e2: its digits, in scientific notation."""
+    digits = str(abs(int(whole))).rstrip("0") or "0"
+    exponent = len(str(abs(int(whole)))) - 1
+    mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+    return f"{'-' if whole < 0 else ''}{mantissa}e{exponent}"
 
 
 def _units(expr: S.Expr) -> Any:
@@ -676,6 +689,8 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any]) -> S.Expr:
         return None
 
     def fix(node: Any) -> Any:
+        if (number := _scientific(node)) is not None:
+            return number
         if isinstance(node, S.Binary) and node.op == "^" and (parts := factors(node.left)) is not None:
             name = node.left
             written_after = isinstance(name, S.Call) or (
@@ -710,6 +725,24 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any]) -> S.Expr:
         return node
 
     return fix(expr)  # type: ignore[no-any-return]
+
+
+def _scientific(node: Any) -> S.Number | None:
+    """8.07×10², 8.07 \\times 10^{-3}: a number in scientific notation, with the digits written (as 8.07e2)."""
+    if not (isinstance(node, S.Binary) and node.op == "*" and isinstance(node.left, S.Number)
+            and "e" not in node.left.text.lower()):
+        return None
+    power = node.right
+    if not (isinstance(power, S.Binary) and power.op == "^" and isinstance(power.left, S.Number)
+            and power.left.text == "10"):
+        return None
+    exponent, sign = power.right, ""
+    if isinstance(exponent, S.Unary):
+        exponent, sign = exponent.operand, exponent.op
+    if not (isinstance(exponent, S.Number) and exponent.text.isdigit()):
+        return None
+    text = f"{node.left.text}e{sign}{exponent.text}"
+    return S.Number(float(text), text, node.left.pos)
 
 
 def _product(factors: list[Any], pos: Any) -> S.Expr:

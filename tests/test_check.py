@@ -1052,6 +1052,31 @@ def test_a_number_off_in_its_last_digit_is_told_the_value_to_those_digits() -> N
     assert negative["diagnosis"].startswith("sign error"), negative
 
 
+@pytest.mark.parametrize("notation", ["{m}e{k}", "{m}*10^{k}", "{m} × 10^{k}", "{m}·10^({k})", r"{m} \times 10^{{{k}}}",
+                                      "{m}×10{sup}"])
+def test_scientific_notation_is_a_number_to_its_digits(notation: str) -> None:
+    """8.07×10² is 807 to 3 significant digits, as 8.07e2 is; one unit over in the mantissa is wrong."""
+    superscripts = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+    for x, (right, over, k) in {3.0: ("8.07", "8.08", "2"), -3.0: ("4.96", "4.97", "-3")}.items():
+        truth = 2 * math.exp(2 * x)  # 806.858 and 0.0049575
+        texts = [notation.format(m=m, k=k, sup=k.translate(superscripts)) for m in (right, over)]
+        doc = check_json("-e", f"x = {x}; y = exp(2*x)", *claims(*(f"dy/dx = {t}" for t in texts)), code=EXIT_WRONG)
+        good, bad = doc["results"]
+        assert good["status"] == "right" and "rounded to 3 significant digits" in good["note"], good
+        assert bad["status"] == "wrong", bad
+        assert good["expected"] == pytest.approx(truth, rel=1e-12)
+
+
+def test_an_integer_near_the_value_is_told_it_means_exactly_that() -> None:
+    doc = check_json("-e", "x = 3; y = exp(2*x)", *claims("dy/dx = 807", "dy/dx = 807.", "dy/dx = 806"),
+                     code=EXIT_WRONG)
+    exact, rounded, short = doc["results"]
+    assert exact["status"] == "wrong" and exact["diagnosis"].startswith("an integer means exactly 807"), exact
+    assert "807. or 8.07e2" in exact["diagnosis"], exact
+    assert rounded["status"] == "right", rounded
+    assert short["status"] == "wrong" and "diagnosis" not in short, short
+
+
 def test_many_claims_that_fail_to_compile_leave_the_next_one_judged() -> None:
     """Each failed compile gives back its nesting depth: claim 301 is judged, not refused as 'nested too deep'."""
     run = gradcalc.load(NEURON).run(keep_values=True)
