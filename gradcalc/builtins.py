@@ -305,4 +305,4 @@ def _table() -> dict[str, Builtin]:
 
 BUILTINS = _table()
 RANDOM = frozenset({"randn", "rand"})
-CONSTANTS = {"pi": math.pi, "π": math.pi, "e": math.e}
+CONSTANTS = {"pi": math.pi, "π": math.pi, "e": math.e, "True": 1.0, "False": 0.0}  # keepdims=True, as NumPy writes

@@ -124,6 +124,13 @@ def test_reduction_keepdims(fn: str) -> None:
     assert run.value("y").shape == (3, 1)
 
 
+@pytest.mark.parametrize(("keepdims", "shape"), [("True", (3, 1)), ("False", (3,)), ("1", (3, 1)), ("0", (3,))])
+def test_keepdims_is_written_as_numpy_writes_it(keepdims: str, shape: tuple[int, ...]) -> None:
+    x = RNG.uniform(0.4, 1.6, (3, 4))
+    run = gradcalc.parse_program(f"x = 0; y = sum(x, axis=1, keepdims={keepdims})").run({"x": x})
+    np.testing.assert_allclose(run.value("y"), x.sum(axis=1).reshape(shape), rtol=1e-12)
+
+
 def test_prod_with_a_zero_entry() -> None:
     text = "x = [[1, 2, 0], [3, 4, 5]]; p = prod(x); r = prod(x, axis=1); L = sum(r * [1, 10])"
     run = gradcalc.parse_program(text).run()
