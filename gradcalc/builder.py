@@ -512,11 +512,18 @@ class Compiler:
         return negate
 
     def expr_binary(self, expr: S.Binary) -> Eval:
+        right = expr.right
+        if (expr.op == "^" and isinstance(right, S.Name) and right.name == "T" and right.name not in self.assigned
+                and right.name not in self.inputs and right.name not in (self.local or ())):
+            x = expr.left.name if isinstance(expr.left, S.Name) else "x"
+            raise NameNotFound("'^T' is not a transpose here: T is no variable",
+                               f"for a transpose write {x}.T or transpose({x})", right.pos)
         # Flatten a left-leaning chain (a + b - c + d): no recursion per term, however long.
         steps: list[tuple[Callable[[Any, Any], Node], S.Expr, Pos]] = []
         node: S.Expr = expr
         while isinstance(node, S.Binary) and node.op != "^":
-            steps.append((_BINARY[node.op], node.right, node.pos))
+            fn = _BINARY[node.op] if node.op != S.JUXTAPOSED else _juxtaposed(node.left, node.right)
+            steps.append((fn, node.right, node.pos))
             node = node.left
         if not steps:  # a power: right-associative, not flattened
             steps.append((_BINARY["^"], expr.right, expr.pos))
@@ -660,11 +667,16 @@ class Compiler:
                     raise exc.at(pos) from None
             return call1
 
+        # max(a, b) reads b as an axis, as NumPy does: when that fails, point to maximum(a, b)
+        also = _max_hint(builtin) if len(expr.args) > 1 else ""
+
         def call(frame: Frame) -> Node:
             values = [arg(frame) if arg is not None else None for arg in args]
             try:
                 return fn(*values)
             except GradcalcError as exc:
+                if also and "axis" in exc.message:
+                    exc.hint = (exc.hint or "") + also
                 raise exc.at(pos) from None
 
         return call
@@ -772,6 +784,25 @@ Compiler._STATEMENTS = {  # type: ignore[attr-defined]
     kind: getattr(Compiler, f"stmt_{kind.__name__.lower()}")
     for kind in (S.Assign, S.FuncDef, S.Return, S.Claim, S.While, S.If, S.For, S.NoGrad)
 }
+
+
+def _juxtaposed(left: S.Expr, right: S.Expr) -> Callable[[Node, Node], Node]:
+    """Math's product of factors written side by side in a claim: a scalar scales; a matrix and a matrix
+    or a vector multiply as matrices (W x, Xᵀ Y); two vectors multiply elementwise, except that δ xᵀ
+    (a column by a row) is their outer product and xᵀ y their dot product."""
+    row = isinstance(right, S.Attribute) and right.name == "T"
+    dot = isinstance(left, S.Attribute) and left.name == "T"
+
+    def product(x: Node, y: Node) -> Node:
+        if x.ndim == 0 or y.ndim == 0:
+            return ops.mul(x, y)
+        if x.ndim == 1 and y.ndim == 1 and row == dot:
+            return ops.mul(x, y)
+        if x.ndim == 1 and y.ndim == 1 and row:
+            return BUILTINS["outer"].fn(x, y)
+        return ops.matmul(x, y)
+
+    return product
 
 
 def _run_block(body: list[Exec], frame: Frame) -> Any:

@@ -691,6 +691,13 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any]) -> S.Expr:
     def fix(node: Any) -> Any:
         if (number := _scientific(node)) is not None:
             return number
+        if isinstance(node, S.Binary) and node.op == "^" and "T" not in variables:  # Xᵀ written X^T
+            if isinstance(node.right, S.Name) and node.right.name == "T":
+                return S.Attribute(fix(node.left), "T", node.right.pos)
+            called = node.right
+            if isinstance(called, S.Call) and called.name == "T" and len(called.args) == 1 and not called.keywords:
+                return S.Binary(S.JUXTAPOSED, S.Attribute(fix(node.left), "T", called.pos), fix(called.args[0]),
+                                called.pos)  # W^T (δ): the bracket after T is a factor
         if isinstance(node, S.Binary) and node.op == "^" and (parts := factors(node.left)) is not None:
             name = node.left
             written_after = isinstance(name, S.Call) or (
@@ -700,7 +707,7 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any]) -> S.Expr:
                 return _product(parts, node.pos)
             return S.Binary("^", _product(parts, node.pos), fix(node.right), node.pos)
         if isinstance(node, S.Call) and (parts := product(node)) is not None:
-            return S.Binary("*", *parts, node.pos)
+            return S.Binary(S.JUXTAPOSED, *parts, node.pos)
         if isinstance(node, S.Name) and _unsubscripted(node.name, variables) != node.name:
             return S.Name(_unsubscripted(node.name, variables), node.pos)
         if isinstance(node, S.Name | S.Call) and (parts := factors(node)) is not None:
@@ -715,7 +722,7 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any]) -> S.Expr:
                 raise GradcalcSyntaxError(
                     f"'/{called.name}(...)' is ambiguous: is the bracket in the denominator or not?",
                     f"write /({called.name}*(...)) if it is, or /{called.name}*(...) if it is not", called.pos)
-            return S.Binary("*", S.Binary("^", fix(node.left), exponent, node.pos), factor, node.pos)
+            return S.Binary(S.JUXTAPOSED, S.Binary("^", fix(node.left), exponent, node.pos), factor, node.pos)
         for slot in node.__slots__:
             value = getattr(node, slot)
             if isinstance(value, S.Expr | S.Keyword):
@@ -750,7 +757,7 @@ def _product(factors: list[Any], pos: Any) -> S.Expr:
     terms = [S.Name(f, pos) if isinstance(f, str) else f for f in factors]
     total = terms[0]
     for term in terms[1:]:
-        total = S.Binary("*", total, term, pos)
+        total = S.Binary(S.JUXTAPOSED, total, term, pos)
     return total
 
 

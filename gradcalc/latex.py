@@ -15,17 +15,18 @@ from .errors import GradcalcSyntaxError, Pos
 
 # Commands that are a word or a sign of gradcalc's own.
 _WORDS = {
-    "cdot": "*", "times": "*", "ast": "*", "div": "/", "partial": "∂", "approx": "≈", "pi": "π",
+    "cdot": "*", "times": "*", "ast": "*", "odot": "*", "div": "/", "partial": "∂", "approx": "≈", "pi": "π",
     "sin": "sin", "cos": "cos", "tan": "tan", "sec": "sec", "csc": "csc", "cot": "cot", "sinh": "sinh",
     "cosh": "cosh", "tanh": "tanh", "arcsin": "asin", "arccos": "acos", "arctan": "atan", "exp": "exp",
-    "log": "log", "ln": "ln", "max": "max", "min": "min", "det": "det",
+    "log": "log", "ln": "ln", "max": "max", "min": "min", "det": "det", "coth": "coth", "sech": "sech",
+    "csch": "csch", "top": "T", "intercal": "T",
     "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "varepsilon": "ε", "eta": "η",
     "theta": "θ", "lambda": "λ", "mu": "μ", "sigma": "σ", "tau": "τ", "phi": "φ", "varphi": "φ", "omega": "ω",
     ",": " ", ";": " ", ":": " ", " ": " ", "!": "", "quad": " ", "qquad": " ", "left": "", "right": "",
 }
 # Functions, whose powers (\tanh^{2}{x}) are the powers of their values.
-_FUNCTIONS = {"sin", "cos", "tan", "sec", "csc", "cot", "sinh", "cosh", "tanh", "arcsin", "arccos", "arctan",
-              "exp", "log", "ln", "sigma"}
+_FUNCTIONS = {"sin", "cos", "tan", "sec", "csc", "cot", "sinh", "cosh", "tanh", "coth", "sech", "csch", "arcsin",
+              "arccos", "arctan", "exp", "log", "ln", "sigma"}
 # Commands whose argument is text to keep as it is: \mathrm{d}, \operatorname{softplus}.
 _FONTS = {"mathrm", "mathit", "mathbf", "mathsf", "boldsymbol", "bm", "operatorname", "text", "textrm"}
 _FRACTIONS = {"frac", "dfrac", "tfrac"}
@@ -94,7 +95,8 @@ def _convert(src: str, i: int, opener: int | None) -> tuple[list[str], list[int]
             start = i
             inner, places, i = _argument(src, i + 1)
             if "".join(inner).strip() == "T":
-                emit(".T", start)  # x^{T}: the transpose
+                emit(".", start)  # x^{T}: the transpose
+                emit("T", i - 1)  # through the closing brace: a claim's text as written runs to it
             else:
                 emit("^(", start)
                 chars.extend(inner)
@@ -163,6 +165,12 @@ def _command(src: str, i: int, emit: Callable[[str, int], None], chars: list[str
         return end
     if name in _FONTS:
         inner, places, after = _argument(src, end)
+        word = "".join(inner).strip()
+        power = after + len(src[after:]) - len(src[after:].lstrip(" "))
+        if src[power:power + 1] == "^" and _is_function(word):  # \operatorname{sech}^{2}{\left(x\right)}: SymPy
+            return _power_of_call(src, i, word, power, emit, chars, origin)
+        if word.isalpha() and chars and (chars[-1].isalnum() or chars[-1] == "_"):
+            emit(" ", i)  # x\operatorname{sech}(x) is x sech(x), not the name xsech
         chars.extend(inner)
         origin.extend(places)
         return after
@@ -215,6 +223,12 @@ def _command(src: str, i: int, emit: Callable[[str, int], None], chars: list[str
     raise GradcalcSyntaxError(f"unknown LaTeX command '\\{name}'",
                               "claims read \\frac, \\sqrt, \\cdot, \\left( \\right), ^{...}, _{...}, Greek letters "
                               "and the functions (\\sin, \\exp, \\sigma, ...)", _at(src, i, len(name) + 1))
+
+
+def _is_function(word: str) -> bool:
+    from .builtins import BUILTINS  # only for LaTeX claims: not at start-up
+
+    return word in BUILTINS
 
 
 _MATRICES = {"matrix", "bmatrix", "pmatrix", "Bmatrix"}
@@ -279,6 +293,9 @@ def _power_of_call(src: str, i: int, word: str, power: int, emit: Callable[[str,
         if depth:
             raise GradcalcSyntaxError("'(' is never closed", "add the matching ')'", _at(src, start))
         argument, places, after = _convert(src[:close + 1], start, opener=None)
+    elif "".join(exponent).strip().isdigit():  # \tanh^2 x: as tanh^2 x is read, the product that follows
+        emit(f"{word}^{''.join(exponent).strip()} ", i)
+        return start
     else:
         command = src[i:power].strip()
         raise GradcalcSyntaxError(f"the power of {command} needs its argument in brackets",

@@ -24,7 +24,7 @@ from lark.parsers.lalr_analysis import Shift
 from lark.visitors import _vargs_inline, _VArgsWrapper
 
 from . import syntax as S
-from .errors import GradcalcError, GradcalcSyntaxError, Pos
+from .errors import GradcalcError, GradcalcSyntaxError, Pos, did_you_mean
 
 _OPEN = {"LPAR": "(", "LSQB": "[", "LBRACE": "{"}
 _CLOSE = {"RPAR": "(", "RSQB": "[", "RBRACE": "{"}
@@ -58,11 +58,12 @@ _TOKEN_WORDS = {
     "PARTIAL": "'∂'",
     "ROOT": "'√'",
     "SUPERSCRIPT": "a power such as ²",
+    "TRANSPOSE": "ᵀ",
 }
 
 
 # Operators with another spelling: ** is ^; the typographic signs are their ASCII operators.
-_OPERATORS = {"**": "^", "−": "-", "–": "-", "·": "*", "⋅": "*", "∙": "*", "∗": "*", "×": "*", "÷": "/"}
+_OPERATORS = {"**": "^", "−": "-", "–": "-", "·": "*", "⋅": "*", "∙": "*", "∗": "*", "×": "*", "÷": "/", "⊙": "*"}
 _SUPERSCRIPTS = str.maketrans("⁺⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "+-0123456789")
 _SUBSCRIPTS = str.maketrans("₀₁₂₃₄₅₆₇₈₉", "0123456789")  # w₁ is w1
 
@@ -160,7 +161,7 @@ class _Brackets:
             yield pending_newline
 
 
-_OPERAND_ENDS = frozenset({"NUMBER", "NAME", "RPAR", "RSQB", "SUPERSCRIPT"})
+_OPERAND_ENDS = frozenset({"NUMBER", "NAME", "RPAR", "RSQB", "SUPERSCRIPT", "TRANSPOSE"})
 _OPERAND_STARTS = frozenset({"NAME", "LPAR", "ROOT"})
 _CLAIM_ENDS = frozenset({"_NL", "SEMICOLON", "COMMA", "RBRACE"})
 
@@ -199,6 +200,7 @@ class _Juxtaposition:
         self.expression = False  # past the claim's = or ≈
         self.ended = False  # a check statement in a program is over
         self.previous: Token | None = None
+        self.earlier: Token | None = None  # the token before the previous one: W.T (x) is no call of T
         self.divided: dict[int, list[Token]] = {}  # by depth: a / or ^ and its operand's tokens so far
         self.calls: list[list] = []  # the open calls without brackets: [depth, tokens of the argument, power]
         self.power: list[Token] | None = None  # a function's ², ^2 waiting for its argument
@@ -245,7 +247,8 @@ class _Juxtaposition:
             if depth == self.depth and kind in ("EQUALS", "APPROX"):
                 self.expression, self.previous, self.divided = True, None, {}
             return [*inserted, token]
-        previous, self.previous = self.previous, token
+        earlier, previous, self.previous = self.earlier, self.previous, token
+        self.earlier = previous
         if inserted:
             previous = inserted[-1]  # a call just closed: its ')' comes before this token
         if (previous is not None and previous.type == "NAME" and kind in ("NAME", "NUMBER", "ROOT")
@@ -253,7 +256,8 @@ class _Juxtaposition:
             self.calls.append([depth, [], []])
             inserted.append(_made("LPAR", "(", token))
         elif (previous is not None and kind in _OPERAND_STARTS and previous.type in _OPERAND_ENDS
-                and not (previous.type == "NAME" and kind == "LPAR")):  # f(x) is a call
+                and not (previous.type == "NAME" and kind == "LPAR"
+                         and (earlier is None or earlier.type != "DOT"))):  # f(x) is a call; W.T (x) a product
             split = self.divided.get(depth)
             if split is not None and (previous.start_pos + len(previous) < token.start_pos or (
                     split[0].type == "POW_OP" and (kind == "LPAR" or _one_group(split[1:])))):
@@ -267,7 +271,7 @@ class _Juxtaposition:
                     f"'{operator}{operand}{token}' is ambiguous: is '{token}' in the {part} or not?",
                     f"write {operator}({operand}*{token}...) if it is, or {operator}{operand}*{token} if it is not",
                     _pos(token))
-            inserted.append(_made("MUL_OP", "*", token))
+            inserted.append(_made("MUL_OP", S.JUXTAPOSED, token))
         for call in self.calls:
             call[1].append(token)
         for tokens in self.divided.values():
@@ -352,6 +356,15 @@ class _Lexer(Lexer):
                 line += value.count("\n")
                 line_start = pos + value.rindex("\n") + 1
             pos = stop
+
+
+def _python_statement(word: str) -> str | None:
+    """The hint for a Python statement written in a program (def f(x):, import numpy), or None."""
+    if word == "def":
+        return "define a function as f(x) = x^2, or as a block: f(x) { y = x^2; return y }"
+    if word in ("import", "from"):
+        return "remove it: gradcalc imports nothing, and NumPy's functions (exp, sum, ...) are builtins"
+    return None
 
 
 def _composed(name: str) -> str:
@@ -536,6 +549,10 @@ class _ToSyntax(Transformer):
 
     def attribute(self, target: S.Expr, name: Token) -> S.Attribute:
         return S.Attribute(target, str(name), _pos(name))
+
+    def transposed(self, target: S.Expr, sign: Token) -> S.Attribute:
+        """Wᵀ, as notes write it, is W.T."""
+        return S.Attribute(target, "T", _pos(sign))
 
     def number(self, token: Token) -> S.Number:
         return S.Number(float(token), str(token), _pos(token))
@@ -824,7 +841,15 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start") -> GradcalcS
     if isinstance(exc, UnexpectedCharacters):
         char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else "?"
         hint = "remove it"
-        if char in "\"'":
+        after_operand = exc.pos_in_stream > 0 and (text[exc.pos_in_stream - 1].isalnum()
+                                                   or text[exc.pos_in_stream - 1] in "_)]")
+        if char == "'" and after_operand and start == "claims":  # y' = 2x, f'(x): Lagrange's prime
+            hint = "write the derivative with what it is of and by: dy/dx = ..."
+        elif char == "'" and after_operand:  # x': MATLAB's transpose
+            name = re.search(r"[^\W\d]\w*$", text[:exc.pos_in_stream])
+            x = name.group() if name is not None else "x"
+            hint = f"for a transpose write {x}.T or transpose({x}); text in quotes is only a load() file name"
+        elif char in "\"'":
             hint = "close the quoted text on the same line"
         elif char == "!":
             hint = "use 'not' for negation and '!=' for 'not equal'"
@@ -865,9 +890,11 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start") -> GradcalcS
             return GradcalcSyntaxError(f"'{owner}.{method}(...)': gradcalc's functions have no module prefix",
                                        f"write {method}(...)" if known else _NO_SUCH_FUNCTION, pos)
         empty = text[token.start_pos + 1:].lstrip().startswith(")")
+        hint = f"write {method}({owner}{'' if empty else ', ...'})" if known else _NO_SUCH_FUNCTION
+        if method == "t":  # PyTorch's W.t()
+            hint = f"for a transpose write {owner}.T or transpose({owner})"
         return GradcalcSyntaxError(f"'{owner}.{method}(...)' is a method call: gradcalc has functions, not methods",
-                                   f"write {method}({owner}{'' if empty else ', ...'})" if known
-                                   else _NO_SUCH_FUNCTION, pos)
+                                   hint, pos)
     powered = re.search(r"([^\W\d]\w*)\s*(\^\s*\d+|[⁰¹²³⁴⁵⁶⁷⁸⁹]+)$", before) if token.type == "LPAR" else None
     if powered is not None and _is_function(powered.group(1)):  # sin^2(x), sin²(x): notes' notation
         function, power = powered.group(1), powered.group(2).replace(" ", "")
@@ -878,10 +905,19 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start") -> GradcalcS
         return GradcalcSyntaxError(f"'{function} {token}': a function's argument goes in brackets",
                                    f"write {function}({token})", pos)
     if token.type in ("NAME", "NUMBER", "LPAR") and before and (before[-1].isalnum() or before[-1] in "_)]."):
-        prev = before.split()[-1] if before.split() else before
+        operand = re.search(r"(?:\d+\.?\d*|\.\d+|[^\W\d]\w*|[)\]])$", before)
+        prev = operand.group() if operand is not None else before.split()[-1]
+        rest = before[:len(before) - len(prev)].rstrip(" \t")
+        statement_start = prev.isidentifier() and (rest == "" or rest.endswith((";", "{", "}", "\n")))
+        if statement_start and (python := _python_statement(prev)) is not None:
+            at = len(before) - len(prev)  # where the word starts in the text
+            line_start = text.rfind("\n", 0, at) + 1
+            return GradcalcSyntaxError(f"'{prev}' is Python, not gradcalc", python,
+                                       Pos(text.count("\n", 0, at) + 1, at - line_start + 1, len(prev)))
+        keyword = did_you_mean(prev, sorted(_KEYWORDS)) if statement_start and prev not in _KEYWORDS else ""
         return GradcalcSyntaxError(
             f"missing operator before '{token}'",
-            f"write '{prev}*{token}' to multiply" if token.type != "LPAR" else "write '*' to multiply",
+            keyword or (f"write '{prev}*{token}' to multiply" if token.type != "LPAR" else "write '*' to multiply"),
             pos,
         )
     if token.type == "APPROX" and start != "claims":

@@ -481,6 +481,9 @@ def _translate(node: Node, args: list[Expr], algebra: Algebra) -> Expr:
         return algebra.broadcast(args[0], shape)
     if name == "reshape":
         return _reshape(args[0], shape, algebra)
+    if name == "transpose" and len(shape) == 2 and isinstance(args[0], Call) and args[0].fn == "transpose" \
+            and len(args[0].shape) == 2:
+        return args[0].args[0]  # (Wᵀ)ᵀ is W
     if name == "transpose" and len(shape) == 2 and isinstance(args[0], Call) and args[0].fn == "reshape" \
             and len(args[0].args[0].shape) == 1:
         return _reshape(args[0].args[0], shape, algebra)  # a row made of a vector, turned: a column
@@ -965,10 +968,22 @@ class LatexPrinter(Printer):
         sign = "-" if expr.coefficient < 0 else ""
         top = [_latex_coefficient(magnitude)] if magnitude != 1 or not over else []
         lone = not top and len(over) == 1 and not under  # a factor alone (a sum's term): no parentheses needed
-        top += [self.show(f, 2 if lone else 3) for f in over]
-        text = " ".join(top)
-        text = text.replace(" ", r" \cdot ", 1) if len(top) > 1 and top[0][0].isdigit() and top[1][0].isdigit() \
-            else text
+        text = top[0] if top else ""
+        shape: tuple[int, ...] | None = None  # of the factors so far, where known (made while printing: not)
+        for i, factor in enumerate(over):
+            shown = self.show(factor, 2 if lone else 3)
+            own = getattr(factor, "shape", None)
+            if shape is not None and own is not None and min(len(shape), len(own)) >= 1 and \
+                    max(len(shape), len(own)) >= 2:
+                # Side by side, a matrix and a non-scalar read as their matrix product (W x): their
+                # elementwise product is written with ⊙, so that the LaTeX reads back as it means.
+                text += r" \odot "
+            elif text and " " not in text and text[0].isdigit() and shown[0].isdigit():
+                text += r" \cdot "  # 2 \cdot 3, not 23
+            elif text:
+                text += " "
+            text += shown
+            shape = own if i == 0 else None if shape is None or own is None else _broadcast(shape, own)
         if under:
             return sign + rf"\frac{{{text or '1'}}}{{{' '.join(self.show(f, 3) for f in under)}}}"
         return sign + (text or "1")

@@ -7,6 +7,10 @@ from typing import Any
 
 from .errors import Pos
 
+# The operator of a product written side by side in a claim (2x, W x, δ xᵀ): INVISIBLE TIMES, as
+# Unicode writes an implied product. Programs never have it; builder.py gives it math's meaning.
+JUXTAPOSED = "\u2062"
+
 
 class _Node:
     """Equality and a repr field by field, as dataclasses give; plain classes import faster.

@@ -1139,7 +1139,7 @@ def test_claims_in_latex(claim: str, expected: str) -> None:
     (r"\frac{dy}{dx} = x^{2} + \begin{vmatrix} 1 \end{vmatrix}", 25, "a LaTeX environment claims do not read"),
     (r"\frac{dy}{dx} = \begin{bmatrix} 1 & 2", 17, r"\begin{bmatrix} is never ended"),
     (r"\frac{dy}{dx} = 2 \cdot z", 25, "the claim names 'z'"),  # a place after the reading, in the LaTeX
-    (r"\frac{dy}{dx} = \cos^{2} x", 26, r"the power of \cos needs its argument in brackets"),
+    (r"\frac{dy}{dx} = \cos^{n} x", 26, r"the power of \cos needs its argument in brackets"),  # ^2 x is read
 ])
 def test_latex_claim_errors_point_into_the_latex(claim: str, column: int, message: str) -> None:
     result = run_cli("check", "-e", "x = 0.7; y = x^2 * sin(x)", "--claim", claim, "--json")
@@ -1267,7 +1267,8 @@ TENSOR_KEY = "x = [0.5, -1]; W = [[1, 2], [3, 4]]; L = sum([1, 2]*x) + sum([[1, 
     r"\frac{\partial L}{\partial x} = \begin{bmatrix} 1 & 2 \end{bmatrix}",
     r"\frac{\partial L}{\partial x} = \begin{pmatrix} 1 \\ 2 \end{pmatrix}",  # a column is a vector too
     r"\frac{\partial L}{\partial W} = 2\begin{bmatrix} 1 & 4 \\ 9 & 16 \end{bmatrix}",
-    r"\frac{\partial L}{\partial W} = 2 W \begin{bmatrix}1 & 2 \\ 3 & 4\end{bmatrix}",  # as diff --latex prints it
+    r"\frac{\partial L}{\partial W} = 2 W \odot \begin{bmatrix}1 & 2 \\ 3 & 4\end{bmatrix}",  # diff --latex
+    "dL/dW = 2W ⊙ [[1, 2], [3, 4]]",
 ])
 def test_latex_matrices_in_claims(claim: str) -> None:
     result = run_cli("check", "-e", TENSOR_KEY, "--claim", claim, "--json")
@@ -1278,12 +1279,44 @@ def test_latex_matrices_in_claims(claim: str) -> None:
     assert verdict["got"] == expected
 
 
-def test_diff_s_latex_of_tensor_derivatives_read_back_as_claims() -> None:
-    for name in ("x", "W"):
-        latex = json_ok("diff", "-e", TENSOR_KEY, "--wrt", name, "--latex")["latex"]
+LAYER_KEY = ("W = [[1.0, 2], [3, 4], [5, 6]]; x = [0.5, -1]; b = [0.1, 0.2, 0.3]; X = [[1.0, 2], [3, -1], [0.5, 0.5]]; "
+             "h = tanh(W @ x + b); Y = X @ W.T; L = sum(h^2) + sum(Y^2)/2")
+
+
+@pytest.mark.parametrize("key", [TENSOR_KEY, LAYER_KEY])
+def test_diff_s_latex_of_tensor_derivatives_read_back_as_claims(key: str) -> None:
+    """diff --latex writes W x for a matrix product, δ xᵀ for an outer one and ⊙ for an elementwise one of
+    matrices; read back as claims, each is the derivative."""
+    names = ["x", "W"] if key == TENSOR_KEY else ["W", "x", "b", "X"]
+    for name in names:
+        doc = json_ok("diff", "-e", key, "--wrt", name, "--latex")
+        latex = doc["latex"]
+        for placeholder, text in doc.get("where", {}).items():  # t_{1} = tanh(...): written out in full
+            latex = latex.replace(f"{placeholder[0]}_{{{placeholder[1:]}}}", rf"\left({text}\right)")
         claim = rf"\frac{{\partial L}}{{\partial {name}}} = {latex}"
-        result = run_cli("check", "-e", TENSOR_KEY, "--claim", claim, "--json")
+        result = run_cli("check", "-e", key, "--claim", claim, "--json")
         assert result.exit_code == EXIT_OK, (claim, result.output)
+
+
+@pytest.mark.parametrize(("claim", "expected"), [
+    ("dL/dW = 2h(1 - h^2) x^T + Y^T X", lambda v: np.outer(2 * v["h"] * (1 - v["h"] ** 2), v["x"]) + v["Y"].T @ v["X"]),
+    ("dL/dW = 2(h - h³)xᵀ + Yᵀ X", lambda v: np.outer(2 * (v["h"] - v["h"] ** 3), v["x"]) + v["Y"].T @ v["X"]),
+    (r"\frac{\partial L}{\partial x} = W^{T} \left(2 h \odot (1 - h^{2})\right)",
+     lambda v: v["W"].T @ (2 * v["h"] * (1 - v["h"] ** 2))),
+    ("dL/dx = W^T (2h(1 - h^2))", lambda v: v["W"].T @ (2 * v["h"] * (1 - v["h"] ** 2))),
+    ("dL/dX = Y W", lambda v: v["Y"] @ v["W"]),
+    ("dL/dX = Yᵀ W", lambda v: v["Y"].T @ v["W"]),  # a transposed factor: wrong
+    ("dL/db = 2h(1 - h²)", lambda v: 2 * v["h"] * (1 - v["h"] ** 2)),  # vectors side by side: elementwise
+    ("L = hᵀh + 1/2 sum(Y ⊙ Y)", lambda v: v["h"] @ v["h"] + (v["Y"] ** 2).sum() / 2),  # xᵀy: the dot product
+])
+def test_products_side_by_side_are_math_s_products(claim: str, expected: Callable[[dict[str, Any]], Any]) -> None:
+    """W x is a matrix product, δ xᵀ an outer product, xᵀ y a dot product, 2x and vectors elementwise."""
+    run = gradcalc.parse_program(LAYER_KEY).run()
+    values = {name: run.value(name) for name in ("W", "x", "X", "h", "Y")}
+    result = run_cli("check", "-e", LAYER_KEY, "--claim", claim, "--json")
+    (verdict,) = strict_json(result.stdout)["results"]
+    np.testing.assert_allclose(verdict["got"], expected(values), rtol=1e-12)
+    assert verdict["status"] == ("wrong" if "Yᵀ W" in claim else "right"), verdict
 
 
 def test_subscripts_typed_with_an_underscore_name_the_program_s_variables() -> None:

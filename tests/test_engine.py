@@ -131,6 +131,17 @@ def test_keepdims_is_written_as_numpy_writes_it(keepdims: str, shape: tuple[int,
     np.testing.assert_allclose(run.value("y"), x.sum(axis=1).reshape(shape), rtol=1e-12)
 
 
+def test_a_superscript_t_is_the_transpose() -> None:
+    """Wᵀ, as notes write it, is W.T: the same value and the same gradients."""
+    W, x = RNG.normal(size=(3, 2)), RNG.normal(size=3)
+    marked = gradcalc.parse_program("W = 0; x = 0; y = sum((Wᵀ @ x)^2) + sum(W ⊙ W)").run({"W": W, "x": x})
+    dotted = gradcalc.parse_program("W = 0; x = 0; y = sum((W.T @ x)^2) + sum(W * W)").run({"W": W, "x": x})
+    np.testing.assert_allclose(marked.value("y"), ((W.T @ x) ** 2).sum() + (W * W).sum(), rtol=1e-12)
+    for name in ("W", "x"):
+        np.testing.assert_allclose(marked.grad("y", [name]).grads[name], dotted.grad("y", [name]).grads[name],
+                                   rtol=1e-12)
+
+
 def test_prod_with_a_zero_entry() -> None:
     text = "x = [[1, 2, 0], [3, 4, 5]]; p = prod(x); r = prod(x, axis=1); L = sum(r * [1, 10])"
     run = gradcalc.parse_program(text).run()

@@ -25,7 +25,7 @@ a = 3; b = -a^2 + 2**3 ** 2 − 1·2×3÷4 – 1⋅2 + a² + -a⁻¹² + √a + 
 b += a; b -= 1; b *= 2; b /= 4
 W = [[1, 2],
      [3, 4.5e-1],]
-v = W @ [1, .5] + W.T[0, :] + W[:, 1] + W[::2, ::-1][0] + W[1:, :1:1][0, 0]
+v = W @ [1, .5] + W.T[0, :] + W[:, 1] + W[::2, ::-1][0] + W[1:, :1:1][0, 0] + (Wᵀ @ Wᵀᵀ)[0]
 s = sum(W, axis=0) + mean(W, axis=-1, keepdims=1)
 c = a < b and not (a >= 2 or a == b) and 1 < a <= 3 != 4
 x = load("data.npy") \\
@@ -54,7 +54,8 @@ CLAIMS = ("dL/dw1 = -w3*a\n∂L/∂a ≈ 2.5  # a comment\nL = 15; check dL/dw2 
           "dy/dx = 2x sin(x)cos(x) + (x - 1)(x + 1)x, dL/da = -2w3 a [1, 2]x\n"
           "dy/dx = sin 2x cos x + e^(sin x)tanh √x x - sin sin x / 2\n"
           "d²y/dx² = 6x, ∂²L/∂a∂b = 1; d^2y/dx^2 = 2, ∂^2 L/∂w^2 = 0, d2y/dx2 = 1, d²L/da db = 3\n"
-          "dy/dx = 1 - tanh²(x) + sech^2 2x + sin²(cos²(x))x - tan^2 + cos^(2)\n")
+          "dy/dx = 1 - tanh²(x) + sech^2 2x + sin²(cos²(x))x - tan^2 + cos^(2)\n"
+          "dL/dW = δxᵀ + Wᵀδ + X^T Y + hᵀh\n")
 
 
 class _RejectAll:
