@@ -147,6 +147,13 @@ class EachInput:
 _zero: Rule = lambda ns, g, ans, x: ns.zeros_like(g)
 _half = 0.5
 
+def _pow_exponent(ns: Any, g: Any, ans: Any, x: Any, y: Any) -> Any:
+    """d/dy x^y = x^y log x. Where x = 0 and y ≥ 0 it is 0 (PyTorch's choice, avoiding 0 · -inf); where
+    x = 0 and y < 0, x^y log x is ∓inf, as PyTorch has it."""
+    zero = ns.logical_and(ns.eq(x, 0), ns.ge(y, 0))
+    return ns.where(zero, 0, g * ans * ns.log(ns.where(zero, 1, x)))
+
+
 RULES: dict[Primitive, Any] = {
     ops.ADD: (lambda ns, g, ans, x, y: g,
               lambda ns, g, ans, x, y: g),
@@ -158,12 +165,12 @@ RULES: dict[Primitive, Any] = {
               lambda ns, g, ans, x, y: -g * ans / y),
     # 0 where y = 0 (d/dx x^0 = 0, also at x = 0, where x^(y-1) is infinite).
     ops.POW: (lambda ns, g, ans, x, y: ns.where(ns.eq(y, 0), 0, g * y * x ** (y - 1)),
-              # d/dy x^y = x^y log x; 0 where x = 0 (PyTorch's choice, avoiding 0 * -inf).
-              lambda ns, g, ans, x, y: ns.where(ns.eq(x, 0), 0, g * ans * ns.log(ns.where(ns.eq(x, 0), 1, x)))),
+              lambda ns, g, ans, x, y: _pow_exponent(ns, g, ans, x, y)),
     ops.MAXIMUM: (lambda ns, g, ans, x, y: g * (ns.gt(x, y) + _half * ns.eq(x, y)),
                   lambda ns, g, ans, x, y: g * (ns.lt(x, y) + _half * ns.eq(x, y))),
     ops.MINIMUM: (lambda ns, g, ans, x, y: g * (ns.lt(x, y) + _half * ns.eq(x, y)),
                   lambda ns, g, ans, x, y: g * (ns.gt(x, y) + _half * ns.eq(x, y))),
+    # At (0, 0) these are NaN, where PyTorch has 0: a guard there would print in every `diff` of atan2.
     ops.ATAN2: (lambda ns, g, ans, y, x: g * x / (x * x + y * y),
                 lambda ns, g, ans, y, x: -g * y / (x * x + y * y)),
     ops.CLIP: (lambda ns, g, ans, x, lo, hi: g * ns.ge(x, lo) * ns.le(x, hi),

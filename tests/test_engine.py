@@ -142,6 +142,18 @@ def test_a_superscript_t_is_the_transpose() -> None:
                                    rtol=1e-12)
 
 
+@pytest.mark.parametrize(("base", "exponent", "expected"), [
+    # PyTorch 2.13's gradients of x^y at x = 0 (∂/∂x, ∂/∂y): 0 · log 0 is taken as 0 only where y ≥ 0
+    (0.0, -1.0, (-math.inf, -math.inf)), (-0.0, -1.0, (-math.inf, math.inf)), (0.0, -2.5, (-math.inf, -math.inf)),
+    (0.0, 2.0, (0.0, 0.0)), (0.0, 0.0, (0.0, 0.0)), (0.0, 0.5, (math.inf, 0.0)),
+])
+def test_power_at_a_zero_base_takes_pytorch_s_values(base: float, exponent: float,
+                                                     expected: tuple[float, float]) -> None:
+    run = gradcalc.parse_program("a = 1; b = 1; L = a^b").run({"a": base, "b": exponent})
+    grads = run.grad("L", ["a", "b"]).grads
+    assert (float(grads["a"]), float(grads["b"])) == expected
+
+
 def test_prod_with_a_zero_entry() -> None:
     text = "x = [[1, 2, 0], [3, 4, 5]]; p = prod(x); r = prod(x, axis=1); L = sum(r * [1, 10])"
     run = gradcalc.parse_program(text).run()

@@ -332,6 +332,7 @@ KINK_CASES: list[tuple[str, Callable[[Env], Any]]] = [
     ("prod(p, axis=0)", lambda e: e["p"].prod(dim=0)),
     ("z ^ 2 + z ^ j[0:3]", lambda e: e["z"] ** 2 + e["z"] ** e["j"][0:3]),
     ("z ^ 0", lambda e: e["z"] ** 0),
+    ("z ^ (j[3:6] - 4)", lambda e: e["z"] ** (e["j"][3:6] - 4)),  # a zero base, negative exponents: ±inf
     ("sign(k) + floor(k) + ceil(k) + round(k)",
      lambda e: torch.sign(e["k"]) + torch.floor(e["k"]) + torch.ceil(e["k"]) + torch.round(e["k"])),
     ("where(k > 0, k * j, j)", lambda e: torch.where(e["k"] > 0, e["k"] * e["j"], e["j"])),
