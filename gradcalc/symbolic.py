@@ -332,6 +332,14 @@ class Algebra:
                 return self.num(folded)
         if fn in _COMPARE and all(isinstance(a, Num) for a in args):
             return self.num(float(_COMPARE_FN[fn](args[0].value, args[1].value)))  # type: ignore[attr-defined]
+        if fn in ("logical_and", "logical_or") and any(isinstance(a, Num) for a in args):
+            known = next(a for a in args if isinstance(a, Num))
+            other = args[1] if known is args[0] else args[0]
+            if isinstance(other, Num):
+                both = (known.value != 0, other.value != 0)  # type: ignore[attr-defined]
+                return self.num(float(all(both) if fn == "logical_and" else any(both)))
+            if (known.value == 0) == (fn == "logical_and"):  # (0 and c) is 0, (1 or c) is 1
+                return self.num(float(fn == "logical_or"))
         if fn == "where" and isinstance(args[0], Num):
             return self.broadcast(args[1] if args[0].value else args[2], shape)
         if fn == "where" and args[1] is args[2]:
