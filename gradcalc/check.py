@@ -399,6 +399,11 @@ class Judge:
             listed = ", ".join(map(str, axes))
             return (f"not summed: summed over axis {listed} the claim is {_label(claim)} (a value broadcast over "
                     f"a batch gets the sum of the batch's gradients), but as written it has shape {_shape(got.shape)}")
+        if axes and self.tolerance.close(got.mean(axis=axes).reshape(want.shape), want).all():
+            listed = ", ".join(map(str, axes))
+            return (f"not averaged: averaged over axis {listed} the claim is {_label(claim)} (the loss is a mean "
+                    f"over the batch, so a value broadcast over it gets the mean of the batch's gradients), but as "
+                    f"written it has shape {_shape(got.shape)}")
         return f"the claim has shape {_shape(got.shape)} but {_label(claim)} has shape {_shape(want.shape)}"
 
     def _diagnose(self, claim: S.Claim, samples: list[_Sample], matches: Callable[[Any, _Sample], bool],

@@ -1039,6 +1039,17 @@ def test_a_batch_gradient_not_summed_and_a_square_matrix_transposed_are_diagnose
     assert per_example["derivative"] == "sum(1 - tanh(b + X @ W)^2, axis=0)"
 
 
+def test_a_batch_gradient_not_averaged_is_diagnosed_where_the_loss_is_a_mean() -> None:
+    key = ("X = [[1.0, 2], [0.5, -1], [2, 0], [-1, 1]]; w = [0.3, -0.2]; b = 0.1; y = [1, 0, 1, 0]; "
+           "p = sigmoid(X @ w + b); L = -mean(y*log(p) + (1 - y)*log(1 - p))")
+    doc = check_json("-e", key, *claims("dL/db = sigmoid(X@w + b) - y", "dL/db = mean(p - y)"), code=EXIT_WRONG)
+    per_example, right = doc["results"]
+    assert per_example["diagnosis"].startswith("not averaged: averaged over axis 0"), per_example
+    X, w, y = np.array([[1.0, 2], [0.5, -1], [2, 0], [-1, 1]]), np.array([0.3, -0.2]), np.array([1, 0, 1, 0])
+    np.testing.assert_allclose(right["expected"], np.mean(1 / (1 + np.exp(-(X @ w + 0.1))) - y), rtol=1e-12)
+    assert right["status"] == "right", right
+
+
 def test_a_number_off_in_its_last_digit_is_told_the_value_to_those_digits() -> None:
     doc = check_json("-e", "x = 0.3932; y = x^2/2",
                      *claims("dy/dx = 0.40", "dy/dx = 0.38", "dy/dx = 0.9", "dy/dx = 0.7", "dy/dx = -0.4"),
