@@ -920,6 +920,10 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start") -> GradcalcS
             keyword or (f"write '{prev}*{token}' to multiply" if token.type != "LPAR" else "write '*' to multiply"),
             pos,
         )
+    if start == "claims" and token.type in ("EQUALS", "APPROX") and re.search(
+            r"(?:d|∂)(?:²|\^\s*2|2)\s*[^\W\d]\w*\s*/\s*(?:d|∂)[^\W\d]\w*$", before):  # d²f/dxdz
+        return GradcalcSyntaxError("a second derivative's bottom is read as one name",
+                                   "write the two variables apart: d²f/dx dz, or ∂²f/∂x∂z", pos)
     if token.type == "APPROX" and start != "claims":
         use = "compare with '=='" if "COMP_OP" in expected else "assign with '='"
         return GradcalcSyntaxError("unexpected '≈'", f"{use} (≈ is for claims: check dL/dw1 ≈ 0.39)", pos)

@@ -1227,6 +1227,18 @@ def test_softmax_cross_entropy_s_textbook_gradient_is_right(key: str) -> None:
     assert wrong["status"] == "wrong", wrong
 
 
+@pytest.mark.parametrize(("claim", "message", "hint"), [
+    ("d²f/dxdz = 1", "a second derivative's bottom is read as one name", "d²f/dx dz"),
+    ("f'(x) = 2xy", "unexpected character", "dy/dx = ..."),
+])
+def test_derivative_notations_gradcalc_does_not_read_say_how_to_write_them(claim: str, message: str,
+                                                                           hint: str) -> None:
+    result = run_cli("check", "-e", "x = 1.0; y = 2.0; z = 3.0; f = x*y*z", "--claim", claim, "--json")
+    (verdict,) = strict_json(result.stdout)["results"]
+    assert verdict["status"] == "invalid", verdict
+    assert message in verdict["error"]["message"] and hint in verdict["error"]["hint"], verdict["error"]
+
+
 def test_names_side_by_side_are_a_product_when_they_split_one_way_only() -> None:
     """2ab is 2·a·b where a and b are variables and ab is not; with variables x, xy and y, xyy splits two ways."""
     result = run_cli("check", "-e", SECOND, "--claim", "dL/da = 2ab + b cos(ab)", "--json")
