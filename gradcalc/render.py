@@ -63,8 +63,8 @@ def grad_view(run: Run, result: Gradients, full: bool = False) -> RenderableType
     for name, g in result.grads.items():
         node = run.node(name, prefer_leaf=True)
         shown = B.format_value(g, full)
-        if name in result.no_path:
-            shown += f"  (no path from {of})"
+        if name in result.no_path:  # below a tensor's rows, not after its last: the rows stay aligned
+            shown += ("\n" if "\n" in shown else "  ") + f"(no path from {of})"
         table.add_row(name, shape_text(node.value.shape), B.format_value(node.value, full), shown)
     return Group(heading, Text(""), table, *_loop_notes(run))
 

@@ -759,7 +759,9 @@ def test_no_path_in_human_output_and_json() -> None:
     starts = {name: next(k for k, line in enumerate(lines) if line.startswith(name + " ")) for name in "abc"}
     rows = {"a": "\n".join(lines[starts["a"]:starts["b"]]), "b": "\n".join(lines[starts["b"]:starts["c"]]),
             "c": "\n".join(lines[starts["c"]:])}
-    assert "no path from y" in rows["b"], out  # a tensor row spans lines: the note may sit on any of them
+    assert "no path from y" in rows["b"], out  # a tensor row spans lines: the note goes below them
+    gradient_rows = [line.rstrip() for line in rows["b"].splitlines() if line.rstrip().endswith(("0],", "0]]"))]
+    assert len(gradient_rows) == 2 and len({len(line) for line in gradient_rows}) == 1, out  # still aligned
     assert "no path from y" in rows["c"], out
     assert "no path" not in rows["a"], out
     doc = json_ok("grad", "-e", text, "--of", "y", "--wrt", "a,b,c")
