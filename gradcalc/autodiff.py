@@ -17,7 +17,7 @@ from typing import Any
 
 from . import backend as B
 from . import batching, graph, ops
-from .errors import GradcalcError, UsageError
+from .errors import GradcalcError, UsageError, ValueProblem
 from .graph import Node, Released, constant, operation_error
 
 
@@ -112,10 +112,14 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
                             contribution = vjps[i](ns, g, ans, *args)
                             if op.broadcasts and contribution.shape != parent.value.shape:
                                 contribution = ns.sum_to(contribution, parent.value.shape)
-                        except GradcalcError:
-                            raise
-                        except (ValueError, ArithmeticError, MemoryError) as exc:  # a singular matrix, memory
-                            raise operation_error(op, inputs, exc) from None
+                        except (GradcalcError, ValueError, ArithmeticError, MemoryError) as exc:  # singular, memory
+                            error = exc if isinstance(exc, GradcalcError) else operation_error(op, inputs, exc)
+                            if "singular" in error.message:  # the rule's inverse, not one the program wrote
+                                error = ValueProblem(
+                                    f"the derivative of {op.name} needs the inverse of a singular matrix",
+                                    f"{op.name}'s rule goes through the inverse (det: det(A)·A⁻ᵀ), which a singular "
+                                    "matrix does not have; move its values off the singular point")
+                            raise error from None
                         # Anything else (a TypeError, an AttributeError) is a bug in a rule: exit 3, not "bad input".
                         total = get(parent)
                         if total is None:

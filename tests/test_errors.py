@@ -626,3 +626,12 @@ def test_an_answers_line_left_open_is_named_not_the_next_claim(tmp_path) -> None
     assert (error["line"], error["column"]) == (1, 11) and "'('" in error["message"]
     statuses = [r["status"] for r in strict_json(result.stdout)["results"]]
     assert statuses == ["invalid", "right"]
+
+
+@pytest.mark.parametrize("command", ["grad", "hessian"])
+def test_det_s_derivative_at_a_singular_matrix_says_it_is_the_rule_s_inverse(command: str) -> None:
+    """The value is 0; the derivative's rule needs the inverse: the error says so, and names det, not inv."""
+    assert json_ok("eval", "-e", "A = [[1, 2], [2, 4]]\nL = det(A)")["values"]["L"] == 0
+    error = json_error(run_cli(command, "-e", "A = [[1, 2], [2, 4]]\nL = det(A)", "--json"))
+    assert error["message"] == "the derivative of det needs the inverse of a singular matrix", error
+    assert "inv:" not in error["message"] and error["line"] == 2, error
