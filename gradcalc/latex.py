@@ -53,7 +53,7 @@ class Latex(NamedTuple):
 
 
 def looks_like_latex(text: str) -> bool:
-    return "\\" in text or "{" in text
+    return "\\" in text or "{" in text or "$" in text
 
 
 def from_latex(written: str) -> Latex:
@@ -79,6 +79,10 @@ def _convert(src: str, i: int, opener: int | None) -> tuple[list[str], list[int]
     emit = _emitter(chars, origin)
     while i < len(src):
         c = src[i]
+        if c == "$" or src.startswith(("\\(", "\\)", "\\[", "\\]"), i):  # $...$, \(...\): math mode's marks
+            emit(" ", i)
+            i += 1 if c == "$" else 2
+            continue
         if c == "}":
             if opener is not None:
                 return chars, origin, i + 1

@@ -878,6 +878,10 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start") -> GradcalcS
             "finish it on this line, or wrap it in ( ) to go on over several lines",
             Pos(pos.line, pos.column, 1),
         )
+    if start == "claims" and token.type == "NUMBER" and re.search(r"\d,$", text[:token.start_pos or 0]):  # 2,5
+        whole = re.search(r"(\d+),$", text[:token.start_pos or 0]).group(1)  # type: ignore[union-attr]
+        return GradcalcSyntaxError(f"'{whole},{token}': a comma separates claims",
+                                   f"write the decimal point as a dot: {whole}.{token}", pos)
     if start == "claims" and ("EQUALS" in expected or {"NAME", "PARTIAL"} <= expected):  # in dL/dw1 =
         where = "where a claim starts" if "EQUALS" not in expected and "CHECK" in expected else "in a claim's left side"
         return GradcalcSyntaxError(f"unexpected '{token}' {where}", _CLAIM_FORM, pos)

@@ -1239,6 +1239,22 @@ def test_derivative_notations_gradcalc_does_not_read_say_how_to_write_them(claim
     assert message in verdict["error"]["message"] and hint in verdict["error"]["hint"], verdict["error"]
 
 
+@pytest.mark.parametrize("claim", [r"$\frac{dL}{da} = 2.5$", r"$$\frac{\partial L}{\partial w_1} = -w_3 a$$",
+                                   r"\(\frac{dL}{da} = 2.5\)", r"\[ \frac{\partial L}{\partial a} = 2.5 \]"])
+def test_latex_math_delimiters_are_read_past(claim: str) -> None:
+    """$...$, $$...$$, \\(...\\) and \\[...\\] as pasted from a notebook: the claim inside is judged."""
+    result = run_cli("check", NEURON, "--claim", claim, "--json")
+    assert result.exit_code == EXIT_OK, result.output
+    (verdict,) = strict_json(result.stdout)["results"]
+    assert verdict["expected"] in (2.5, -1.0) and "$" not in verdict["claim"], verdict
+
+
+def test_a_decimal_comma_is_told_to_be_a_dot() -> None:
+    result = run_cli("check", NEURON, "--claim", "dL/da = 2,5", "--json")
+    error = strict_json(result.stdout)["results"][0]["error"]
+    assert error["message"] == "'2,5': a comma separates claims" and "2.5" in error["hint"], error
+
+
 def test_names_side_by_side_are_a_product_when_they_split_one_way_only() -> None:
     """2ab is 2·a·b where a and b are variables and ab is not; with variables x, xy and y, xyy splits two ways."""
     result = run_cli("check", "-e", SECOND, "--claim", "dL/da = 2ab + b cos(ab)", "--json")
