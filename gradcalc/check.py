@@ -230,7 +230,9 @@ class Judge:
             claim.claimed = _juxtaposed_calls(claim.claimed, frame)
             self._check_names(claim)
             self._judge(claim, source, verdict)
-        except GradcalcError as exc:
+        except (GradcalcError, RecursionError) as caught:
+            exc = caught if isinstance(caught, GradcalcError) else \
+                GradcalcError("the claim nests too deeply to judge", "write it with fewer nested parts")
             exc.at(claim.pos).within(source)
             verdict.status, verdict.error, verdict.error_message = "invalid", error_json(exc)["error"], error_text(exc)
         return verdict
@@ -694,6 +696,16 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any]) -> S.Expr:
         return None
 
     def fix(node: Any) -> Any:
+        if isinstance(node, S.Binary) and node.op in "+-" and isinstance(node.left, S.Binary) and node.left.op in "+-":
+            spine = []  # a long sum, a + b - c + ...: down its left side without recursion
+            while isinstance(node, S.Binary) and node.op in "+-" and isinstance(node.left, S.Binary) \
+                    and node.left.op in "+-":
+                spine.append(node)
+                node = node.left
+            below = fix(node)
+            for term in reversed(spine):
+                term.left, term.right, below = below, fix(term.right), term
+            return below
         if (number := _scientific(node)) is not None:
             return number
         if isinstance(node, S.Binary) and node.op == "^" and "T" not in variables:  # Xᵀ written X^T

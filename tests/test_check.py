@@ -1368,3 +1368,11 @@ def test_subscripts_typed_with_an_underscore_name_the_program_s_variables() -> N
     both = run_cli("check", "-e", "x_1 = 2; x1 = 3; y = x_1*x1", "--claim", "dy/dx_1 = x1", "--claim", "dy/dx1 = x_1",
                    "--json")
     assert both.exit_code == EXIT_OK, both.output
+
+
+def test_a_long_flat_sum_in_a_claim_is_judged() -> None:
+    """20,000 terms side by side are no nesting: judged right (they were a RecursionError, exit 3)."""
+    claim = "dL/dw1 = -w3*a" + " + 0" * 20_000
+    result = run_cli("check", NEURON, "--claim", claim, "--json")
+    assert result.exit_code == EXIT_OK, result.output[:500]
+    assert strict_json(result.stdout)["results"][0]["expected"] == -1.0
