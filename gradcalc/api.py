@@ -100,7 +100,7 @@ class Program:
 def read_text(path: str) -> str:
     """A program or answers file's text; a missing or unreadable file is a UsageError."""
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open(path, encoding="utf-8-sig") as handle:  # -sig: a byte-order mark (Notepad) is no character
             return handle.read()
     except FileNotFoundError:
         raise UsageError(f"no such file: {path}", "check the path, or pass the program with -e 'TEXT'") from None

@@ -202,7 +202,7 @@ def _program(common: Common) -> Any:
     if common.file is None:
         raise UsageError("no program given", "pass a FILE, '-' for standard input, or -e 'y = x^2'")
     if common.file == "-":
-        return Program(sys.stdin.read(), "<stdin>", None, common.max_depth)
+        return Program(sys.stdin.read().removeprefix("\ufeff"), "<stdin>", None, common.max_depth)
     return Program.from_file(common.file, common.max_depth)
 
 

@@ -1376,3 +1376,14 @@ def test_a_long_flat_sum_in_a_claim_is_judged() -> None:
     result = run_cli("check", NEURON, "--claim", claim, "--json")
     assert result.exit_code == EXIT_OK, result.output[:500]
     assert strict_json(result.stdout)["results"][0]["expected"] == -1.0
+
+
+def test_a_byte_order_mark_is_no_character(tmp_path: Path) -> None:
+    """Notepad starts UTF-8 files with a byte-order mark: answers and programs read as if it were not there."""
+    answers = tmp_path / "answers.txt"
+    answers.write_bytes("\ufeffdL/dw1 = -w3*a\r\ndL/da = 2.5\r\n".encode())
+    result = run_cli("check", NEURON, str(answers), "--json")
+    assert result.exit_code == EXIT_OK, result.output
+    model = tmp_path / "model.eq"
+    model.write_bytes(("\ufeff" + Path(NEURON).read_text(encoding="utf-8")).encode())
+    assert json_ok("grad", str(model))["grad"]["w1"] == -1
