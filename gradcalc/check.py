@@ -837,9 +837,13 @@ class JudgeMaker:
 
 
 def submissions(paths: list[str]) -> list[tuple[str, str]]:
-    """(name, path) of each submission: files as given, folders walked (hidden files skipped), sorted."""
+    """(name, path) of each submission: files as given, folders walked (hidden files skipped), sorted.
+
+    A folder's files are named from inside it, or, where several paths are given, with the folder's
+    own name first (A/hw.txt, B/hw.txt), so that every submission has a name of its own."""
     found: list[tuple[str, str]] = []
     for path in paths:
+        base = path if len(paths) == 1 else os.path.dirname(os.path.normpath(path))
         if not os.path.isdir(path):
             found.append((path, path))
             continue
@@ -847,5 +851,5 @@ def submissions(paths: list[str]) -> list[tuple[str, str]]:
         for folder, dirs, files in os.walk(path):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             inside.extend(os.path.join(folder, f) for f in files if not f.startswith("."))
-        found.extend((os.path.relpath(f, path), f) for f in sorted(inside))
+        found.extend((os.path.relpath(f, base), f) for f in sorted(inside))
     return found

@@ -756,6 +756,13 @@ def test_grading_all_right_exits_0_and_skips_hidden_files(tmp_path: Path) -> Non
     assert ".hidden" not in human.stdout
 
 
+def test_two_sections_with_the_same_file_names_are_told_apart(tmp_path: Path) -> None:
+    write(tmp_path / "A" / "hw.txt", "dL/dw1 = -1\n")
+    write(tmp_path / "B" / "hw.txt", "dL/dw1 = 1\n")
+    doc = check_json(NEURON, tmp_path / "A", tmp_path / "B", code=EXIT_WRONG)
+    assert [(s["submission"], s["passed"]) for s in doc["submissions"]] == [("A/hw.txt", True), ("B/hw.txt", False)]
+
+
 def test_grading_several_files_and_an_unreadable_one(tmp_path: Path) -> None:
     """Files given one by one are graded as given; a missing or non-UTF-8 file is reported, not fatal."""
     good = write(tmp_path / "good.txt", "dL/dw1 = -1\n")
