@@ -276,6 +276,8 @@ class Run:
             inputs = sum(max(1, math.prod(t.shape)) for t in targets)
             mode = "fwd" if inputs < max(1, math.prod(output.shape)) else "rev"
         with self._located(of), paused_gc(), B.errstate():
+            for name, target in zip(names, targets):  # --max-elements holds for the result too, before it is made
+                B.check_size(tuple(output.shape) + tuple(target.shape), f"the Jacobian ∂{of}/∂{name}")
             blocks = (autodiff.jacobian_fwd if mode == "fwd" else autodiff.jacobian_rev)(output, targets)
         return Jacobians(of, B.to_host(output.value), names, [B.to_host(b) for b in blocks], mode)
 
@@ -287,6 +289,8 @@ class Run:
                 raise UsageError(
                     f"'{of}' has shape {tuple(output.shape)}: a Hessian needs a scalar output",
                     f"reduce it in the program (for example `L = sum(...)`), or take `gradcalc jacobian` of '{of}'")
+            for name, target in zip(names, targets):
+                B.check_size(tuple(target.shape) * 2, f"the Hessian block ∂²{of}/∂{name}²")
             with paused_gc(), B.errstate():
                 rows = autodiff.hessian(output, targets)
         return Hessians(of, B.to_host(output.value), names, [[B.to_host(b) for b in row] for row in rows])

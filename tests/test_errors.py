@@ -635,3 +635,13 @@ def test_det_s_derivative_at_a_singular_matrix_says_it_is_the_rule_s_inverse(com
     error = json_error(run_cli(command, "-e", "A = [[1, 2], [2, 4]]\nL = det(A)", "--json"))
     assert error["message"] == "the derivative of det needs the inverse of a singular matrix", error
     assert "inv:" not in error["message"] and error["line"] == 2, error
+
+
+@pytest.mark.parametrize(("command", "program", "what"), [
+    ("jacobian", "x = ones(300)\ny = x^2", "the Jacobian ∂y/∂x would have 90,000 elements"),
+    ("hessian", "x = ones(300)\ny = sum(x^3)", "the Hessian block ∂²y/∂x² would have 90,000 elements"),
+])
+def test_max_elements_holds_for_jacobians_and_hessians(command: str, program: str, what: str) -> None:
+    error = json_error(run_cli(command, "-e", program, "--max-elements", "1000", "--json"))
+    assert error["message"].startswith(what) and error["line"] == 2, error
+    assert json_ok(command, "-e", program.replace("300", "30"), "--max-elements", "1000")  # 900 entries: fine
