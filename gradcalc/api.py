@@ -112,6 +112,13 @@ def read_text(path: str) -> str:
         raise UsageError(f"cannot read {path}: {exc.strerror}", "check the file's permissions") from None
 
 
+def tolerance(flag: str, value: float) -> float:
+    """A tolerance option's value (--rtol, --atol): a finite number, 0 or more."""
+    if not (value >= 0 and math.isfinite(value)):
+        raise UsageError(f"{flag} must be a finite number, 0 or more, not {value:g}", "give one such as 1e-6")
+    return value
+
+
 def to_array(label: str, value: Any, seed: int = 0) -> Any:
     """An option's value (`--set x`, `--vector`): a number, nested lists, an array, or a constant expression."""
     if isinstance(value, str):

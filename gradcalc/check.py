@@ -19,7 +19,7 @@ from typing import Any
 
 from . import backend as B
 from . import syntax as S
-from .api import Run, differentiable_inputs, read_text
+from .api import Run, differentiable_inputs, read_text, tolerance
 from .builtins import BUILTINS, CONSTANTS
 from .errors import GradcalcError, GradcalcSyntaxError, NameNotFound, Source, did_you_mean, error_json, error_text
 from .parser import parse, parse_claims
@@ -43,8 +43,8 @@ class Tolerance:
     @classmethod
     def for_dtype(cls, rtol: float | None = None, atol: float | None = None) -> Tolerance:
         loose = B.dtype_name() == "float32"
-        return cls(rtol if rtol is not None else (1e-4 if loose else 1e-6),
-                   atol if atol is not None else (1e-6 if loose else 1e-9),
+        return cls(tolerance("--rtol", rtol) if rtol is not None else (1e-4 if loose else 1e-6),
+                   tolerance("--atol", atol) if atol is not None else (1e-6 if loose else 1e-9),
                    rtol is not None or atol is not None)
 
     def close(self, got: Any, want: Any) -> Any:

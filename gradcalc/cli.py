@@ -574,17 +574,21 @@ def gradcheck(
     wrt: Annotated[list[str], typer.Option("--wrt", metavar="NAME", help="Leaves to move (repeatable or "
                                           "comma-separated; default: every leaf the output depends on "
                                           "differentiably).")] = [],  # noqa: B006
-    eps: Annotated[float, typer.Option(help="The step of the central differences.")] = 1e-6,
-    rtol: Annotated[float, typer.Option(min=0, help="Relative tolerance.")] = 1e-3,
-    atol: Annotated[float, typer.Option(min=0, help="Absolute tolerance.")] = 1e-5,
+    eps: Annotated[Optional[float], typer.Option(help="The step of the central differences "
+                                                 "[default: 1e-6; 1e-3 in float32].", show_default=False)] = None,
+    rtol: Annotated[Optional[float], typer.Option(help="Relative tolerance [default: 1e-3; 1e-2 in float32].",
+                                                  show_default=False)] = None,
+    atol: Annotated[Optional[float], typer.Option(help="Absolute tolerance [default: 1e-5; 1e-3 in float32].",
+                                                  show_default=False)] = None,
     order: Annotated[int, typer.Option(min=1, max=2, help="1: gradients (Jacobians); 2: Hessians.")] = 1,
 ) -> None:
     """Check autograd against central finite differences, per variable and element; exit 1 past tolerance."""
     from . import jsonout
     from .gradcheck import gradcheck as check_gradients
 
-    warning = ("in float32, finite differences are good to about 1e-3 at best: use --eps 1e-3 --rtol 1e-2 "
-               "--atol 1e-3, or float64 (the default)") if common.dtype is Dtype.float32 else None
+    warning = ("in float32, finite differences are good to about 1e-3 at best: the defaults are --eps 1e-3 "
+               "--rtol 1e-2 --atol 1e-3; float64 (the default dtype) checks to 1e-6") \
+        if common.dtype is Dtype.float32 else None
     if warning and not common.json:  # with --json it is part of the document: stderr holds only errors
         sys.stderr.write(f"warning: {warning}\n")
     run = _run(common)

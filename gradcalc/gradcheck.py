@@ -13,10 +13,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import backend as B
-from .api import Run
+from .api import Run, tolerance
 from .errors import GradcalcError, UsageError
 
 EPS, RTOL, ATOL = 1e-6, 1e-3, 1e-5  # torch.autograd.gradcheck's defaults
+# In float32 central differences are good to about 1e-3 at best: the defaults there are coarser.
+EPS32, RTOL32, ATOL32 = 1e-3, 1e-2, 1e-3
+
+
+def defaults(dtype: str) -> tuple[float, float, float]:
+    """eps, rtol and atol when none are given, for the dtype the program runs in."""
+    return (EPS32, RTOL32, ATOL32) if dtype == "float32" else (EPS, RTOL, ATOL)
 
 
 @dataclass
@@ -52,9 +59,16 @@ class GradCheck:
         return all(c.passed for c in self.comparisons)
 
 
-def gradcheck(run: Run, of: str | None = None, wrt: list[str] | None = None, eps: float = EPS,
-              rtol: float = RTOL, atol: float = ATOL, order: int = 1) -> GradCheck:
-    """Compare autograd with central differences for each leaf in wrt (default: those the output depends on)."""
+def gradcheck(run: Run, of: str | None = None, wrt: list[str] | None = None, eps: float | None = None,
+              rtol: float | None = None, atol: float | None = None, order: int = 1) -> GradCheck:
+    """Compare autograd with central differences for each leaf in wrt (default: those the output depends on).
+
+    eps, rtol and atol default to torch.autograd.gradcheck's (1e-6, 1e-3, 1e-5), or in float32 to 1e-3,
+    1e-2, 1e-3."""
+    default_eps, default_rtol, default_atol = defaults(B.dtype_name())
+    eps = default_eps if eps is None else eps
+    rtol = default_rtol if rtol is None else tolerance("--rtol", rtol)
+    atol = default_atol if atol is None else tolerance("--atol", atol)
     of = of or run.default_output
     # By default every leaf the output depends on differentiably: not one used as a size or a count.
     names = [name for name in wrt or run.connected_leaves(of)
@@ -67,7 +81,7 @@ def gradcheck(run: Run, of: str | None = None, wrt: list[str] | None = None, eps
             raise UsageError(f"gradcheck moves inputs, and '{name}' is computed from others",
                              "check the leaves it is computed from: " + ", ".join(run.leaves))
     if not eps > 0 or not math.isfinite(eps):
-        raise UsageError(f"--eps must be a positive number, not {eps:g}", "the default is 1e-6")
+        raise UsageError(f"--eps must be a positive number, not {eps:g}", f"the default is {default_eps:g}")
     if order not in (1, 2):
         raise UsageError(f"--order {order} is not supported", "use --order 1 or --order 2")
     if order == 1:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import MEAN, NEURON, NEURON_TENSOR, SAMPLES, run_cli, strict_json
+from helpers import MEAN, NEURON, NEURON_TENSOR, SAMPLES, json_ok, run_cli, strict_json
 
 from gradcalc import graph, ops, rules
 
@@ -463,10 +463,27 @@ def test_float32_warns() -> None:
     assert result.stderr == ""  # with --json the warning is in the document; stderr holds only errors
     doc = strict_json(result.stdout)
     assert doc["passed"] is True and "float32" in doc["warning"]
-    # At the default eps, L = 15 moves by less than float32 resolves (ulp ~1e-6): the differences are noise.
-    result = run_cli("gradcheck", NEURON, "--dtype", "float32")
+    # At float64's eps, L = 15 moves by less than float32 resolves (ulp ~1e-6): the differences are noise.
+    result = run_cli("gradcheck", NEURON, "--dtype", "float32", "--eps", "1e-6", "--rtol", "1e-3", "--atol", "1e-5")
     assert result.exit_code == WRONG and "warning" in result.stderr
     assert "warning" not in run_cli("gradcheck", NEURON).stderr
+
+
+def test_float32_s_defaults_are_its_own() -> None:
+    """Without options, float32 checks with eps 1e-3, rtol 1e-2, atol 1e-3 (float64's 1e-6 is noise there)."""
+    doc = json_ok("gradcheck", NEURON, "--dtype", "float32")
+    assert (doc["eps"], doc["rtol"], doc["atol"], doc["passed"]) == (1e-3, 1e-2, 1e-3, True), doc
+    assert (json_ok("gradcheck", NEURON)["eps"], json_ok("gradcheck", NEURON)["rtol"]) == (1e-6, 1e-3)
+
+
+@pytest.mark.parametrize(("command", "flag", "value"), [("gradcheck", "--rtol", "inf"), ("gradcheck", "--atol", "nan"),
+                                                         ("gradcheck", "--rtol", "-1"), ("check", "--atol", "nan"),
+                                                         ("check", "--rtol", "inf")])
+def test_tolerances_must_be_finite_and_not_negative(command: str, flag: str, value: str) -> None:
+    claim = ["--claim", "dL/dw1 = 5"] if command == "check" else []
+    result = run_cli(command, NEURON, *claim, f"{flag}={value}", "--json")
+    assert result.exit_code == BAD_INPUT, result.output
+    assert flag in strict_json(result.stderr)["error"]["message"]
 
 
 # --- problems found and fixed ------------------------------------------------------------------------------
