@@ -470,14 +470,19 @@ def _write(data: str | bytes, path: str | None, kind: str) -> None:
 )
 def explain(
     common: Common,
-    wrt: Annotated[str, typer.Option("--wrt", metavar="NAME", help="The variable whose gradient to explain.")],
+    wrt: Annotated[list[str], typer.Option("--wrt", metavar="NAME", help="The variable whose gradient to explain "
+                                           "(one).")],
     of: _OF = None,
     max_paths: Annotated[int, typer.Option(min=1, help="List the paths one by one up to this many; "
                                            "past it, group them by the variables that use --wrt.")] = 24,
 ) -> None:
     """Spell out the chain rule: every path from the output to --wrt, the product along it, and their sum."""
+    names = _names(wrt)
+    if len(names) != 1:  # a repeated --wrt was the last one, silently
+        raise UsageError(f"explain takes one variable, got {len(names)}: {', '.join(names)}",
+                         "run it once for each: " + "; ".join(f"gradcalc explain ... --wrt {n}" for n in names[:3]))
     run = _run(common, keep_values=True)
-    explanation, view = run.explain(of, wrt, max_paths)
+    explanation, view = run.explain(of, names[0], max_paths)
     from . import jsonout
 
     _show(common, lambda: jsonout.explain_doc(explanation, view),

@@ -865,3 +865,11 @@ def test_path_sums_equal_autograd_and_finite_differences(case: tuple[str, dict[s
             fd = (up - down) / (2 * h)
             assert float(explanation.total) == pytest.approx(fd, rel=1e-5, abs=1e-5 * max(1.0, abs(value))), \
                 (text, name)
+
+
+@pytest.mark.parametrize("wrt", [["--wrt", "d", "--wrt", "a"], ["--wrt", "d,a"]])
+def test_explain_takes_one_variable_and_says_so(wrt: list[str]) -> None:
+    """A second --wrt was dropped silently, and 'd,a' was read as one name."""
+    result = run_cli("explain", NEURON, *wrt, "--json")
+    assert result.exit_code == 2
+    assert strict_json(result.stderr)["error"]["message"] == "explain takes one variable, got 2: d, a"
