@@ -13,6 +13,7 @@ import contextlib
 import gc
 import math
 import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,7 +99,9 @@ class Program:
 
 
 def read_text(path: str) -> str:
-    """A program or answers file's text; a missing or unreadable file is a UsageError."""
+    """A program or answers file's text ('-': standard input); a missing or unreadable file is a UsageError."""
+    if path == "-":
+        return sys.stdin.read().removeprefix("\ufeff")
     try:
         with open(path, encoding="utf-8-sig") as handle:  # -sig: a byte-order mark (Notepad) is no character
             return handle.read()

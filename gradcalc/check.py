@@ -141,7 +141,7 @@ def read_claims(path: str) -> tuple[list[S.Claim] | list[S.Claim | Unreadable], 
     statements; anything else is an answers file (one claim per line).
     """
     text = read_text(path)
-    source = Source(text, path)
+    source = Source(text, "<stdin>" if path == "-" else path)
     try:
         if path.endswith(".eq"):
             return claims_of_program(parse(text)), source

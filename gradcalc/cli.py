@@ -193,7 +193,7 @@ def _guarded(json_mode: bool, body: Callable[[], None]) -> None:
 
 
 def _program(common: Common) -> Any:
-    from .api import Program
+    from .api import Program, read_text
 
     if common.expr is not None:
         if common.file is not None:
@@ -202,7 +202,7 @@ def _program(common: Common) -> Any:
     if common.file is None:
         raise UsageError("no program given", "pass a FILE, '-' for standard input, or -e 'y = x^2'")
     if common.file == "-":
-        return Program(sys.stdin.read().removeprefix("\ufeff"), "<stdin>", None, common.max_depth)
+        return Program(read_text("-"), "<stdin>", None, common.max_depth)
     return Program.from_file(common.file, common.max_depth)
 
 
@@ -525,6 +525,8 @@ def check(
 
     if common.expr is not None and common.file is not None:  # -e takes the program: FILE is the first answers
         answers, common.file = [common.file, *answers], None
+    if answers.count("-") + (common.file == "-") > 1:
+        raise UsageError("standard input ('-') can be read once", "give the program or the answers as a file")
     program = _program(common)
     run = _run(common, program, keep_values=True)
     judge = C.Judge(run, C.Tolerance.for_dtype(rtol, atol), points, common.seed)

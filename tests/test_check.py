@@ -1394,3 +1394,11 @@ def test_a_byte_order_mark_is_no_character(tmp_path: Path) -> None:
     model = tmp_path / "model.eq"
     model.write_bytes(("\ufeff" + Path(NEURON).read_text(encoding="utf-8")).encode())
     assert json_ok("grad", str(model))["grad"]["w1"] == -1
+
+
+def test_answers_from_standard_input() -> None:
+    result = run_cli("check", NEURON, "-", "--json", input="dL/dw1 = -w3*a\ndL/da = 2\n")
+    assert result.exit_code == EXIT_WRONG, result.output
+    assert [r["status"] for r in strict_json(result.stdout)["results"]] == ["right", "wrong"]
+    twice = run_cli("check", "-", "-", input="a = 1\n")
+    assert twice.exit_code == EXIT_BAD_INPUT and "read once" in twice.stderr
