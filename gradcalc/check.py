@@ -269,7 +269,8 @@ class Judge:
                 return
         verdict.status = "right"
         verdict.note = (f"holds at the program's values and at {len(nearby)} nearby point{'s' * (len(nearby) != 1)}"
-                        if nearby else "checked at the program's values only: no nearby point could be used")
+                        if nearby else "checked at the program's values only" + (
+                            " (--points 0)" if self.points == 0 else ": no nearby point could be used"))
 
     def _judge_number(self, claim: S.Claim, verdict: Verdict, got: Any, want: Any) -> None:
         units = None if self.tolerance.given else _units(claim.claimed)
@@ -424,6 +425,20 @@ class Judge:
             found = self._path_diagnosis(claim, samples, matches_sum or matches)
             if found:
                 return found
+        return self._upside_down(claim, samples, matches)
+
+    def _upside_down(self, claim: S.Claim, samples: list[_Sample], matches: Callable[[Any, _Sample], bool]) -> str:
+        """dw1/dL where dL/dw1 is meant: the claim is the derivative the other way up."""
+        if claim.wrt is None or claim.wrt2 is not None or claim.wrt == claim.of \
+                or claim.of not in self.run.leaves or claim.wrt in self.run.leaves:
+            return ""
+        turned = S.Claim(claim.wrt, claim.of, claim.claimed, claim.pos)
+        try:
+            if all(matches(self._truth(s.run, turned, s.got.ndim), s) for s in samples):
+                return (f"upside down: the claim is {_label(turned)}; the output goes on top, "
+                        f"d{claim.wrt}/d{claim.of}")
+        except GradcalcError:
+            pass
         return ""
 
     def _path_diagnosis(self, claim: S.Claim, samples: list[_Sample],

@@ -1402,3 +1402,16 @@ def test_answers_from_standard_input() -> None:
     assert [r["status"] for r in strict_json(result.stdout)["results"]] == ["right", "wrong"]
     twice = run_cli("check", "-", "-", input="a = 1\n")
     assert twice.exit_code == EXIT_BAD_INPUT and "read once" in twice.stderr
+
+
+def test_a_derivative_written_upside_down_is_diagnosed() -> None:
+    doc = check_json(NEURON, *claims("dw1/dL = -w3*a", "dw1/dL = -1", "da/dL = 3"), code=EXIT_WRONG)
+    expression, number, other = doc["results"]
+    for verdict in (expression, number):
+        assert verdict["expected"] == 0 and verdict["diagnosis"].startswith("upside down: the claim is ∂L/∂w1"), verdict
+    assert "diagnosis" not in other, other  # ∂L/∂a is 2.5, not 3: nothing to say
+
+
+def test_points_0_says_it_was_asked_for() -> None:
+    (verdict,) = check_json(NEURON, *claims("dL/dw1 = -w3*a"), "--points", "0", code=EXIT_OK)["results"]
+    assert verdict["note"] == "checked at the program's values only (--points 0)", verdict
