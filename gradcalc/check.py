@@ -227,7 +227,7 @@ class Judge:
         try:
             frame = self.run.frame
             claim.of, claim.wrt, claim.wrt2 = (_unsubscripted(n, frame) for n in (claim.of, claim.wrt, claim.wrt2))
-            claim.claimed = _juxtaposed_calls(claim.claimed, frame)
+            claim.claimed = _juxtaposed_calls(claim.claimed, frame, {*BUILTINS, *self.run.compiler.functions})
             self._check_names(claim)
             self._judge(claim, source, verdict)
         except (GradcalcError, RecursionError) as caught:
@@ -680,7 +680,7 @@ def _short(value: Any) -> str:
     return B.format_value(value).replace("\n", " ")
 
 
-def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any]) -> S.Expr:
+def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: set[str]) -> S.Expr:
     """A variable before a bracket in a claim is a product, as answers write it: x(1 + x) is x·(1 + x),
     e^x(1 + x) is e^x·(1 + x), and 1/x(1 + x) is ambiguous. Calls of functions stay calls. A name
     the program does not have is its name without underscores (w_1 for w1) if it has that, or else,
@@ -691,7 +691,7 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any]) -> S.Expr:
             return None
         if call.name in variables:
             return S.Name(call.name, call.pos), fix(call.args[0])
-        names = None if call.name in BUILTINS else _split_name(call.name, variables)
+        names = None if call.name in functions else _split_name(call.name, variables)
         if names is not None:  # xy(x + y)
             return _product(names, call.pos), fix(call.args[0])
         return None
@@ -701,13 +701,15 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any]) -> S.Expr:
         if isinstance(node, S.Name) and _unsubscripted(node.name, variables) not in variables:
             names = _split_name(node.name, variables)
             return [S.Name(name, node.pos) for name in names] if names else None
-        if isinstance(node, S.Call) and node.name not in BUILTINS:
-            if (parts := product(node)) is not None:
-                return [parts[0], parts[1]]
-            if (split := _split_call(node.name, variables)) is not None:
+        if isinstance(node, S.Call) and node.name not in functions:
+            # x(1 + x); then xsin(x), a function's call after variables; then xy(x + y), variables alone
+            split = None if node.name in variables else _split_call(node.name, variables, functions)
+            if split is not None:
                 names, function = split
                 return [*(S.Name(name, node.pos) for name in names),
                         S.Call(function, [fix(a) for a in node.args], [fix(k) for k in node.keywords], node.pos)]
+            if (parts := product(node)) is not None:
+                return [parts[0], parts[1]]
         return None
 
     def fix(node: Any) -> Any:
@@ -738,12 +740,10 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any]) -> S.Expr:
                 parts[-1] = S.Binary("^", parts[-1], fix(node.right), node.pos)
                 return _product(parts, node.pos)
             return S.Binary("^", _product(parts, node.pos), fix(node.right), node.pos)
-        if isinstance(node, S.Call) and (parts := product(node)) is not None:
-            return S.Binary(S.JUXTAPOSED, *parts, node.pos)
         if isinstance(node, S.Name) and _unsubscripted(node.name, variables) != node.name:
             return S.Name(_unsubscripted(node.name, variables), node.pos)
         if isinstance(node, S.Name | S.Call) and (parts := factors(node)) is not None:
-            return _product(parts, node.pos)  # ab is a·b where a and b are variables and ab is not
+            return _product(parts, node.pos)  # ab is a·b where a and b are variables and ab is not; x(1 + x)
         right = node.right if isinstance(node, S.Binary) and node.op in ("^", "/") else None
         negated = isinstance(right, S.Unary) and right.op == "-"  # e^-x(1 + x)
         called = right.operand if negated else right  # type: ignore[union-attr]
@@ -793,10 +793,10 @@ def _product(factors: list[Any], pos: Any) -> S.Expr:
     return total
 
 
-def _split_call(name: str, variables: Mapping[str, Any]) -> tuple[list[str], str] | None:
-    """xsin as (['x'], 'sin'): variables side by side, then a builtin function, in one way only."""
+def _split_call(name: str, variables: Mapping[str, Any], functions: set[str]) -> tuple[list[str], str] | None:
+    """xsin as (['x'], 'sin'): variables side by side, then a function (a builtin or the program's), one way only."""
     ways = []
-    for function in BUILTINS:
+    for function in functions:
         head = name[:-len(function)]
         if name.endswith(function) and head:
             names = [head] if head in variables else _split_name(head, variables)

@@ -1273,6 +1273,15 @@ def test_names_side_by_side_are_a_product_when_they_split_one_way_only() -> None
     assert second["status"] == "invalid" and "'xyy'" in second["error"]["message"], second
 
 
+def test_a_program_s_own_function_is_called_not_split() -> None:
+    """With variables a, b and a function ab, ab(x) is the call and xab(x) is x·ab(x)."""
+    key = "ab(t) = t^2; a = 2; b = 3; x = 1.5; y = ab(x)*a*b"
+    doc = check_json("-e", key, *claims("y = ab(x)ab", "y = xab(x)ab/x", "y = ab(x + 1)ab"), code=EXIT_WRONG)
+    call, after, wrong = doc["results"]
+    assert call["status"] == after["status"] == "right" and call["got"] == after["got"] == 13.5, (call, after)
+    assert wrong["got"] == pytest.approx(2.5**2 * 6), wrong
+
+
 @pytest.mark.parametrize(("claim", "expected"), [
     ("df/dx = xy^2", lambda x, y: x * y**2),  # a power written right after is the last factor's, as printed
     ("df/dx = xy²", lambda x, y: x * y**2),
