@@ -21,7 +21,16 @@ from . import backend as B
 from . import syntax as S
 from .api import Run, differentiable_inputs, read_text, tolerance
 from .builtins import BUILTINS, CONSTANTS
-from .errors import GradcalcError, GradcalcSyntaxError, NameNotFound, Source, did_you_mean, error_json, error_text
+from .errors import (
+    GradcalcError,
+    GradcalcSyntaxError,
+    NameNotFound,
+    ShapeError,
+    Source,
+    did_you_mean,
+    error_json,
+    error_text,
+)
 from .parser import parse, parse_claims
 
 POINTS = 4  # nearby points where an expression claim must hold too
@@ -248,7 +257,12 @@ class Judge:
 
     def _judge(self, claim: S.Claim, source: Source, verdict: Verdict) -> None:
         base = self.run
-        got = base.evaluate(claim.claimed, source)
+        try:
+            got = base.evaluate(claim.claimed, source)
+        except ShapeError:  # W (…) where Wᵀ (…) is meant may not even multiply: wrong, if turning W fixes it
+            if not self._judge_unshaped(claim, verdict):
+                raise
+            return
         want = self._truth(base, claim, got.ndim)
         verdict.expected, verdict.got = want, got
         if not _broadcasts(got.shape, want.shape):
@@ -425,7 +439,39 @@ class Judge:
             found = self._path_diagnosis(claim, samples, matches_sum or matches)
             if found:
                 return found
-        return self._upside_down(claim, samples, matches)
+        return self._upside_down(claim, samples, matches) or self._transpose_slip(claim, samples, matches)
+
+    def _judge_unshaped(self, claim: S.Claim, verdict: Verdict) -> bool:
+        """A claim whose shapes do not fit, but would with a matrix transposed: wrong, with that diagnosis."""
+        if claim.wrt is None:
+            return False
+        source = Source(claim.text, "<claim>")
+        for name in _matrices(claim.claimed, self.run):
+            try:
+                fixed = self.run.evaluate(_turned(claim.claimed, name), source)
+                want = self._truth(self.run, claim, fixed.ndim)
+            except GradcalcError:
+                continue
+            if fixed.shape == want.shape and self.tolerance.close(fixed, want).all():
+                verdict.expected = want
+                verdict.diagnosis = f"a transpose slip: {_slip(claim.claimed, name)} the shapes fit and the claim " \
+                                    f"is {_label(claim)}"
+                return True
+        return False
+
+    def _transpose_slip(self, claim: S.Claim, samples: list[_Sample], matches: Callable[[Any, _Sample], bool]) -> str:
+        """W x where Wᵀ x is meant (backpropagation's usual slip): the claim with one matrix turned is right."""
+        source = Source(claim.text, "<claim>")
+        for name in _matrices(claim.claimed, self.run):
+            turned = _turned(claim.claimed, name)
+            try:
+                values = [s.run.evaluate(turned, source) for s in samples]
+            except GradcalcError:
+                continue
+            if all(v.shape == s.want.shape and matches(s.want, _Sample(s.run, v, s.want))
+                   for v, s in zip(values, samples)):
+                return f"a transpose slip: {_slip(claim.claimed, name)} the claim is {_label(claim)}"
+        return ""
 
     def _upside_down(self, claim: S.Claim, samples: list[_Sample], matches: Callable[[Any, _Sample], bool]) -> str:
         """dw1/dL where dL/dw1 is meant: the claim is the derivative the other way up."""
@@ -782,6 +828,38 @@ def _scientific(node: Any) -> S.Number | None:
         return None
     text = f"{node.left.text}e{sign}{exponent.text}"
     return S.Number(float(text), text, node.left.pos)
+
+
+def _matrices(expr: S.Expr, run: Run) -> list[str]:
+    """The program's matrices (2-D variables) an expression names."""
+    return sorted({n.name for n in S.walk(expr) if isinstance(n, S.Name) and n.name in run.frame
+                   and run.value(n.name).ndim == 2})
+
+
+def _slip(expr: S.Expr, name: str) -> str:
+    """'with Wᵀ for W', or 'with W for Wᵀ' where the claim wrote Wᵀ."""
+    written = any(isinstance(n, S.Attribute) and n.name == "T" and isinstance(n.target, S.Name)
+                  and n.target.name == name for n in S.walk(expr))
+    return f"with {name} for {name}ᵀ" if written else f"with {name}ᵀ for {name}"
+
+
+def _turned(expr: S.Expr, name: str) -> S.Expr:
+    """A copy of expr with the matrix `name` transposed where it appears (W as Wᵀ, and Wᵀ as W)."""
+    def turn(node: Any) -> Any:
+        if isinstance(node, S.Attribute) and node.name == "T" and isinstance(node.target, S.Name) \
+                and node.target.name == name:
+            return node.target
+        if isinstance(node, S.Name) and node.name == name:
+            return S.Attribute(node, "T", node.pos)
+        if not isinstance(node, S.Expr | S.Keyword):
+            return node
+        copy = object.__new__(type(node))
+        for slot in node.__slots__:
+            value = getattr(node, slot)
+            setattr(copy, slot, [turn(v) for v in value] if isinstance(value, list) else turn(value))
+        return copy
+
+    return turn(expr)  # type: ignore[no-any-return]
 
 
 def _product(factors: list[Any], pos: Any) -> S.Expr:

@@ -1424,3 +1424,22 @@ def test_a_derivative_written_upside_down_is_diagnosed() -> None:
 def test_points_0_says_it_was_asked_for() -> None:
     (verdict,) = check_json(NEURON, *claims("dL/dw1 = -w3*a"), "--points", "0", code=EXIT_OK)["results"]
     assert verdict["note"] == "checked at the program's values only (--points 0)", verdict
+
+
+@pytest.mark.parametrize(("key", "claim", "swap"), [
+    ("W = [[1, 2], [3, 4]]; x = [0.5, -1]; h = tanh(W @ x); L = sum(h^2)", "dL/dx = W(2h(1 - h²))", "Wᵀ for W"),
+    ("W = [[1, 2], [3, 4]]; x = [0.5, -1]; h = tanh(W @ x); L = sum(h^2)", "dL/dx = W.T.T @ (2*h*(1 - h^2))",
+     "W for Wᵀ"),  # (Wᵀ)ᵀ: the inner Wᵀ is the one to turn back
+    ("W = [[1, 2], [3, 4], [5, 6]]; x = [0.5, -1]; h = tanh(W @ x); y = [1.0, 0, 2]; L = sum((h - y)^2)",
+     "dL/dx = W (2(h - y)(1 - h²))", "Wᵀ for W"),  # 3×2 times 3: the shapes do not even fit
+    ("W = [[1, 2], [3, 4], [5, 6]]; x = [0.5, -1]; h = tanh(W @ x); y = [1.0, 0, 2]; L = sum((h - y)^2)",
+     "dL/dW = xᵀ 2(h - y)(1 - h²)", ""),  # not a slip of one matrix: no such diagnosis
+])
+def test_a_transpose_slip_is_diagnosed(key: str, claim: str, swap: str) -> None:
+    """Backpropagation's usual slip, W where Wᵀ is meant: wrong (not invalid, even where shapes do not fit)."""
+    (verdict,) = check_json("-e", key, *claims(claim), code=None)["results"]
+    if swap:
+        assert verdict["status"] == "wrong" and verdict["diagnosis"].startswith(f"a transpose slip: with {swap}"), \
+            verdict
+    else:
+        assert "transpose slip" not in verdict.get("diagnosis", ""), verdict
