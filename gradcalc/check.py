@@ -719,7 +719,8 @@ def _is_distribution(value: Any) -> bool:
 
 
 def _shape(shape: tuple[int, ...]) -> str:
-    return "()" if shape == () else "(" + ", ".join(map(str, shape)) + ")"
+    """As Python and the shape errors write it: (), (4,), (3, 2)."""
+    return str(tuple(int(n) for n in shape))
 
 
 def _short(value: Any) -> str:

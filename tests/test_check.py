@@ -522,7 +522,7 @@ def test_matrix_claims_right_transposed_and_misshapen() -> None:
         assert_wrong(verdict)
         assert verdict["diagnosis"].startswith("transposed:"), verdict
         np.testing.assert_allclose(verdict["got"], truth.T, rtol=1e-12)
-    for text, shape in (("dL/dW = ones(3, 2)", "(3, 2)"), ("dL/dW = ones(2)", "(2)"), ("dL/dx = ones(2)", "(2)")):
+    for text, shape in (("dL/dW = ones(3, 2)", "(3, 2)"), ("dL/dW = ones(2)", "(2,)"), ("dL/dx = ones(2)", "(2,)")):
         verdict = one_expr(TANH_PROGRAM, text)
         assert_wrong(verdict)
         assert verdict["diagnosis"].startswith(f"the claim has shape {shape}"), verdict
