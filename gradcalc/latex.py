@@ -52,8 +52,14 @@ class Latex(NamedTuple):
         return Pos(line, column, max(1, end - source + 1))
 
 
+# Fractions as one character, pasted from word processors: ½x is x/2.
+_VULGAR = {"½": "(1/2)", "⅓": "(1/3)", "⅔": "(2/3)", "¼": "(1/4)", "¾": "(3/4)", "⅕": "(1/5)", "⅙": "(1/6)",
+           "⅛": "(1/8)"}
+
+
 def looks_like_latex(text: str) -> bool:
-    return "\\" in text or "{" in text or "$" in text
+    """Whether claims need this module's reading: LaTeX, or fractions written as one character."""
+    return "\\" in text or "{" in text or "$" in text or any(c in text for c in _VULGAR)
 
 
 def from_latex(written: str) -> Latex:
@@ -79,6 +85,10 @@ def _convert(src: str, i: int, opener: int | None) -> tuple[list[str], list[int]
     emit = _emitter(chars, origin)
     while i < len(src):
         c = src[i]
+        if c in _VULGAR:
+            emit(_VULGAR[c], i)
+            i += 1
+            continue
         if c == "$" or src.startswith(("\\(", "\\)", "\\[", "\\]"), i):  # $...$, \(...\): math mode's marks
             emit(" ", i)
             i += 1 if c == "$" else 2

@@ -1443,3 +1443,11 @@ def test_a_transpose_slip_is_diagnosed(key: str, claim: str, swap: str) -> None:
             verdict
     else:
         assert "transpose slip" not in verdict.get("diagnosis", ""), verdict
+
+
+@pytest.mark.parametrize(("claim", "expected"), [("dy/dx = ½x", 0.35), ("y = ¼x²", 0.1225), ("dy/dx = ¾x - ¼x", 0.35),
+                                                 ("dy/dx = ⅓x", 0.7 / 3)])
+def test_fractions_written_as_one_character(claim: str, expected: float) -> None:
+    (verdict,) = check_json("-e", "x = 0.7; y = x^2/4", *claims(claim))["results"]
+    assert verdict["got"] == pytest.approx(expected, rel=1e-12), verdict
+    assert verdict["status"] == ("wrong" if "⅓" in claim else "right"), verdict
