@@ -19,7 +19,7 @@ _WORDS = {
     "sin": "sin", "cos": "cos", "tan": "tan", "sec": "sec", "csc": "csc", "cot": "cot", "sinh": "sinh",
     "cosh": "cosh", "tanh": "tanh", "arcsin": "asin", "arccos": "acos", "arctan": "atan", "exp": "exp",
     "log": "log", "ln": "ln", "max": "max", "min": "min", "det": "det", "coth": "coth", "sech": "sech",
-    "csch": "csch", "top": "T", "intercal": "T",
+    "csch": "csch", "top": "T", "intercal": "T", "sum": "sum",
     "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "varepsilon": "ε", "eta": "η",
     "theta": "θ", "lambda": "λ", "mu": "μ", "sigma": "σ", "tau": "τ", "phi": "φ", "varphi": "φ", "omega": "ω",
     ",": " ", ";": " ", ":": " ", " ": " ", "!": "", "quad": " ", "qquad": " ", "left": "", "right": "",
@@ -158,6 +158,9 @@ def _command(src: str, i: int, emit: Callable[[str, int], None], chars: list[str
     if found is None:
         raise GradcalcSyntaxError("a lone backslash", "remove it", _at(src, i))
     name, end = found.group(1), i + found.end()
+    if name == "sum" and src[end:end + 1] == "_":
+        raise GradcalcSyntaxError("a sum with limits or an axis (\\sum_{...}) is not read",
+                                  "write \\sum x for the sum of all entries, or sum(x, axis=0)", _at(src, i, 4))
     if name in _WORDS:
         if name == "left" and src[end:end + 1] == "|":
             emit("abs(", i)

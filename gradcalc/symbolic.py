@@ -804,14 +804,8 @@ class Printer:
             return "[" + ", ".join(self.show(a, 0) for a in args) + "]", 9
         if fn == "sum_to":
             return self._sum_to(args[0], params[0]), 9
-        if fn == "scatter" and args[0].shape == () and all(isinstance(k, int) for k in params[0]) \
-                and math.prod(params[1]) <= 64:
-            hot = [0.0] * math.prod(params[1])
-            flat = 0
-            for k, n in zip(params[0], params[1]):
-                flat = flat * n + k % n
-            hot[flat] = 1.0
-            literal = _literal(_nest(hot, params[1]))
+        if fn == "scatter" and (hot := _one_hot(expr)) is not None:
+            literal = _literal(hot)
             value = args[0]
             if isinstance(value, Num) and value.value == 1:
                 return literal, 9
@@ -903,6 +897,19 @@ def _common_coefficient(expr: Add) -> float | None:
         return None
     (common,) = magnitudes
     return common if common != 1 and (common == int(common) or ratio(common) is not None) else None
+
+
+def _one_hot(expr: Call) -> list | None:
+    """The nested list of zeros with one 1 where a scalar gradient scatters into a small tensor, or None."""
+    args, params = expr.args, expr.params
+    if args[0].shape != () or not all(isinstance(k, int) for k in params[0]) or math.prod(params[1]) > 64:
+        return None
+    hot = [0.0] * math.prod(params[1])
+    flat = 0
+    for k, n in zip(params[0], params[1]):
+        flat = flat * n + k % n
+    hot[flat] = 1.0
+    return _nest(hot, params[1])  # type: ignore[no-any-return]
 
 
 def _literal(value: Any) -> str:
@@ -1022,6 +1029,12 @@ class LatexPrinter(Printer):
             return f"{self.show(args[0], 3)} {self.show(args[1], 3)}", 2
         if fn == "transpose" and (expr.params[0] is None or len(expr.params[0]) == 2):
             return f"{self.show(args[0], 9)}^{{T}}", 9
+        if fn == "scatter" and (hot := _one_hot(expr)) is not None:  # g times a one-hot matrix, as LaTeX writes it
+            matrix = r"\begin{bmatrix}" + _latex_rows(B.host.asarray(hot)) + r"\end{bmatrix}"
+            value = args[0]
+            if isinstance(value, Num) and value.value == 1:
+                return matrix, 9
+            return f"{self.show(value, 3)} {matrix}", 2
         if fn == "sum" and expr.params[0] is None:
             return rf"\sum {self.show(args[0], 3)}", 2
         if fn == "sum_to":  # unbroadcasting: a sum over the axes the value was broadcast along

@@ -1338,11 +1338,14 @@ LAYER_KEY = ("W = [[1.0, 2], [3, 4], [5, 6]]; x = [0.5, -1]; b = [0.1, 0.2, 0.3]
              "h = tanh(W @ x + b); Y = X @ W.T; L = sum(h^2) + sum(Y^2)/2")
 
 
-@pytest.mark.parametrize("key", [TENSOR_KEY, LAYER_KEY])
+INDEX_KEY = "x = [1.0, 2, 3]; W = [[1.0, 2], [3, 4]]; L = x[1]*sum(x) + W[1, 0]*sum(W)"
+
+
+@pytest.mark.parametrize("key", [TENSOR_KEY, LAYER_KEY, INDEX_KEY])
 def test_diff_s_latex_of_tensor_derivatives_read_back_as_claims(key: str) -> None:
-    """diff --latex writes W x for a matrix product, δ xᵀ for an outer one and ⊙ for an elementwise one of
-    matrices; read back as claims, each is the derivative."""
-    names = ["x", "W"] if key == TENSOR_KEY else ["W", "x", "b", "X"]
+    """diff --latex writes W x for a matrix product, δ xᵀ for an outer one, ⊙ for an elementwise one of
+    matrices, \\sum x and one-hot matrices; read back as claims, each is the derivative."""
+    names = {TENSOR_KEY: ["x", "W"], LAYER_KEY: ["W", "x", "b", "X"], INDEX_KEY: ["x", "W"]}[key]
     for name in names:
         doc = json_ok("diff", "-e", key, "--wrt", name, "--latex")
         latex = doc["latex"]
@@ -1451,3 +1454,10 @@ def test_fractions_written_as_one_character(claim: str, expected: float) -> None
     (verdict,) = check_json("-e", "x = 0.7; y = x^2/4", *claims(claim))["results"]
     assert verdict["got"] == pytest.approx(expected, rel=1e-12), verdict
     assert verdict["status"] == ("wrong" if "⅓" in claim else "right"), verdict
+
+
+def test_latex_sums_with_limits_are_an_error_that_says_what_is_read() -> None:
+    result = run_cli("check", "-e", "x = [1.0, 2, 3]; L = sum(x^2)", "--claim", r"L = \sum_i x_i^2", "--json")
+    (verdict,) = strict_json(result.stdout)["results"]
+    assert verdict["status"] == "invalid" and "\\sum_{...}" in verdict["error"]["message"], verdict
+    assert r"\sum x" in verdict["error"]["hint"], verdict
