@@ -236,7 +236,9 @@ class Judge:
         try:
             frame = self.run.frame
             claim.of, claim.wrt, claim.wrt2 = (_unsubscripted(n, frame) for n in (claim.of, claim.wrt, claim.wrt2))
-            claim.claimed = _juxtaposed_calls(claim.claimed, frame, {*BUILTINS, *self.run.compiler.functions})
+            claim.claimed = _juxtaposed_calls(claim.claimed, frame, {*BUILTINS, *self.run.compiler.functions},
+                                              source.text)
+            verdict.kind = "number" if _is_constant(claim.claimed) else "expression"  # [0.3, 0.1]^T is a number
             self._check_names(claim)
             self._judge(claim, source, verdict)
         except (GradcalcError, RecursionError) as caught:
@@ -662,9 +664,13 @@ def _units(expr: S.Expr) -> Any:
         if "." not in mantissa and not exponent:
             return B.host.asarray(0.0)  # 15 means 15
         decimals = len(mantissa.partition(".")[2])
-        return B.host.asarray(10.0 ** (int(exponent or 0) - decimals))
+        unit = float(f"1e{int(exponent or 0) - decimals}")  # 1e400 is inf, not an OverflowError
+        return B.host.asarray(unit) if math.isfinite(expr.value) and unit < math.inf else None
     if isinstance(expr, S.Unary):
         return _units(expr.operand)
+    if isinstance(expr, S.Attribute) and expr.name == "T":  # a literal's transpose: its digits, turned
+        units = _units(expr.target)
+        return None if units is None else units.T
     if isinstance(expr, S.Tensor) and expr.items:
         items = [_units(item) for item in expr.items]
         if any(item is None for item in items) or len({item.shape for item in items}) != 1:
@@ -727,7 +733,7 @@ def _short(value: Any) -> str:
     return B.format_value(value).replace("\n", " ")
 
 
-def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: set[str]) -> S.Expr:
+def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: set[str], text: str = "") -> S.Expr:
     """A variable before a bracket in a claim is a product, as answers write it: x(1 + x) is x·(1 + x),
     e^x(1 + x) is e^x·(1 + x), and 1/x(1 + x) is ambiguous. Calls of functions stay calls. A name
     the program does not have is its name without underscores (w_1 for w1) if it has that, or else,
@@ -748,8 +754,9 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: set
         if isinstance(node, S.Name) and _unsubscripted(node.name, variables) not in variables:
             names = _split_name(node.name, variables)
             return [S.Name(name, node.pos) for name in names] if names else None
-        if isinstance(node, S.Call) and node.name not in functions:
-            # x(1 + x); then xsin(x), a function's call after variables; then xy(x + y), variables alone
+        if isinstance(node, S.Call) and (node.name in variables or node.name not in functions):
+            # x(1 + x) (a variable σ too, though σ is also the sigmoid); then xsin(x), a function's call after
+            # variables; then xy(x + y), variables alone
             split = None if node.name in variables else _split_call(node.name, variables, functions)
             if split is not None:
                 names, function = split
@@ -759,7 +766,32 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: set
                 return [parts[0], parts[1]]
         return None
 
+    lines = text.splitlines()
+
+    def spaced(call: S.Call) -> bool:
+        """Whether a call's argument follows its name after a space (σ x, read as a function's), not a bracket."""
+        at = _start(call.args[0])
+        line = lines[at.line - 1] if 0 < at.line <= len(lines) else ""
+        return 1 < at.column <= len(line) + 1 and line[at.column - 2] == " "
+
+    def bare_denominator(division: S.Binary) -> bool:
+        """Whether a division was written a/b, its denominator without brackets (not \\frac, not /(...))."""
+        at = division.pos
+        line = lines[at.line - 1] if 0 < at.line <= len(lines) else ""
+        return line[at.column - 1:at.column] == "/" and not line[at.column:].lstrip().startswith("(")
+
     def fix(node: Any) -> Any:
+        if isinstance(node, S.Binary) and node.op == "/" and bare_denominator(node):  # -(x - μ)/σ^2 f: ends at f
+            power, right = None, node.right
+            if isinstance(right, S.Binary) and right.op == "^" and isinstance(right.left, S.Call) \
+                    and _before(right, right.left):
+                power, right = right, right.left
+            if isinstance(right, S.Call) and right.name in variables and len(right.args) == 1 and spaced(right):
+                base: S.Expr = S.Name(right.name, right.pos)
+                if power is not None:
+                    base = S.Binary("^", base, fix(power.right), power.pos)
+                return S.Binary(S.JUXTAPOSED, S.Binary("/", fix(node.left), base, node.pos), fix(right.args[0]),
+                                node.pos)
         if isinstance(node, S.Binary) and node.op in "+-" and isinstance(node.left, S.Binary) and node.left.op in "+-":
             spine = []  # a long sum, a + b - c + ...: down its left side without recursion
             while isinstance(node, S.Binary) and node.op in "+-" and isinstance(node.left, S.Binary) \
@@ -779,6 +811,11 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: set
             if isinstance(called, S.Call) and called.name == "T" and len(called.args) == 1 and not called.keywords:
                 return S.Binary(S.JUXTAPOSED, S.Attribute(fix(node.left), "T", called.pos), fix(called.args[0]),
                                 called.pos)  # W^T (δ): the bracket after T is a factor
+        called = node.left if isinstance(node, S.Binary) and node.op == "^" else None
+        if isinstance(called, S.Call) and called.name in variables and len(called.args) == 1 and _before(node, called):
+            # σ^2 x, σ² x: read as a function's power (sin² x), but σ is the program's variable: σ²·x
+            return S.Binary(S.JUXTAPOSED, S.Binary("^", S.Name(called.name, called.pos), fix(node.right), node.pos),
+                            fix(called.args[0]), node.pos)
         if isinstance(node, S.Binary) and node.op == "^" and (parts := factors(node.left)) is not None:
             name = node.left
             written_after = isinstance(name, S.Call) or (
@@ -829,6 +866,25 @@ def _scientific(node: Any) -> S.Number | None:
         return None
     text = f"{node.left.text}e{sign}{exponent.text}"
     return S.Number(float(text), text, node.left.pos)
+
+
+def _start(expr: S.Expr) -> Any:
+    """Where an expression's text starts (a Binary's own place is its operator's)."""
+    while True:
+        if isinstance(expr, S.Binary | S.BoolOp):
+            expr = expr.left
+        elif isinstance(expr, S.Compare):
+            expr = expr.operands[0]
+        elif isinstance(expr, S.Index | S.Attribute):
+            expr = expr.target
+        else:
+            return expr.pos
+
+
+def _before(power: S.Binary, call: S.Call) -> bool:
+    """Whether the power was written before the call's argument (sin² x), not after its bracket (x(1 + x)²)."""
+    argument = _start(call.args[0])
+    return (power.pos.line, power.pos.column) < (argument.line, argument.column)
 
 
 def _matrices(expr: S.Expr, run: Run) -> list[str]:

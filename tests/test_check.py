@@ -1461,3 +1461,33 @@ def test_latex_sums_with_limits_are_an_error_that_says_what_is_read() -> None:
     (verdict,) = strict_json(result.stdout)["results"]
     assert verdict["status"] == "invalid" and "\\sum_{...}" in verdict["error"]["message"], verdict
     assert r"\sum x" in verdict["error"]["hint"], verdict
+
+
+@pytest.mark.parametrize("claim", ["dy/dx = 1e400", "y = 1e309", r"dy/dx = 1.5 \times 10^{400}"])
+def test_a_number_too_large_for_a_float_is_judged_wrong(claim: str) -> None:
+    """1e400 is inf: wrong (it was an OverflowError, exit 3, and every other claim lost)."""
+    doc = check_json("-e", "x = 2; y = x^2", *claims(claim, "dy/dx = 4"), code=EXIT_WRONG)
+    huge, four = doc["results"]
+    assert huge["status"] == "wrong" and four["status"] == "right", doc
+
+
+GAUSS = "x = 0.8; σ = 1.3; μ = 0.2; f = exp(-(x - μ)^2 / (2*σ^2)) / (σ * sqrt(2*π))"
+
+
+@pytest.mark.parametrize("claim", ["df/dx = -(x - μ)/σ^2 f", "df/dx = -(x - μ)/σ² f", "df/dx = -(x - μ) f/σ^2",
+                                   r"df/dx = -\frac{x-\mu}{\sigma^2} f",
+                                   r"df/dx = -\frac{x-\mu}{\sigma^3 \sqrt{2\pi}} "
+                                   r"\exp\left(-\frac{(x-\mu)^2}{2\sigma^2}\right)",
+                                   "df/dx = -(x-μ)/(σ³√(2π)) e^{-(x-μ)²/(2σ²)}"])
+def test_a_variable_named_like_a_function_is_the_variable(claim: str) -> None:
+    """σ is the sigmoid, unless the program has a variable σ: then σ x is σ·x and σ^2 x is σ²·x."""
+    (verdict,) = check_json("-e", GAUSS, *claims(claim), code=EXIT_OK)["results"]
+    true = -(0.8 - 0.2) / 1.3**2 * math.exp(-(0.6**2) / (2 * 1.3**2)) / (1.3 * math.sqrt(2 * math.pi))
+    assert verdict["got"] == pytest.approx(true, rel=1e-12), verdict
+
+
+def test_a_rounded_literal_keeps_its_digits_when_transposed() -> None:
+    doc = check_json("-e", "X = [[1.0, 2], [3, 4]]; L = sum(X*X)/7",
+                     *claims("dL/dX = [[0.29, 0.86], [0.57, 1.14]]^T", "dL/dX = [[0.29, 0.86], [0.57, 1.14]]ᵀ",
+                             "dL/dX = [[0.29, 0.57], [0.86, 1.14]]ᵀ"), code=EXIT_WRONG)
+    assert [r["status"] for r in doc["results"]] == ["right", "right", "wrong"], doc
