@@ -31,8 +31,8 @@ _FUNCTIONS = {"sin", "cos", "tan", "sec", "csc", "cot", "sinh", "cosh", "tanh", 
 _FONTS = {"mathrm", "mathit", "mathbf", "mathsf", "boldsymbol", "bm", "operatorname", "text", "textrm"}
 _FRACTIONS = {"frac", "dfrac", "tfrac"}
 _DERIVATIVE = re.compile(r"^(∂|d)\s*([^\W\d]\w*)$")  # ∂L, dw1: a claim's left side
-_SECOND_TOP = re.compile(r"^(∂|d)\s*\^\(\s*2\s*\)\s*([^\W\d]\w*)$")  # ∂^(2) L
-_SECOND_BOTTOM = re.compile(r"^(∂|d)\s*([^\W\d]\w*)\s*(?:\^\(\s*2\s*\)|(∂|d)\s*([^\W\d]\w*))$")  # ∂x^(2), ∂a ∂b
+_SECOND_TOP = re.compile(r"^(∂|d)\s*\^\(?\s*2\s*\)?\s*([^\W\d]\w*)$")  # ∂^2 L
+_SECOND_BOTTOM = re.compile(r"^(∂|d)\s*([^\W\d]\w*?)\s*(?:\^\(?\s*2\s*\)?|(∂|d)\s*([^\W\d]\w*))$")  # ∂x^2, ∂a ∂b
 
 
 class Latex(NamedTuple):
@@ -111,6 +111,11 @@ def _convert(src: str, i: int, opener: int | None) -> tuple[list[str], list[int]
             if "".join(inner).strip() == "T":
                 emit(".", start)  # x^{T}: the transpose
                 emit("T", i - 1)  # through the closing brace: a claim's text as written runs to it
+            elif "".join(inner).strip().isdigit():  # x^2, x^{2}: as plain text writes them (sin^2 x, d^2f/dx^2)
+                emit("^", start)
+                digits = "".join(inner).strip()
+                emit(digits[:-1], places[0])
+                emit(digits[-1], i - 1)
             else:
                 emit("^(", start)
                 chars.extend(inner)

@@ -1491,3 +1491,14 @@ def test_a_rounded_literal_keeps_its_digits_when_transposed() -> None:
                      *claims("dL/dX = [[0.29, 0.86], [0.57, 1.14]]^T", "dL/dX = [[0.29, 0.86], [0.57, 1.14]]ᵀ",
                              "dL/dX = [[0.29, 0.57], [0.86, 1.14]]ᵀ"), code=EXIT_WRONG)
     assert [r["status"] for r in doc["results"]] == ["right", "right", "wrong"], doc
+
+
+@pytest.mark.parametrize(("key", "claim"), [
+    ("x = 0.7; y = exp(x)*sin(x)^2", "y = e^{x} sin^2(x)"),  # a plain function's power in LaTeX-ish text
+    ("x = 0.7; y = exp(x)*sin(x)^2", r"y = e^{x}\cdot sin^{2}(x)"),
+    ("x = 0.8; f = x^3", r"d^2f/dx^2 = \frac{6x}{1}"),  # d^2f/dx^2 on the left of a LaTeX claim
+    ("x = 0.8; f = x^3", r"\frac{d^2 f}{dx^2} = 6x"),
+])
+def test_powers_in_latex_read_as_in_plain_text(key: str, claim: str) -> None:
+    result = run_cli("check", "-e", key, "--claim", claim, "--json")
+    assert result.exit_code == EXIT_OK, result.output
