@@ -804,6 +804,22 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: set
             return below
         if (number := _scientific(node)) is not None:
             return number
+        if isinstance(node, S.Tensor) and len(node.items) == 1 and isinstance(node.items[0], S.Binary | S.Unary):
+            return fix(node.items[0])  # [(x - 3)(2x) - (x^2 + 1)]/(x - 3)^2: brackets that group, not a vector
+        if isinstance(node, S.Tensor):  # a literal's rows are rows: [[x + 1], [y]] stays a column
+            node.items = [S.Tensor([fix(i) for i in row.items], row.pos) if isinstance(row, S.Tensor) else fix(row)
+                          for row in node.items]
+            return node
+        if isinstance(node, S.Binary) and node.op == S.JUXTAPOSED:  # 3f (x): the program's function f, called
+            holder, last = None, node.left
+            while isinstance(last, S.Binary) and last.op == S.JUXTAPOSED:
+                holder, last = last, last.right
+            if isinstance(last, S.Name) and last.name in functions and last.name not in variables:
+                call = S.Call(last.name, [node.right], [], last.pos)
+                if holder is None:
+                    return fix(call)
+                holder.right = call
+                return fix(node.left)
         if isinstance(node, S.Binary) and node.op == "^" and "T" not in variables:  # Xᵀ written X^T
             if isinstance(node.right, S.Name) and node.right.name == "T":
                 return S.Attribute(fix(node.left), "T", node.right.pos)

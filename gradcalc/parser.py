@@ -176,6 +176,11 @@ def _one_group(tokens: list[Token]) -> bool:
     return False
 
 
+def _attached(previous: Token, token: Token) -> bool:
+    """Whether token follows previous with no space between them."""
+    return previous.start_pos is not None and token.start_pos == previous.start_pos + len(previous)
+
+
 def _is_function(name: str) -> bool:
     from .builtins import BUILTINS  # only claims with juxtaposed names need it: not imported at start-up
 
@@ -255,9 +260,11 @@ class _Juxtaposition:
                 and _is_function(str(previous))):  # sin x, sin 2x: a call whose argument follows
             self.calls.append([depth, [], []])
             inserted.append(_made("LPAR", "(", token))
-        elif (previous is not None and kind in _OPERAND_STARTS and previous.type in _OPERAND_ENDS
-                and not (previous.type == "NAME" and kind == "LPAR"
-                         and (earlier is None or earlier.type != "DOT"))):  # f(x) is a call; W.T (x) a product
+        elif (previous is not None and previous.type in _OPERAND_ENDS and (kind in _OPERAND_STARTS or kind == "LSQB")
+              and not (previous.type == "NAME" and kind in ("LPAR", "LSQB") and _attached(previous, token)
+                       and (earlier is None or earlier.type != "DOT"))
+              and not (previous.type == "NAME" and kind == "LPAR" and _is_function(str(previous)))):
+            # f(x) is a call and x[0] an index; W.T (x), x (1 + x), V [1, 2], 2[x + 1] and (a)[b] are products
             split = self.divided.get(depth)
             if split is not None and (previous.start_pos + len(previous) < token.start_pos or (
                     split[0].type == "POW_OP" and (kind == "LPAR" or _one_group(split[1:])))):

@@ -1502,3 +1502,20 @@ def test_a_rounded_literal_keeps_its_digits_when_transposed() -> None:
 def test_powers_in_latex_read_as_in_plain_text(key: str, claim: str) -> None:
     result = run_cli("check", "-e", key, "--claim", claim, "--json")
     assert result.exit_code == EXIT_OK, result.output
+
+
+@pytest.mark.parametrize(("key", "claim", "expected"), [
+    ("m = 4; y = 2.0; x = 1.0; L = x*(y + 4)/m", "dL/dx = 1/m (y + 4)", 1.5),  # a space ends a denominator
+    ("x = 1.7; y = 0.6; f = sqrt(x)*(1 + y^2)", "f = √x (1+y²)", math.sqrt(1.7) * 1.36),  # √ binds to x alone
+    ("x = 1.7; y = 0.6; f = sqrt(x)*(1 + y^2)", "f = √x(1+y²)", math.sqrt(1.7 * 1.36)),  # a call: √(x(1 + y²))
+    ("x = 1.2; y = (x^2 + 1)/(x - 3)", "dy/dx = [(x-3)(2x) - (x^2+1)(1)]/(x-3)^2", (1.2**2 - 6 * 1.2 - 1) / 1.8**2),
+    ("x = 1.2; y = (x^2 + 1)/(x - 3)", r"y = \left[x^2+1\right]/(x-3)", (1.2**2 + 1) / -1.8),  # [ ] group
+    ("x = 1.5; y = (x + 1)^2", "dy/dx = 2[x + 1]", 5.0),
+    ("V = [[1.0, 2], [0, 1], [3, -1]]; a = [0.2, 0.3, 0.5]; L = sum((a @ V)*[1, -2])", "dL/da = V [1, -2]",
+     [-3.0, -2.0, 5.0]),  # a space: V times the vector, not V[1, -2]
+    ("f(t) = t^2; x = 1.5; y = f(x)*3", "y = 3f (x)", 6.75),  # the program's function, with a space
+])
+def test_brackets_after_a_space_multiply_and_brackets_of_one_expression_group(key: str, claim: str,
+                                                                               expected: Any) -> None:
+    (verdict,) = check_json("-e", key, *claims(claim))["results"]
+    np.testing.assert_allclose(verdict["got"], expected, rtol=1e-12)
