@@ -592,10 +592,19 @@ def _children(expr: Expr) -> tuple[Expr, ...]:
 
 # --- printing -------------------------------------------------------------------------------
 
-def number(value: float) -> str:
-    """Exact and short: repr's shortest round-trip digits, without a trailing .0."""
+# Constants derivatives bring in, by name: d/dx e^x has no 2.718281828459045 in it, d/dx 2^x a log(2).
+_NAMED = {math.e: ("e", "e"), math.pi: ("pi", r"\pi"), math.log(2): ("log(2)", r"\ln 2"),
+          math.log(10): ("log(10)", r"\ln 10"), 1 / math.log(2): ("1/log(2)", r"\frac{1}{\ln 2}"),
+          1 / math.log(10): ("1/log(10)", r"\frac{1}{\ln 10}")}
+
+
+def number(value: float, latex: bool = False) -> str:
+    """Exact and short: repr's shortest round-trip digits, without a trailing .0; e, pi, log(2) by name."""
     if value == int(value) and abs(value) < 1e15:
         return str(int(value))
+    named = _NAMED.get(abs(value))
+    if named is not None:
+        return ("-" if value < 0 else "") + named[latex]
     return repr(value)
 
 
@@ -674,6 +683,9 @@ class Printer:
             return self._power(expr)
         return self._call(expr)  # type: ignore[arg-type]
 
+    def _number(self, value: float) -> str:
+        return coefficient(value)
+
     def _scaled_sum(self, scale: float, inner: str) -> str:
         return self._factored(coefficient(scale), inner)
 
@@ -735,7 +747,7 @@ class Printer:
         parts: list[str] = []
         pieces = [(self._term(t, abs(c)), c < 0) for t, c in expr.terms]
         if expr.constant:  # last, unless that would start with a minus: 1 - x^2, not -x^2 + 1
-            constant = (coefficient(abs(expr.constant)), expr.constant < 0)
+            constant = (self._number(abs(expr.constant)), expr.constant < 0)
             pieces.insert(0 if pieces[0][1] and expr.constant > 0 else len(pieces), constant)
         if pieces[0][1]:  # a plus term first where there is one: x - w, sigmoid(z) - y
             first = next((i for i, (_, negative) in enumerate(pieces) if not negative), 0)
@@ -929,8 +941,8 @@ def latex_name(name: str) -> str:
     """w1 -> w_{1}, x_max -> x_{max}, θ -> \\theta."""
     name = "".join(_GREEK.get(c, c) for c in name)
     head = name.rstrip("0123456789")
-    if head != name and head:
-        return f"{head}_{{{name[len(head):]}}}"
+    if head != name and head.rstrip("_"):  # w1 and w_1 alike: w_{1}
+        return f"{head.rstrip('_')}_{{{name[len(head):]}}}"
     if "_" in name.strip("_"):
         head, _, tail = name.partition("_")
         return f"{head}_{{{tail}}}"
@@ -940,7 +952,7 @@ def latex_name(name: str) -> str:
 def _latex_coefficient(value: float) -> str:
     found = ratio(abs(value))
     if found is None:
-        return number(value)
+        return number(value, latex=True)
     return ("-" if value < 0 else "") + rf"\frac{{{found[0]}}}{{{found[1]}}}"
 
 
@@ -959,6 +971,8 @@ class LatexPrinter(Printer):
     def _text(self, expr: Expr) -> tuple[str, int]:
         if isinstance(expr, Num) and ratio(expr.value) is not None:
             return _latex_coefficient(expr.value), 2
+        if isinstance(expr, Num) and abs(expr.value) in _NAMED:  # e, \pi stand alone; \ln 2, \frac{1}{\ln 2}: products
+            return number(expr.value, latex=True), 9 if expr.value in (math.e, math.pi) else 2
         if isinstance(expr, Sym):
             return latex_name(expr.name), 9
         if isinstance(expr, Const):
@@ -969,6 +983,9 @@ class LatexPrinter(Printer):
         factors = term.factors if isinstance(term, Mul) and term not in self.names else (term,)
         scale = term.coefficient if isinstance(term, Mul) and term not in self.names else 1.0
         return self._product(Mul(coefficient * scale, factors))
+
+    def _number(self, value: float) -> str:
+        return _latex_coefficient(value)
 
     def _scaled_sum(self, scale: float, inner: str) -> str:
         return self._factored(_latex_coefficient(scale), inner)
@@ -993,8 +1010,8 @@ class LatexPrinter(Printer):
                 # Side by side, a matrix and a non-scalar read as their matrix product (W x): their
                 # elementwise product is written with ⊙, so that the LaTeX reads back as it means.
                 text += r" \odot "
-            elif text and " " not in text and text[0].isdigit() and shown[0].isdigit():
-                text += r" \cdot "  # 2 \cdot 3, not 23
+            elif text and text[-1].isdigit() and shown[0].isdigit():
+                text += r" \cdot "  # 2 \cdot 3, not 23; \ln 2 \cdot 2^{x}
             elif text:
                 text += " "
             text += shown
@@ -1042,13 +1059,26 @@ class LatexPrinter(Printer):
             under = "" if not expr.params[0] else \
                 rf"_{{\text{{axis{'es' if len(axes) > 1 else ''} }} {', '.join(map(str, axes))}}}"
             return rf"\sum{under} {self.show(args[0], 3)}", 2
-        if fn in _COMPARE:
+        if fn in _COMPARE:  # 1 where it holds, else 0: Iverson's bracket, so a = b reads as no equation
             symbol = {"<": "<", "<=": r"\le", ">": ">", ">=": r"\ge", "==": "=", "!=": r"\ne"}[_COMPARE[fn]]
-            return f"{self.show(args[0], 2)} {symbol} {self.show(args[1], 2)}", 0
+            return rf"\left[{self.show(args[0], 2)} {symbol} {self.show(args[1], 2)}\right]", 9
+        if fn in {"logical_and", "logical_or"}:
+            word = r" \land " if fn == "logical_and" else r" \lor "
+            return word.join(self.show(a, 1) for a in args), 0
+        if fn == "logical_not":
+            return rf"\lnot {self.show(args[0], 1)}", 0
+        if fn in ("sum", "mean", "prod", "max", "min", "norm", "logsumexp") and expr.params[0] is not None:
+            axis, keepdims = expr.params  # the axis is part of what it means: written under the operator
+            axes = ", ".join(map(str, axis)) if isinstance(axis, tuple) else str(axis)
+            word = r"\sum" if fn == "sum" else rf"\operatorname{{{fn}}}"
+            kept = r"\text{, kept}" if keepdims else ""
+            return rf"{word}_{{\text{{axis }} {axes}{kept}}} {self.show(args[0], 3)}", 2
         text, precedence = super()._call(expr)
         name = text.split("(", 1)[0]
         if name.isidentifier() and "(" in text:
-            inner = ", ".join(self.show(a, 0) for a in args)
+            # the parameters too (a reshape's shape, an axis): without them the formula says something else
+            inner = ", ".join([self.show(a, 0) for a in args] + [str(list(q)) if isinstance(q, tuple) else str(q)
+                                                                 for q in expr.params if q is not None])
             return rf"\operatorname{{{name}}}\left({inner}\right)", 9
         return text, precedence
 

@@ -611,7 +611,7 @@ def test_neuron_several_derivatives_json_shape() -> None:
     ("y = θ^2 * x_max", "θ", r"2 x_{max} \theta"),
     ("y = θ^2 * x_max", "x_max", r"\theta^{2}"),
     ("y = exp(-x^2)", "x", r"-2 x e^{-x^{2}}"),
-    ("y = 2^x", "x", r"0.6931471805599453 \cdot 2^{x}"),
+    ("y = 2^x", "x", r"\ln 2 \cdot 2^{x}"),  # ln 2 by name, not 0.6931471805599453
 ])
 def test_latex_golden(program: str, wrt: str, expected: str) -> None:
     doc = diff_json("-e", program, "--wrt", wrt)
@@ -1057,3 +1057,25 @@ def test_unbroadcast_sums_print_as_plain_sums(program: str, wrt: str, text: str,
     assert latex in doc["latex"]
     again = program_value(f"{program}\nD_ = {doc['derivative']}", {}, "D_")  # the text means what it says
     np.testing.assert_allclose(again, doc["value"], rtol=1e-12)
+
+
+@pytest.mark.parametrize(("program", "text", "latex"), [
+    ("y = e^x", "e^x", "e^{x}"),  # not 2.718281828459045^x
+    ("y = 2^x", "log(2)*2^x", r"\ln 2 \cdot 2^{x}"),
+    ("y = pi*x", "pi", r"\pi"),
+])
+def test_constants_print_by_name(program: str, text: str, latex: str) -> None:
+    doc = json_ok("diff", "-e", program, "--wrt", "x", "--set", "x=0.5")
+    assert doc["derivative"] == text, doc
+    assert json_ok("diff", "-e", program, "--wrt", "x", "--latex")["latex"] == latex
+    value = json_ok("eval", "-e", f"x = 0.5; d = {text}")["values"]["d"]  # the text evaluates back
+    assert value == pytest.approx(doc["value"], rel=1e-15)
+
+
+def test_latex_keeps_an_axis_a_shape_and_brackets_comparisons() -> None:
+    axis = json_ok("diff", "-e", "x = [[1.0, 2], [3, 4]]; y = sum(sum(x, axis=1)^2)", "--wrt", "x", "--latex")
+    assert r"\sum_{\text{axis } 1" in axis["latex"], axis
+    shape = json_ok("diff", "-e", "x = [[1.0, 2], [3, 4]]; y = sum(reshape(x, 4)^2)", "--wrt", "x", "--latex")
+    assert "[2, 2]" in shape["latex"] and "[4]" in shape["latex"], shape
+    named = json_ok("diff", "-e", "w_2 = 3.0; y = w_2^2", "--wrt", "w_2", "--latex")
+    assert named["latex"] == "2 w_{2}", named
