@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -217,29 +218,33 @@ def graph_tree(view: Any) -> RenderableType:
 
     root = Tree(label(view.nodes[0]))
     drawn = {0}
-    stack: list[tuple[Any, int, int]] = [(root, 0, 0)]
+    # Depth first in the order the tree prints: a node is drawn in full where it first appears on
+    # the page, and referenced as "drawn above" wherever it appears after that.
+    stack: list[tuple[Any, Iterator[Any], int]] = [(root, iter(view.children.get(0, [])), 0)]
     while stack:
-        branch, node_id, depth = stack.pop()
-        later: list[tuple[Any, int, int]] = []
-        for edge in view.children.get(node_id, []):
-            child = view.nodes[edge.target]
-            prefix = Text(edge_text(view, edge) + "  ", style="cyan")
-            if edge.target in drawn:
-                branch.add(Text.assemble(prefix, (child.label, "bold"), " (drawn above)"))
-                continue
-            skipped, child, into = _collapse_run(view, child, edge)
-            prefix = Text(edge_text(view, into) + "  ", style="cyan")
-            target = branch
-            if skipped:
-                target = branch.add(Text(f"… {skipped} more '{child.label}' nodes like these "
-                                         f"({_run_note(view, child)}): see --json or --format dot for each",
-                                         style="yellow"))
-            drawn.add(child.id)
-            if depth >= TREE_DEPTH:
-                target.add(Text(f"… deeper nodes not shown (depth {TREE_DEPTH}): see --json", style="yellow"))
-                continue
-            later.append((target.add(Text.assemble(prefix, label(child))), child.id, depth + 1))
-        stack.extend(reversed(later))  # depth first, in the children's order
+        branch, edges, depth = stack[-1]
+        edge = next(edges, None)
+        if edge is None:
+            stack.pop()
+            continue
+        child = view.nodes[edge.target]
+        prefix = Text(edge_text(view, edge) + "  ", style="cyan")
+        if edge.target in drawn:
+            branch.add(Text.assemble(prefix, (child.label, "bold"), " (drawn above)"))
+            continue
+        skipped, child, into = _collapse_run(view, child, edge)
+        prefix = Text(edge_text(view, into) + "  ", style="cyan")
+        target = branch
+        if skipped:
+            target = branch.add(Text(f"… {skipped} more '{child.label}' nodes like these "
+                                     f"({_run_note(view, child)}): see --json or --format dot for each",
+                                     style="yellow"))
+        drawn.add(child.id)
+        if depth >= TREE_DEPTH:
+            target.add(Text(f"… deeper nodes not shown (depth {TREE_DEPTH}): see --json", style="yellow"))
+            continue
+        stack.append((target.add(Text.assemble(prefix, label(child))), iter(view.children.get(child.id, [])),
+                      depth + 1))
     return Group(root)
 
 

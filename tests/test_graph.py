@@ -873,3 +873,14 @@ def test_explain_takes_one_variable_and_says_so(wrt: list[str]) -> None:
     result = run_cli("explain", NEURON, *wrt, "--json")
     assert result.exit_code == 2
     assert strict_json(result.stderr)["error"]["message"] == "explain takes one variable, got 2: d, a"
+
+
+def test_a_node_drawn_above_is_drawn_above() -> None:
+    """Each "(drawn above)" comes after the line that draws its node in full (a sibling's was drawn below)."""
+    out = run_cli("graph", "-e", "a = 1; b = 2; c = a*b; d = a + b; e = c*d; f = c + d; g = e*f; h = g + a").stdout
+    lines = out.splitlines()
+    for k, line in enumerate(lines):
+        if "(drawn above)" in line:
+            name = line.split("(drawn above)")[0].split()[-1]
+            assert any(re.search(rf"\b{name} = ", earlier) for earlier in lines[:k]), (name, out)
+    assert sum(" a = 1 (leaf)" in line for line in lines) == 1, out
