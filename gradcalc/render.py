@@ -296,10 +296,12 @@ def explain_view(explanation: Any, view: Any) -> RenderableType:
             parts.append(Text("    " + " · ".join(partials) + " = " + " · ".join(factors)))
             if path.value is not None:
                 numbers = " · ".join(B.format_number(float(e.value)) for e in path.edges)
-                parts.append(Text(f"    = {numbers} = {B.format_number(float(path.value))}"))
+                value = B.format_number(float(path.value))
+                parts.append(Text(f"    = {value}" if len(path.edges) == 1 else f"    = {numbers} = {value}"))
         values = [p.value for p in explanation.paths]
-        if all(v is not None for v in values):
-            shown = " + ".join(B.format_number(float(v)) for v in values)
+        if all(v is not None for v in values) and len(values) > 1:  # one path's value is its sum: said above
+            shown = B.format_number(float(values[0])) + "".join(
+                f" {'-' if float(v) < 0 else '+'} {B.format_number(abs(float(v)))}" for v in values[1:])
             parts.append(Text(""))
             parts.append(Text(f"  sum over the path{plural}: {shown} = {B.format_number(float(explanation.total))}"))
     else:

@@ -884,3 +884,10 @@ def test_a_node_drawn_above_is_drawn_above() -> None:
             name = line.split("(drawn above)")[0].split()[-1]
             assert any(re.search(rf"\b{name} = ", earlier) for earlier in lines[:k]), (name, out)
     assert sum(" a = 1 (leaf)" in line for line in lines) == 1, out
+
+
+def test_explain_writes_a_negative_path_with_a_minus_and_one_path_once() -> None:
+    two = run_cli("explain", "-e", "x = 1.2; a = sin(x); b = x^2; L = a - b", "--wrt", "x").stdout
+    assert "sum over the paths: 0.362358 - 2.4 = -2.03764" in two, two
+    one = run_cli("explain", "-e", "x = 1.2; L = x^3", "--wrt", "x").stdout
+    assert "= 4.32 = 4.32" not in one and "sum over" not in one and "    = 4.32" in one, one
