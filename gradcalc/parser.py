@@ -300,7 +300,8 @@ class _Juxtaposition:
                 kind = token.type
                 binary_sign = kind == "ADD_OP" and argument[-1].type in _OPERAND_ENDS
                 if not (binary_sign or kind in ("MUL_OP", "COMP_OP", "EQUALS", "APPROX") or kind in _CLAIM_ENDS
-                        or kind in _CLOSE or (kind == "NAME" and _is_function(str(token)))):
+                        or kind in _CLOSE or (kind == "NAME" and (_is_function(str(token)) or str(token) == "e"))):
+                    # sin 2x cos x, tan t e^-t: the next function, or e (of e^...), starts the next factor
                     break  # sin 2x: the argument goes on
             elif token is not None and depth >= call_depth:
                 break  # inside the argument's own brackets, or its first token

@@ -1519,3 +1519,10 @@ def test_brackets_after_a_space_multiply_and_brackets_of_one_expression_group(ke
                                                                                expected: Any) -> None:
     (verdict,) = check_json("-e", key, *claims(claim))["results"]
     np.testing.assert_allclose(verdict["got"], expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("claim", ["x = tan t e^{-t}", "x = tan t e^-t", "dx/dt = sec^2 t e^{-t} - tan t e^{-t}"])
+def test_a_function_s_argument_without_brackets_ends_at_e(claim: str) -> None:
+    """tan t e^-t is tan(t)·e^-t, as sin 2x cos x is sin(2x)·cos(x)."""
+    result = run_cli("check", "-e", "t = 0.6; x = tan(t)*exp(-t)", "--claim", claim, "--json")
+    assert result.exit_code == EXIT_OK, result.output
