@@ -112,6 +112,19 @@ def _outer(x: Node, y: Node) -> Node:
     return ops.mul(ops.reshape(x, (-1, 1)), ops.reshape(y, (1, -1)))
 
 
+def _diag(x: Node) -> Node:
+    """NumPy's diag: a vector on a matrix's diagonal, or a matrix's diagonal as a vector."""
+    if x.ndim == 1:
+        n = x.shape[0]
+        return ops.mul(ops.reshape(x, (n, 1)), _eye(constant(n)))
+    if x.ndim == 2:
+        n = min(x.shape)
+        square = x if x.shape[0] == x.shape[1] else ops.index(x, (slice(0, n), slice(0, n)))
+        return ops.sum(ops.mul(square, _eye(constant(n))), 1, False)
+    raise ArgumentError(f"diag takes a vector or a matrix, not a tensor of shape {tuple(x.shape)}",
+                        "diag(v) puts v on a diagonal; diag(A) reads A's diagonal")
+
+
 def _transpose(x: Node, first: Node | None = None, second: Node | None = None) -> Node:
     if first is None and second is None:
         return ops.transpose(x, None)
@@ -282,6 +295,7 @@ def _table() -> dict[str, Builtin]:
         add(name, _reduction(op), "x axis keepdims", 1, "reduction over all entries or an axis")
     add("dot", _dot, "a b", 2, "dot product (matrix product for matrices)")
     add("outer", _outer, "a b", 2, "outer product")
+    add("diag", _diag, "x", 1, "a vector on a diagonal, or a matrix's diagonal")
     add("transpose", _transpose, "x axis1 axis2", 1, "reversed axes, or two axes swapped")
     add("reshape", _reshape, "x *shape", 1, "the same entries in a new shape")
     add("trace", _matrix("trace", ops.trace, False), "x", 1, "sum of the diagonal")

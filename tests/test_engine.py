@@ -461,3 +461,15 @@ def test_backward_on_the_runs_tape_matches_the_graph_search(of: str, wrt: list[s
         result = run.grad(of=of, wrt=list(leaves))
         for name in leaves:
             np.testing.assert_allclose(result.grads[name], expected[name], rtol=1e-6, atol=1e-8)
+
+
+def test_diag_puts_a_vector_on_a_diagonal_and_reads_a_matrix_s() -> None:
+    v, A = RNG.normal(size=3), RNG.normal(size=(3, 2))
+    program = gradcalc.parse_program("v = 0; A = 0; D = diag(v); d = diag(A); L = sum(D @ A) + sum(d^2)")
+    run = program.run({"v": v, "A": A})
+    np.testing.assert_allclose(run.value("D"), np.diag(v), rtol=1e-12)
+    np.testing.assert_allclose(run.value("d"), np.diag(A), rtol=1e-12)
+    grads = run.grad("L", ["v", "A"]).grads
+    np.testing.assert_allclose(grads["v"], A.sum(axis=1), rtol=1e-12)  # ∂/∂v_i of Σ_i v_i Σ_j A_ij
+    expected = v[:, None] * np.ones((3, 2)) + np.pad(2 * np.diag(np.diag(A)), ((0, 1), (0, 0)))  # + 2 A_ii
+    np.testing.assert_allclose(grads["A"], expected, rtol=1e-12)
