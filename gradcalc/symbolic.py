@@ -1017,7 +1017,9 @@ class LatexPrinter(Printer):
             text += shown
             shape = own if i == 0 else None if shape is None or own is None else _broadcast(shape, own)
         if under:
-            return sign + rf"\frac{{{text or '1'}}}{{{' '.join(self.show(f, 3) for f in under)}}}"
+            # A denominator of one factor needs no brackets: \frac draws the bar.
+            below = self.show(under[0], 0) if len(under) == 1 else " ".join(self.show(f, 3) for f in under)
+            return sign + rf"\frac{{{text or '1'}}}{{{below}}}"
         return sign + (text or "1")
 
     def _power(self, expr: Pow) -> tuple[str, int]:

@@ -1079,3 +1079,9 @@ def test_latex_keeps_an_axis_a_shape_and_brackets_comparisons() -> None:
     assert "[2, 2]" in shape["latex"] and "[4]" in shape["latex"], shape
     named = json_ok("diff", "-e", "w_2 = 3.0; y = w_2^2", "--wrt", "w_2", "--latex")
     assert named["latex"] == "2 w_{2}", named
+
+
+def test_latex_fraction_of_one_factor_has_no_brackets_below() -> None:
+    latex = json_ok("diff", "-e", "y = x/(x + 1)", "--wrt", "x", "--latex")["latex"]
+    assert latex.startswith(r"\frac{1}{x + 1} - "), latex
+    assert r"\frac{x}{\left(x + 1\right)^{2}}" in latex, latex  # a power keeps its base's brackets
