@@ -774,6 +774,11 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: set
         line = lines[at.line - 1] if 0 < at.line <= len(lines) else ""
         return 1 < at.column <= len(line) + 1 and line[at.column - 2] == " "
 
+    def written(at: Any) -> str:
+        """The character written at a place."""
+        line = lines[at.line - 1] if 0 < at.line <= len(lines) else ""
+        return line[at.column - 1:at.column]
+
     def bare_denominator(division: S.Binary) -> bool:
         """Whether a division was written a/b, its denominator without brackets (not \\frac, not /(...))."""
         at = division.pos
@@ -781,6 +786,12 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: set
         return line[at.column - 1:at.column] == "/" and not line[at.column:].lstrip().startswith("(")
 
     def fix(node: Any) -> Any:
+        if isinstance(node, S.Call) and node.name == "sqrt" and len(node.args) == 1 and written(node.pos) == "√":
+            inner = node.args[0]  # √x(1 + y²): readers split on it, as on 1/2x
+            if isinstance(inner, S.Call) and inner.name in variables and len(inner.args) == 1:
+                raise GradcalcSyntaxError(
+                    f"'√{inner.name}(...)' is ambiguous: is the bracket under the root or not?",
+                    f"write √({inner.name}*(...)) if it is, or √{inner.name} (...) (a space) if it is not", node.pos)
         if isinstance(node, S.Binary) and node.op == "/" and bare_denominator(node):  # -(x - μ)/σ^2 f: ends at f
             power, right = None, node.right
             if isinstance(right, S.Binary) and right.op == "^" and isinstance(right.left, S.Call) \

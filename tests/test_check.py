@@ -1507,7 +1507,6 @@ def test_powers_in_latex_read_as_in_plain_text(key: str, claim: str) -> None:
 @pytest.mark.parametrize(("key", "claim", "expected"), [
     ("m = 4; y = 2.0; x = 1.0; L = x*(y + 4)/m", "dL/dx = 1/m (y + 4)", 1.5),  # a space ends a denominator
     ("x = 1.7; y = 0.6; f = sqrt(x)*(1 + y^2)", "f = √x (1+y²)", math.sqrt(1.7) * 1.36),  # √ binds to x alone
-    ("x = 1.7; y = 0.6; f = sqrt(x)*(1 + y^2)", "f = √x(1+y²)", math.sqrt(1.7 * 1.36)),  # a call: √(x(1 + y²))
     ("x = 1.2; y = (x^2 + 1)/(x - 3)", "dy/dx = [(x-3)(2x) - (x^2+1)(1)]/(x-3)^2", (1.2**2 - 6 * 1.2 - 1) / 1.8**2),
     ("x = 1.2; y = (x^2 + 1)/(x - 3)", r"y = \left[x^2+1\right]/(x-3)", (1.2**2 + 1) / -1.8),  # [ ] group
     ("x = 1.5; y = (x + 1)^2", "dy/dx = 2[x + 1]", 5.0),
@@ -1526,3 +1525,11 @@ def test_a_function_s_argument_without_brackets_ends_at_e(claim: str) -> None:
     """tan t e^-t is tan(t)·e^-t, as sin 2x cos x is sin(2x)·cos(x)."""
     result = run_cli("check", "-e", "t = 0.6; x = tan(t)*exp(-t)", "--claim", claim, "--json")
     assert result.exit_code == EXIT_OK, result.output
+
+
+def test_a_root_before_a_name_and_a_bracket_is_ambiguous() -> None:
+    """√x(1 + y²): is the bracket under the root? Readers split on it, as on 1/2x: an error with both readings."""
+    result = run_cli("check", "-e", "x = 1.7; y = 0.6; f = sqrt(x)*(1 + y^2)", "--claim", "f = √x(1+y²)", "--json")
+    (verdict,) = strict_json(result.stdout)["results"]
+    assert verdict["status"] == "invalid", verdict
+    assert "'√x(...)' is ambiguous" in verdict["error"]["message"] and "√(x*(...))" in verdict["error"]["hint"]
