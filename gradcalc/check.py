@@ -447,10 +447,8 @@ class Judge:
         """A claim whose shapes do not fit, but would with a matrix transposed: wrong, with that diagnosis."""
         if claim.wrt is None:
             return False
-        source = Source(claim.text, "<claim>")
-        for name in _matrices(claim.claimed, self.run):
+        for name, (fixed,) in self._turned_values(claim, [self.run]):
             try:
-                fixed = self.run.evaluate(_turned(claim.claimed, name), source)
                 want = self._truth(self.run, claim, fixed.ndim)
             except GradcalcError:
                 continue
@@ -463,17 +461,21 @@ class Judge:
 
     def _transpose_slip(self, claim: S.Claim, samples: list[_Sample], matches: Callable[[Any, _Sample], bool]) -> str:
         """W x where Wᵀ x is meant (backpropagation's usual slip): the claim with one matrix turned is right."""
-        source = Source(claim.text, "<claim>")
-        for name in _matrices(claim.claimed, self.run):
-            turned = _turned(claim.claimed, name)
-            try:
-                values = [s.run.evaluate(turned, source) for s in samples]
-            except GradcalcError:
-                continue
+        for name, values in self._turned_values(claim, [s.run for s in samples]):
             if all(v.shape == s.want.shape and matches(s.want, _Sample(s.run, v, s.want))
                    for v, s in zip(values, samples)):
                 return f"a transpose slip: {_slip(claim.claimed, name)} the claim is {_label(claim)}"
         return ""
+
+    def _turned_values(self, claim: S.Claim, runs: list[Run]) -> Iterator[tuple[str, list[Any]]]:
+        """For each matrix the claim names: its name, and the claim's value at each run with that matrix turned."""
+        source = Source(claim.text, "<claim>")
+        for name in _matrices(claim.claimed, self.run):
+            turned = _turned(claim.claimed, name)
+            try:
+                yield name, [run.evaluate(turned, source) for run in runs]
+            except GradcalcError:
+                continue
 
     def _upside_down(self, claim: S.Claim, samples: list[_Sample], matches: Callable[[Any, _Sample], bool]) -> str:
         """dw1/dL where dL/dw1 is meant: the claim is the derivative the other way up."""
@@ -768,25 +770,22 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: set
 
     lines = text.splitlines()
 
+    def line_from(at: Any, shift: int = 0) -> str:
+        """The line's text from the place's column (moved by shift), as written."""
+        line = lines[at.line - 1] if 0 < at.line <= len(lines) else ""
+        return line[at.column - 1 + shift:] if at.column - 1 + shift >= 0 else ""
+
     def spaced(call: S.Call) -> bool:
         """Whether a call's argument follows its name after a space (σ x, read as a function's), not a bracket."""
-        at = _start(call.args[0])
-        line = lines[at.line - 1] if 0 < at.line <= len(lines) else ""
-        return 1 < at.column <= len(line) + 1 and line[at.column - 2] == " "
-
-    def written(at: Any) -> str:
-        """The character written at a place."""
-        line = lines[at.line - 1] if 0 < at.line <= len(lines) else ""
-        return line[at.column - 1:at.column]
+        return line_from(_start(call.args[0]), -1).startswith(" ")
 
     def bare_denominator(division: S.Binary) -> bool:
         """Whether a division was written a/b, its denominator without brackets (not \\frac, not /(...))."""
-        at = division.pos
-        line = lines[at.line - 1] if 0 < at.line <= len(lines) else ""
-        return line[at.column - 1:at.column] == "/" and not line[at.column:].lstrip().startswith("(")
+        after = line_from(division.pos)
+        return after.startswith("/") and not after[1:].lstrip().startswith("(")
 
     def fix(node: Any) -> Any:
-        if isinstance(node, S.Call) and node.name == "sqrt" and len(node.args) == 1 and written(node.pos) == "√":
+        if isinstance(node, S.Call) and node.name == "sqrt" and len(node.args) == 1 and line_from(node.pos)[:1] == "√":
             inner = node.args[0]  # √x(1 + y²): readers split on it, as on 1/2x
             if isinstance(inner, S.Call) and inner.name in variables and len(inner.args) == 1:
                 raise GradcalcSyntaxError(

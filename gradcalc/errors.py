@@ -29,6 +29,19 @@ class Pos(NamedTuple):
     width: int = 1
 
 
+def pos_at(text: str, index: int, width: int = 1) -> Pos:
+    """The place of the character at text[index]."""
+    return Pos(text.count("\n", 0, index) + 1, index - (text.rfind("\n", 0, index) + 1) + 1, width)
+
+
+def line_starts(text: str) -> list[int]:
+    """The index where each line of text starts, and the text's length last."""
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    return starts
+
+
 class GradcalcError(Exception):
     """A bad input or a bad use: carries a kind, a message, a fix and a place.
 

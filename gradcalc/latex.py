@@ -11,7 +11,8 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
-from .errors import GradcalcSyntaxError, Pos
+from .errors import GradcalcSyntaxError, Pos, line_starts, pos_at
+from .parser import is_function
 
 # Commands that are a word or a sign of gradcalc's own.
 _WORDS = {
@@ -43,13 +44,11 @@ class Latex(NamedTuple):
 
     def place(self, pos: Pos, written: str) -> Pos:
         """A place in the text made, as a place in the LaTeX written."""
-        starts = _line_starts(self.text)
+        starts = line_starts(self.text)
         at = min(starts[min(pos.line, len(starts)) - 1] + pos.column - 1, len(self.origin) - 1)
         source = self.origin[at]
         end = self.origin[min(at + max(pos.width, 1) - 1, len(self.origin) - 1)]
-        line = written.count("\n", 0, source) + 1
-        column = source - (written.rfind("\n", 0, source) + 1) + 1
-        return Pos(line, column, max(1, end - source + 1))
+        return pos_at(written, source, max(1, end - source + 1))
 
 
 # Fractions as one character, pasted from word processors: ½x is x/2.
@@ -108,14 +107,14 @@ def _convert(src: str, i: int, opener: int | None) -> tuple[list[str], list[int]
         if c == "^":
             start = i
             inner, places, i = _argument(src, i + 1)
-            if "".join(inner).strip() == "T":
+            exponent = "".join(inner).strip()
+            if exponent == "T":
                 emit(".", start)  # x^{T}: the transpose
                 emit("T", i - 1)  # through the closing brace: a claim's text as written runs to it
-            elif "".join(inner).strip().isdigit():  # x^2, x^{2}: as plain text writes them (sin^2 x, d^2f/dx^2)
+            elif exponent.isdigit():  # x^2, x^{2}: as plain text writes them (sin^2 x, d^2f/dx^2)
                 emit("^", start)
-                digits = "".join(inner).strip()
-                emit(digits[:-1], places[0])
-                emit(digits[-1], i - 1)
+                emit(exponent[:-1], places[0])
+                emit(exponent[-1], i - 1)
             else:
                 emit("^(", start)
                 chars.extend(inner)
@@ -189,7 +188,7 @@ def _command(src: str, i: int, emit: Callable[[str, int], None], chars: list[str
         inner, places, after = _argument(src, end)
         word = "".join(inner).strip()
         power = after + len(src[after:]) - len(src[after:].lstrip(" "))
-        if src[power:power + 1] == "^" and _is_function(word):  # \operatorname{sech}^{2}{\left(x\right)}: SymPy
+        if src[power:power + 1] == "^" and is_function(word):  # \operatorname{sech}^{2}{\left(x\right)}: SymPy
             return _power_of_call(src, i, word, power, emit, chars, origin)
         if word.isalpha() and chars and (chars[-1].isalnum() or chars[-1] == "_"):
             emit(" ", i)  # x\operatorname{sech}(x) is x sech(x), not the name xsech
@@ -245,12 +244,6 @@ def _command(src: str, i: int, emit: Callable[[str, int], None], chars: list[str
     raise GradcalcSyntaxError(f"unknown LaTeX command '\\{name}'",
                               "claims read \\frac, \\sqrt, \\cdot, \\left( \\right), ^{...}, _{...}, Greek letters "
                               "and the functions (\\sin, \\exp, \\sigma, ...)", _at(src, i, len(name) + 1))
-
-
-def _is_function(word: str) -> bool:
-    from .builtins import BUILTINS  # only for LaTeX claims: not at start-up
-
-    return word in BUILTINS
 
 
 _MATRICES = {"matrix", "bmatrix", "pmatrix", "Bmatrix"}
@@ -333,13 +326,5 @@ def _power_of_call(src: str, i: int, word: str, power: int, emit: Callable[[str,
 
 
 def _at(src: str, index: int, width: int = 1) -> Pos:
-    index = max(0, min(index, len(src) - 1)) if src else 0
-    line = src.count("\n", 0, index) + 1
-    return Pos(line, index - (src.rfind("\n", 0, index) + 1) + 1, width)
-
-
-def _line_starts(text: str) -> list[int]:
-    starts = [0]
-    for line in text.splitlines(keepends=True):
-        starts.append(starts[-1] + len(line))
-    return starts
+    """The place of src[index], an index past the end taken as the last character."""
+    return pos_at(src, max(0, min(index, len(src) - 1)) if src else 0, width)

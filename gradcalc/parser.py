@@ -24,7 +24,7 @@ from lark.parsers.lalr_analysis import Shift
 from lark.visitors import _vargs_inline, _VArgsWrapper
 
 from . import syntax as S
-from .errors import GradcalcError, GradcalcSyntaxError, Pos, did_you_mean
+from .errors import GradcalcError, GradcalcSyntaxError, Pos, did_you_mean, line_starts, pos_at
 
 _OPEN = {"LPAR": "(", "LSQB": "[", "LBRACE": "{"}
 _CLOSE = {"RPAR": "(", "RSQB": "[", "RBRACE": "{"}
@@ -162,7 +162,7 @@ class _Brackets:
 
 
 _OPERAND_ENDS = frozenset({"NUMBER", "NAME", "RPAR", "RSQB", "SUPERSCRIPT", "TRANSPOSE"})
-_OPERAND_STARTS = frozenset({"NAME", "LPAR", "ROOT"})
+_OPERAND_STARTS = frozenset({"NAME", "LPAR", "ROOT", "LSQB"})
 _CLAIM_ENDS = frozenset({"_NL", "SEMICOLON", "COMMA", "RBRACE"})
 
 
@@ -181,7 +181,8 @@ def _attached(previous: Token, token: Token) -> bool:
     return previous.start_pos is not None and token.start_pos == previous.start_pos + len(previous)
 
 
-def _is_function(name: str) -> bool:
+def is_function(name: str) -> bool:
+    """Whether a name is a builtin function (claims read sin x as sin(x), and latex.py its powers)."""
     from .builtins import BUILTINS  # only claims with juxtaposed names need it: not imported at start-up
 
     return name in BUILTINS
@@ -233,7 +234,7 @@ class _Juxtaposition:
                 return emitted
             return [t for written in [*power, token] for t in self._feed(written, depth)]  # not a function's power
         if (self.expression and kind in ("SUPERSCRIPT", "POW_OP") and self.previous is not None
-                and self.previous.type == "NAME" and _is_function(str(self.previous))):
+                and self.previous.type == "NAME" and is_function(str(self.previous))):
             self.power = [token]
             return []
         emitted = self._feed(token, depth)
@@ -257,13 +258,13 @@ class _Juxtaposition:
         if inserted:
             previous = inserted[-1]  # a call just closed: its ')' comes before this token
         if (previous is not None and previous.type == "NAME" and kind in ("NAME", "NUMBER", "ROOT")
-                and _is_function(str(previous))):  # sin x, sin 2x: a call whose argument follows
+                and is_function(str(previous))):  # sin x, sin 2x: a call whose argument follows
             self.calls.append([depth, [], []])
             inserted.append(_made("LPAR", "(", token))
-        elif (previous is not None and previous.type in _OPERAND_ENDS and (kind in _OPERAND_STARTS or kind == "LSQB")
+        elif (previous is not None and previous.type in _OPERAND_ENDS and kind in _OPERAND_STARTS
               and not (previous.type == "NAME" and kind in ("LPAR", "LSQB") and _attached(previous, token)
                        and (earlier is None or earlier.type != "DOT"))
-              and not (previous.type == "NAME" and kind == "LPAR" and _is_function(str(previous)))):
+              and not (previous.type == "NAME" and kind == "LPAR" and is_function(str(previous)))):
             # f(x) is a call and x[0] an index; W.T (x), x (1 + x), V [1, 2], 2[x + 1] and (a)[b] are products
             split = self.divided.get(depth)
             if split is not None and (previous.start_pos + len(previous) < token.start_pos or (
@@ -300,7 +301,7 @@ class _Juxtaposition:
                 kind = token.type
                 binary_sign = kind == "ADD_OP" and argument[-1].type in _OPERAND_ENDS
                 if not (binary_sign or kind in ("MUL_OP", "COMP_OP", "EQUALS", "APPROX") or kind in _CLAIM_ENDS
-                        or kind in _CLOSE or (kind == "NAME" and (_is_function(str(token)) or str(token) == "e"))):
+                        or kind in _CLOSE or (kind == "NAME" and (is_function(str(token)) or str(token) == "e"))):
                     # sin 2x cos x, tan t e^-t: the next function, or e (of e^...), starts the next factor
                     break  # sin 2x: the argument goes on
             elif token is not None and depth >= call_depth:
@@ -773,9 +774,7 @@ def with_claim_texts(claims: list[S.Claim], text: str,
                      written: Callable[[int, int], str] | None = None) -> list[S.Claim]:
     """Fill in each claim's text as written: from its start to its expression's last token and brackets
     (`written` gives the text written for a span of `text`, where text was made from it: LaTeX)."""
-    starts = [0]
-    for line in text.splitlines(keepends=True):
-        starts.append(starts[-1] + len(line))
+    starts = line_starts(text)
 
     def offset(line: int, column: int) -> int:
         return starts[min(line, len(starts)) - 1] + column - 1
@@ -886,10 +885,10 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start") -> GradcalcS
             "finish it on this line, or wrap it in ( ) to go on over several lines",
             Pos(pos.line, pos.column, 1),
         )
-    if start == "claims" and token.type == "NUMBER" and re.search(r"\d,$", text[:token.start_pos or 0]):  # 2,5
-        whole = re.search(r"(\d+),$", text[:token.start_pos or 0]).group(1)  # type: ignore[union-attr]
-        return GradcalcSyntaxError(f"'{whole},{token}': a comma separates claims",
-                                   f"write the decimal point as a dot: {whole}.{token}", pos)
+    comma = re.search(r"(\d+),$", text[:token.start_pos or 0]) if token.type == "NUMBER" else None
+    if start == "claims" and comma is not None:  # 2,5
+        return GradcalcSyntaxError(f"'{comma.group(1)},{token}': a comma separates claims",
+                                   f"write the decimal point as a dot: {comma.group(1)}.{token}", pos)
     if start == "claims" and ("EQUALS" in expected or {"NAME", "PARTIAL"} <= expected):  # in dL/dw1 =
         where = "where a claim starts" if "EQUALS" not in expected and "CHECK" in expected else "in a claim's left side"
         return GradcalcSyntaxError(f"unexpected '{token}' {where}", _CLAIM_FORM, pos)
@@ -897,7 +896,7 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start") -> GradcalcS
     dotted = re.search(r"([^\W\d][\w.]*)\.([^\W\d]\w*)$", before) if token.type == "LPAR" else None
     if dotted is not None:  # torch.sin(x), x.sum(): Python habits
         owner, method = dotted.groups()
-        known = _is_function(method)
+        known = is_function(method)
         if owner.split(".")[0] in _MODULES:
             return GradcalcSyntaxError(f"'{owner}.{method}(...)': gradcalc's functions have no module prefix",
                                        f"write {method}(...)" if known else _NO_SUCH_FUNCTION, pos)
@@ -908,11 +907,11 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start") -> GradcalcS
         return GradcalcSyntaxError(f"'{owner}.{method}(...)' is a method call: gradcalc has functions, not methods",
                                    hint, pos)
     powered = re.search(r"([^\W\d]\w*)\s*(\^\s*\d+|[⁰¹²³⁴⁵⁶⁷⁸⁹]+)$", before) if token.type == "LPAR" else None
-    if powered is not None and _is_function(powered.group(1)):  # sin^2(x), sin²(x): notes' notation
+    if powered is not None and is_function(powered.group(1)):  # sin^2(x), sin²(x): notes' notation
         function, power = powered.group(1), powered.group(2).replace(" ", "")
         return GradcalcSyntaxError(f"'{function}{power}(...)': a power of a function's value goes after its call",
                                    f"write {function}(...){power}", pos)
-    if token.type in ("NAME", "NUMBER", "ROOT") and before and _is_function(re.split(r"[\W]", before)[-1]):
+    if token.type in ("NAME", "NUMBER", "ROOT") and before and is_function(re.split(r"[\W]", before)[-1]):
         function = re.split(r"[\W]", before)[-1]
         return GradcalcSyntaxError(f"'{function} {token}': a function's argument goes in brackets",
                                    f"write {function}({token})", pos)
@@ -922,10 +921,8 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start") -> GradcalcS
         rest = before[:len(before) - len(prev)].rstrip(" \t")
         statement_start = prev.isidentifier() and (rest == "" or rest.endswith((";", "{", "}", "\n")))
         if statement_start and (python := _python_statement(prev)) is not None:
-            at = len(before) - len(prev)  # where the word starts in the text
-            line_start = text.rfind("\n", 0, at) + 1
             return GradcalcSyntaxError(f"'{prev}' is Python, not gradcalc", python,
-                                       Pos(text.count("\n", 0, at) + 1, at - line_start + 1, len(prev)))
+                                       pos_at(text, len(before) - len(prev), len(prev)))
         keyword = did_you_mean(prev, sorted(_KEYWORDS)) if statement_start and prev not in _KEYWORDS else ""
         return GradcalcSyntaxError(
             f"missing operator before '{token}'",

@@ -147,6 +147,7 @@ class EachInput:
 _zero: Rule = lambda ns, g, ans, x: ns.zeros_like(g)
 _half = 0.5
 
+
 def _pow_exponent(ns: Any, g: Any, ans: Any, x: Any, y: Any) -> Any:
     """d/dy x^y = x^y log x. Where x = 0 and y ≥ 0 it is 0 (PyTorch's choice, avoiding 0 · -inf); where
     x = 0 and y < 0, x^y log x is ∓inf, as PyTorch has it."""
@@ -165,7 +166,7 @@ RULES: dict[Primitive, Any] = {
               lambda ns, g, ans, x, y: -g * ans / y),
     # 0 where y = 0 (d/dx x^0 = 0, also at x = 0, where x^(y-1) is infinite).
     ops.POW: (lambda ns, g, ans, x, y: ns.where(ns.eq(y, 0), 0, g * y * x ** (y - 1)),
-              lambda ns, g, ans, x, y: _pow_exponent(ns, g, ans, x, y)),
+              _pow_exponent),
     ops.MAXIMUM: (lambda ns, g, ans, x, y: g * (ns.gt(x, y) + _half * ns.eq(x, y)),
                   lambda ns, g, ans, x, y: g * (ns.lt(x, y) + _half * ns.eq(x, y))),
     ops.MINIMUM: (lambda ns, g, ans, x, y: g * (ns.lt(x, y) + _half * ns.eq(x, y)),

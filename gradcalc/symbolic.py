@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -949,6 +949,12 @@ def latex_name(name: str) -> str:
     return name
 
 
+def _axes_under(axes: Sequence[int], keepdims: bool = False) -> str:
+    """A reduction's axes as LaTeX writes them under its operator: _{\\text{axis } 1}."""
+    kept = r"\text{, kept}" if keepdims else ""
+    return rf"_{{\text{{axis{'es' if len(axes) > 1 else ''} }} {', '.join(map(str, axes))}{kept}}}"
+
+
 def _latex_coefficient(value: float) -> str:
     found = ratio(abs(value))
     if found is None:
@@ -1057,9 +1063,7 @@ class LatexPrinter(Printer):
         if fn == "sum" and expr.params[0] is None:
             return rf"\sum {self.show(args[0], 3)}", 2
         if fn == "sum_to":  # unbroadcasting: a sum over the axes the value was broadcast along
-            axes = B.summed_axes(args[0].shape, expr.params[0])
-            under = "" if not expr.params[0] else \
-                rf"_{{\text{{axis{'es' if len(axes) > 1 else ''} }} {', '.join(map(str, axes))}}}"
+            under = _axes_under(B.summed_axes(args[0].shape, expr.params[0])) if expr.params[0] else ""
             return rf"\sum{under} {self.show(args[0], 3)}", 2
         if fn in _COMPARE:  # 1 where it holds, else 0: Iverson's bracket, so a = b reads as no equation
             symbol = {"<": "<", "<=": r"\le", ">": ">", ">=": r"\ge", "==": "=", "!=": r"\ne"}[_COMPARE[fn]]
@@ -1071,10 +1075,9 @@ class LatexPrinter(Printer):
             return rf"\lnot {self.show(args[0], 1)}", 0
         if fn in ("sum", "mean", "prod", "max", "min", "norm", "logsumexp") and expr.params[0] is not None:
             axis, keepdims = expr.params  # the axis is part of what it means: written under the operator
-            axes = ", ".join(map(str, axis)) if isinstance(axis, tuple) else str(axis)
             word = r"\sum" if fn == "sum" else rf"\operatorname{{{fn}}}"
-            kept = r"\text{, kept}" if keepdims else ""
-            return rf"{word}_{{\text{{axis }} {axes}{kept}}} {self.show(args[0], 3)}", 2
+            under = _axes_under(axis if isinstance(axis, tuple) else (axis,), keepdims)
+            return rf"{word}{under} {self.show(args[0], 3)}", 2
         text, precedence = super()._call(expr)
         name = text.split("(", 1)[0]
         if name.isidentifier() and "(" in text:
