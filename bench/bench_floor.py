@@ -4,9 +4,8 @@
 
 Measured in one process, minimum of 7 repeats (garbage collector off while timing, as the API does):
 
-- gradcalc: compile (syntax tree to closures), run (recording the graph), backward (`Run.grad`);
-- tree walk: the syntax tree walked straight into gradcalc's own recorders, then gradcalc's own
-  backward: the builder without its compile step (a redesign's first measure);
+- gradcalc: build (`Program.run`: the checks, the syntax tree walked, the graph recorded), backward
+  (`Run.grad`);
 - lean tape: the same syntax tree walked directly into minimal nodes (value, primitive, inputs),
   then a minimal backward over the recorded order calling gradcalc's own derivative rules. No
   error positions, no shape checks, no limits, no freeing: a floor, not a design;
@@ -31,7 +30,7 @@ from typing import Any
 import benchkit
 import numpy as np
 
-from gradcalc import autodiff, builder, graph, ops
+from gradcalc import ops
 from gradcalc import syntax as S
 from gradcalc.api import Program
 from gradcalc.parser import parse
@@ -56,32 +55,13 @@ def best(fn: Callable[[], Any], repeats: int = 7) -> float:
     return min(times)
 
 
-def gradcalc_parts(text: str) -> tuple[float, float, float]:
+def gradcalc_parts(text: str) -> tuple[float, float]:
+    """gradcalc's build (checks, the tree walked, the graph recorded: `Program.run`) and backward."""
     program = Program(text)
-    module = program.module
-
-    def compiled() -> tuple[builder.Compiler, list, dict]:
-        compiler = builder.Compiler(module, {}, builder.make_context(".", 0, ()), builder.Limits(), builder.State())
-        frame: dict = {}
-        compiler.globals_frame = frame
-        return compiler, compiler.module(module), frame
-
-    compile_time = best(compiled)
-    _, code, _ = compiled()
-
-    def run() -> None:
-        frame: dict = {}
-        graph.release_temporaries, graph.tape = True, []
-        try:
-            for step in code:
-                step(frame)
-        finally:
-            graph.release_temporaries, graph.tape = False, None
-
-    run_time = best(run)
+    build_time = best(program.run)
     runs = [program.run() for _ in range(7)]
     backward_time = min(best(lambda r=r: r.grad(of="y", wrt=["y"], retain_graph=False), 1) for r in runs)
-    return compile_time, run_time, backward_time
+    return build_time, backward_time
 
 
 class Lean:
@@ -213,56 +193,6 @@ def fused(module: S.Module) -> tuple[float, float, float]:
     return run_time, backward_time, float(backward(outputs[0]["y"])[outputs[0]["_leaf"]])
 
 
-def walked(module: S.Module) -> tuple[float, float, float]:
-    """The syntax tree walked straight into gradcalc's own recorders (ops.add, ops.sin: their checks,
-    Nodes and tape), then gradcalc's own backward: a builder with no compile step, and no other
-    change. What it leaves out is what compile does besides making closures (names resolved before
-    the run, leaves found, calls bound), which a walker would do as it goes."""
-    binary = {"+": ops.add, "-": ops.sub, "*": ops.mul, "/": ops.div, "^": ops.power}
-    unary = {"sin": ops.sin, "cos": ops.cos, "exp": ops.exp, "tanh": ops.tanh}
-    numbers: dict[float, graph.Node] = {}
-
-    def evaluate(expr: S.Expr, frame: dict) -> graph.Node:
-        kind = type(expr)
-        if kind is S.Name:
-            return frame[expr.name]
-        if kind is S.Number:
-            node = numbers.get(expr.value)
-            if node is None:
-                node = numbers[expr.value] = graph.constant(expr.value)
-            return node
-        if kind is S.Binary:
-            return binary[expr.op](evaluate(expr.left, frame), evaluate(expr.right, frame))
-        return unary[expr.name](evaluate(expr.args[0], frame))
-
-    def run() -> tuple[dict, list]:
-        frame: dict = {}
-        graph.tape = []
-        try:
-            for stmt in module.body:
-                if not frame:  # the leaf
-                    frame[stmt.name] = frame["_leaf"] = graph.Node(np.float64(stmt.value.value), None, (), (), True,
-                                                                   stmt.name)
-                    continue
-                node = evaluate(stmt.value, frame)
-                if node.name is None:
-                    node.name = stmt.name
-                frame[stmt.name] = node
-            return frame, graph.tape
-        finally:
-            graph.tape = None
-
-    def backward(recorded: tuple[dict, list]) -> dict:
-        frame, tape = recorded
-        return autodiff.backward(frame["y"], np.float64(1.0), [frame["_leaf"]], tape=tape, retain_graph=False)
-
-    run_time = best(run)
-    recorded = [run() for _ in range(7)]
-    backward_time = min(best(lambda r=r: backward(r), 1) for r in recorded)
-    final = run()
-    return run_time, backward_time, float(backward(final)[final[0]["_leaf"]])
-
-
 def python_code_tape(n: int) -> tuple[float, float, float]:
     """The chain written as Python code over float scalars, micrograd-style: no program text to interpret.
 
@@ -320,19 +250,16 @@ def main() -> None:
     text = "y = 0.5\n" + (LINE + "\n") * n
     module = parse(text)
     per_op = 1e6 / (OPS * n)
-    compile_time, run_time, backward_time = gradcalc_parts(text)
+    build_time, backward_time = gradcalc_parts(text)
     lean_run, lean_backward, lean_gradient = lean_tape(module)
     fused_run, fused_backward, fused_gradient = fused(module)
     code_run, code_backward, code_gradient = python_code_tape(n)
-    walk_run, walk_backward, walk_gradient = walked(module)
     gradient = float(Program(text).run().grad(of="y", wrt=["y"]).grads["y"])
     agree = all(abs(g - gradient) <= 1e-9 * max(1.0, abs(gradient))
-                for g in (lean_gradient, fused_gradient, code_gradient, walk_gradient))
+                for g in (lean_gradient, fused_gradient, code_gradient))
     reference = torch_per_op(n)
-    parts = f"compile {compile_time * per_op:.2f}, run {run_time * per_op:.2f}, backward {backward_time * per_op:.2f}"
-    rows = [("gradcalc: compile + run + backward", compile_time + run_time + backward_time, parts),
-            ("tree walk into gradcalc's recorders and backward", walk_run + walk_backward,
-             f"run {walk_run * per_op:.2f}, backward {walk_backward * per_op:.2f}"),
+    parts = f"build {build_time * per_op:.2f}, backward {backward_time * per_op:.2f}"
+    rows = [("gradcalc: build + backward", build_time + backward_time, parts),
             ("lean tape (no compile; a floor)", lean_run + lean_backward,
              f"run {lean_run * per_op:.2f}, backward {lean_backward * per_op:.2f}"),
             ("fused statements (compile included)", fused_run + fused_backward,

@@ -135,9 +135,9 @@ def to_array(label: str, value: Any, seed: int = 0) -> Any:
 
 def _constant_expression(label: str, text: str, seed: int) -> Any:
     """Evaluate the text of a constant expression (`randn(3, 3)`, `[1, 2]`, `2*pi`)."""
-    from .builder import Compiler, State
+    from .builder import Interpreter, State
     from .builtins import CONSTANTS
-    from .syntax import Assign, Module, walk
+    from .syntax import Module, walk
     from .syntax import Name as SyntaxName
 
     source = Source(text.strip(), label)
@@ -148,14 +148,10 @@ def _constant_expression(label: str, text: str, seed: int) -> Any:
             raise UsageError(f"{label}: the value uses the variable '{variables[0].name}'",
                              "give a number, a JSON array or an expression of constants such as randn(3, 3)",
                              variables[0].pos)
-        module = Module([Assign("_", "=", expr, expr.pos)])
         # Its own random stream: a --set value never shifts the program's draws.
-        compiler = Compiler(module, {}, make_context(os.getcwd(), seed + 1, ()), Limits(), State())
-        frame: dict[str, Node] = {}
+        interpreter = Interpreter(Module(), {}, make_context(os.getcwd(), seed + 1, ()), Limits(), State())
         with B.errstate():
-            for run in compiler.module(module):
-                run(frame)
-        return frame["_"].value
+            return interpreter.evaluate(expr, {}).value
     except GradcalcError as exc:
         raise exc.within(source) from None
 
@@ -182,7 +178,7 @@ class Run:
         self.values_kept = bool(options.get("keep_values"))
         self.frame = executed.frame
         self.state = executed.state
-        self.compiler = executed.compiler
+        self.interpreter = executed.interpreter
         self.tape = executed.tape
         self.spent = False  # differentiated with retain_graph=False: intermediate values are freed
 
@@ -197,7 +193,7 @@ class Run:
         previous, graph.recording = graph.recording, False
         try:
             with B.errstate():
-                return B.to_host(self.compiler.expr(expr)(self.frame).value)
+                return B.to_host(self.interpreter.evaluate(expr, self.frame).value)
         except GradcalcError as exc:
             raise exc.within(source) from None
         except RecursionError:

@@ -236,7 +236,7 @@ class Judge:
         try:
             frame = self.run.frame
             claim.of, claim.wrt, claim.wrt2 = (_unsubscripted(n, frame) for n in (claim.of, claim.wrt, claim.wrt2))
-            claim.claimed = _juxtaposed_calls(claim.claimed, frame, {*BUILTINS, *self.run.compiler.functions},
+            claim.claimed = _juxtaposed_calls(claim.claimed, frame, {*BUILTINS, *self.run.interpreter.functions},
                                               source.text)
             verdict.kind = "number" if _is_constant(claim.claimed) else "expression"  # [0.3, 0.1]^T is a number
             self._check_names(claim)
