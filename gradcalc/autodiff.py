@@ -88,6 +88,7 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
     owned: set[Node] = set()  # nodes whose gradient is a sum this pass allocated: safe to add into in place
     free = not retain_graph
     previous, graph.recording = graph.recording, create_graph
+    scalar = None if create_graph or batched else B.dtype  # the NumPy scalar type of results (not on CuPy)
     try:
         with B.errstate():
             for node in steps:
@@ -106,10 +107,19 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
                 if node.params:
                     args = [*args, *node.params]
                 vjps = op.vjps
-                for i, parent in enumerate(inputs):
+                i = -1
+                for parent in inputs:
+                    i += 1
                     if parent in relevant and vjps[i] is not None:  # None: no gradient (where's condition)
                         try:
                             contribution = vjps[i](ns, g, ans, *args)
+                            # A number (a NumPy scalar) is its input's shape, (), and immutable: it needs no
+                            # unbroadcasting and no ownership, and its input is no tensor worth freeing.
+                            # Scalar chains are where backward's per-node overhead shows (benchmark (b)).
+                            if contribution.__class__ is scalar:
+                                total = get(parent)
+                                grads[parent] = contribution if total is None else total + contribution
+                                continue
                             if op.broadcasts and contribution.shape != parent.value.shape:
                                 contribution = ns.sum_to(contribution, parent.value.shape)
                         except (GradcalcError, ValueError, ArithmeticError, MemoryError) as exc:  # singular, memory
@@ -139,7 +149,7 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
                     # Scalars cost nothing to keep: only tensors are worth a Released in their place.
                     if free and parent.name is None and parent.value.ndim:
                         _free_spent_input(parent)
-                if free and node.name is None and ans.ndim:
+                if free and node.name is None and ans.__class__ is not scalar and ans.ndim:
                     _free_spent(node)
     finally:
         graph.recording = previous

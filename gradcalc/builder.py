@@ -125,19 +125,22 @@ def _has_return(body: list[S.Stmt]) -> bool:
 def assigned_names(body: list[S.Stmt]) -> dict[str, list[S.Assign]]:
     """Every top-level (non-function) assignment, by name, in source order."""
     found: dict[str, list[S.Assign]] = {}
-    stack = list(reversed(body))
-    while stack:
-        stmt = stack.pop()
-        if isinstance(stmt, S.Assign):
-            found.setdefault(stmt.name, []).append(stmt)
-        elif isinstance(stmt, (S.While, S.NoGrad)):
-            stack.extend(reversed(stmt.body))
-        elif isinstance(stmt, S.If):
-            stack.extend(reversed(stmt.orelse))
-            stack.extend(reversed(stmt.body))
-        elif isinstance(stmt, S.For):
-            found.setdefault(stmt.var, [])
-            stack.extend(reversed(stmt.body))
+    blocks = [iter(body)]  # a stack of blocks being read: nested blocks need no recursion
+    while blocks:
+        for stmt in blocks[-1]:
+            kind = stmt.__class__
+            if kind is S.Assign:
+                found.setdefault(stmt.name, []).append(stmt)  # type: ignore[attr-defined]
+            elif kind is S.For:
+                found.setdefault(stmt.var, [])  # type: ignore[attr-defined]
+            if kind is S.If:
+                blocks.append(iter([*stmt.body, *stmt.orelse]))  # type: ignore[attr-defined]
+                break
+            if kind is S.While or kind is S.NoGrad or kind is S.For:
+                blocks.append(iter(stmt.body))  # type: ignore[attr-defined]
+                break
+        else:
+            blocks.pop()
     return found
 
 
@@ -169,7 +172,7 @@ class Interpreter:
 
     def prepare(self, module: S.Module) -> None:
         """Define the functions and check every block, function body and --set name before anything runs."""
-        defs = [stmt for stmt in module.body if isinstance(stmt, S.FuncDef)]
+        defs = [stmt for stmt in module.body if stmt.__class__ is S.FuncDef]
         for stmt in defs:
             if stmt.name in BUILTINS and not stmt.override:
                 raise NameNotFound(f"'{stmt.name}' is a builtin function",
@@ -201,7 +204,7 @@ class Interpreter:
                         function.callees.add(node.name)
         _close_over_calls(self.functions)
         for stmt in module.body:  # a straight-line statement is checked as it runs
-            if not isinstance(stmt, (S.Assign, S.FuncDef, S.Claim)):
+            if stmt.__class__ not in _STRAIGHT:
                 self.check_block([stmt], None)
         if self.inputs:
             self.check_inputs(module)
@@ -511,14 +514,32 @@ class Interpreter:
         return self.value(expr, frame)
 
     def value(self, expr: S.Expr, frame: Frame) -> Node:
+        """An expression's node. Names, numbers and + - * / @ are walked here, without a call each:
+        this is the loop every operation of a program goes through."""
         kind = expr.__class__
         if kind is S.Name:
-            node = frame.get(expr.name)
-            return node if node is not None else self.read_missing(expr, frame)
+            node = frame.get(expr.name)  # type: ignore[attr-defined]
+            return node if node is not None else self.read_missing(expr, frame)  # type: ignore[arg-type]
         if kind is S.Number:
-            node = self.numbers.get(expr.value)
-            return node if node is not None else self.number(expr.value)
-        return _EXPRESSIONS[kind](self, expr, frame)
+            node = self.numbers.get(expr.value)  # type: ignore[attr-defined]
+            return node if node is not None else self.number(expr.value)  # type: ignore[attr-defined]
+        if kind is not S.Binary or expr.op == "^":  # type: ignore[attr-defined]
+            return _EXPRESSIONS[kind](self, expr, frame)
+        # Left-associative operators: a chain such as a + b - c is a loop, not recursion, however long.
+        steps = []
+        while kind is S.Binary and expr.op != "^":  # type: ignore[attr-defined]
+            steps.append(expr)
+            expr = expr.left  # type: ignore[attr-defined]
+            kind = expr.__class__
+        total = self.value(expr, frame)
+        steps.reverse()
+        for step in steps:
+            y = self.value(step.right, frame)
+            try:
+                total = (_BINARY.get(step.op) or _juxtaposed(step.left, step.right))(total, y)
+            except GradcalcError as exc:
+                raise exc.at(step.pos) from None
+        return total
 
     def number(self, value: float) -> Node:
         key = value if value else repr(value)  # -0.0 == 0.0, but 1/-0.0 is -inf
@@ -589,35 +610,7 @@ class Interpreter:
             raise exc.at(expr.pos) from None
 
     def expr_binary(self, expr: S.Binary, frame: Frame) -> Node:
-        op = expr.op
-        if op == "^":
-            return self.power(expr, frame)
-        left = expr.left
-        if left.__class__ is S.Binary and left.op != "^":  # a left-leaning chain (a + b - c): a loop, not recursion
-            return self.chain(expr, frame)
-        x = self.value(left, frame)
-        y = self.value(expr.right, frame)
-        try:
-            return (_BINARY.get(op) or _juxtaposed(left, expr.right))(x, y)
-        except GradcalcError as exc:
-            raise exc.at(expr.pos) from None
-
-    def chain(self, expr: S.Binary, frame: Frame) -> Node:
-        steps = []
-        node: S.Expr = expr
-        while node.__class__ is S.Binary and node.op != "^":  # type: ignore[attr-defined]
-            steps.append(node)
-            node = node.left  # type: ignore[attr-defined]
-        total = self.value(node, frame)
-        for step in reversed(steps):
-            y = self.value(step.right, frame)
-            try:
-                total = (_BINARY.get(step.op) or _juxtaposed(step.left, step.right))(total, y)
-            except GradcalcError as exc:
-                raise exc.at(step.pos) from None
-        return total
-
-    def power(self, expr: S.Binary, frame: Frame) -> Node:
+        """A power (right-associative, so never a long chain); `value` walks the other operators."""
         self.check_transpose(expr, self.function)
         depth = self.depth
         self.depth = self.deeper(expr, depth)
@@ -707,7 +700,7 @@ class Interpreter:
         function = self.functions.get(expr.name)
         if function is not None:
             return self.user_call(function, expr, frame)
-        builtin = self.builtin(expr)
+        builtin = BUILTINS.get(expr.name) or self.builtin(expr)  # the second raises the right error
         if builtin.name == "load":
             names = _load_names(expr)
             try:
@@ -715,7 +708,10 @@ class Interpreter:
             except GradcalcError as exc:
                 raise exc.at(expr.pos) from None
         args = _bind(builtin, expr)
-        values = [self.value(arg, frame) if arg is not None else None for arg in args]
+        if len(args) == 1:  # the usual call, sin(x): no list comprehension (a call of its own)
+            values = [self.value(args[0], frame)]  # type: ignore[arg-type]
+        else:
+            values = [self.value(arg, frame) if arg is not None else None for arg in args]
         try:
             return builtin.fn(self.context, *values) if builtin.needs_context else builtin.fn(*values)
         except GradcalcError as exc:
@@ -760,6 +756,7 @@ _EXPRESSIONS: dict[type, Callable[[Interpreter, Any, Frame], Node]] = {
                  S.Attribute)
 }
 # What nests without brackets (the parser bounds brackets): each level counts toward --max-depth.
+_STRAIGHT = {S.Assign, S.FuncDef, S.Claim}  # top-level statements that contain no block
 _NESTING = (S.Unary, S.Not, S.BoolOp, S.Attribute, S.Index)
 
 

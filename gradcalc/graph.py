@@ -58,7 +58,7 @@ class Primitive:
 class Node:
     """A value in the computation graph."""
 
-    __slots__ = ("__weakref__", "inputs", "name", "op", "origin", "params", "requires_grad", "seq", "value")
+    __slots__ = ("inputs", "name", "op", "origin", "params", "requires_grad", "seq", "value")
     __array_ufunc__ = None  # NumPy defers to Node's operators instead of making object arrays
 
     def __init__(
