@@ -257,7 +257,8 @@ class Run:
             if isinstance(vector, str) and vector != "ones":
                 vector = to_array("--vector", vector)
             with paused_gc():
-                found = autodiff.grad(output, targets, vector, f"'{of}'", create_graph, retain_graph, self.tape)
+                found = autodiff.grad(output, targets, vector, f"'{of}'", create_graph, retain_graph, self.tape,
+                                      self.state.made)
             self.spent = not retain_graph
         grads: dict[str, Any] = {}
         no_path: set[str] = set()

@@ -21,19 +21,24 @@ from .errors import GradcalcError, UsageError, ValueProblem
 from .graph import Node, Released, constant, operation_error
 
 
-def _plan(output: Node, targets: set[Node], stop: frozenset[Node],
-          tape: list[Node] | None) -> tuple[list[Node], set[Node]]:
+def _plan(output: Node, targets: set[Node], stop: frozenset[Node], tape: list[Node] | None,
+          leaves: Sequence[Node] | None) -> tuple[list[Node], set[Node] | None]:
     """The nodes whose rules must run, newest first, and every node a gradient flows into.
 
     A node's rule runs when some target leads to it (pruning, as tinygrad does); nodes in
     `stop` take a gradient but run no rule. The candidates, oldest first, are the run's
     tape up to `output` when output was recorded there, else a search from output.
+    When the targets hold every leaf the tape came from, every node on it is reached from
+    a target: the tape is the plan, and the set returned is None ("all that require grad").
     """
     order: list[Node] | None = None
     if tape is not None and not stop:
         end = bisect.bisect_right(tape, output.seq, key=_SEQUENCE)
         if end and tape[end - 1] is output:
             order = tape[:end]
+            if leaves is not None and all(leaf in targets for leaf in leaves):
+                order.reverse()
+                return order, None
     if order is None:
         seen = {output}
         stack = [output]
@@ -67,7 +72,7 @@ _SEQUENCE = operator.attrgetter("seq")  # creation order; attrgetter sorts witho
 
 def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: bool = False,
              retain_graph: bool = True, batched: bool = False, stop: frozenset[Node] = frozenset(),
-             tape: list[Node] | None = None) -> dict[Node, Any]:
+             tape: list[Node] | None = None, leaves: Sequence[Node] | None = None) -> dict[Node, Any]:
     """The vector-Jacobian product seedᵀ·∂output/∂target for each target reachable from output.
 
     With create_graph the gradients are graph nodes (differentiable again: Hessians,
@@ -76,12 +81,13 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
     run (PyTorch frees its buffers so): the graph cannot be differentiated again.
     With batched the seed is a `batching.Batched` stack of seeds, all carried in one pass.
     Nodes in `stop` are treated as leaves: their rules do not run (local partial derivatives).
-    `tape` is the run's record of nodes in creation order (graph.tape), if output comes from one.
+    `tape` is the run's record of nodes in creation order (graph.tape), if output comes from one,
+    and `leaves` every leaf that requires grad the run made (state.made).
     """
     if not output.requires_grad:
         return {output: seed} if output in targets else {}
     target_set = set(targets)
-    steps, relevant = _plan(output, target_set, stop, tape)
+    steps, relevant = _plan(output, target_set, stop, tape, leaves)
     ns: Any = ops if create_graph else batching.namespace if batched else ops.numeric
     grads: dict[Node, Any] = {output: seed}
     get, pop = grads.get, grads.pop
@@ -110,7 +116,8 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
                 i = -1
                 for parent in inputs:
                     i += 1
-                    if parent in relevant and vjps[i] is not None:  # None: no gradient (where's condition)
+                    # None: no gradient (where's condition); relevant None: all that require grad are
+                    if vjps[i] is not None and (parent.requires_grad if relevant is None else parent in relevant):
                         try:
                             contribution = vjps[i](ns, g, ans, *args)
                             # A number (a NumPy scalar) is its input's shape, (), and immutable: it needs no
@@ -197,10 +204,11 @@ def seed_for(output: Node, vector: Any | None, name: str = "the output", create_
 
 
 def grad(output: Node, targets: Sequence[Node], vector: Any | None = None, name: str = "the output",
-         create_graph: bool = False, retain_graph: bool = True, tape: list[Node] | None = None) -> list[Any | None]:
+         create_graph: bool = False, retain_graph: bool = True, tape: list[Node] | None = None,
+         leaves: Sequence[Node] | None = None) -> list[Any | None]:
     """∂output/∂target for each target (vᵀ·J with a vector); None where no path leads there."""
     found = backward(output, seed_for(output, vector, name, create_graph), targets, create_graph, retain_graph,
-                     tape=tape)
+                     tape=tape, leaves=leaves)
     return [found.get(target) for target in targets]
 
 

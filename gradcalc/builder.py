@@ -70,10 +70,15 @@ class State:
     """What a run accumulates besides variables: leaves, the last name assigned, loop counts."""
 
     leaves: dict[str, Node] = field(default_factory=dict)
+    made: list[Node] = field(default_factory=list)  # every leaf made, those a name no longer holds too
     last_assigned: str | None = None
     assigned_at: dict[str, Pos] = field(default_factory=dict)  # where each name got its final value
     loops: dict[Pos, Loop] = field(default_factory=dict)  # by the loop keyword's place: two may share a line
     call_depth: int = 0
+
+    def add_leaf(self, name: str, node: Node) -> None:
+        self.leaves[name] = node
+        self.made.append(node)
 
 
 class _Returned:
@@ -411,13 +416,13 @@ class Interpreter:
             if _calls_random(expr):
                 self.value(expr, frame)
             node = leaf(self.inputs[name], name)
-            state.leaves[name] = node
+            state.add_leaf(name, node)
         else:
             node = self.value(expr, frame)
             # A result that requires grad came from a variable: only the others may be leaves.
             if not node.requires_grad and self.is_leaf(stmt):
                 node = leaf(node.value, name)
-                state.leaves[name] = node
+                state.add_leaf(name, node)
             elif node.name is None:
                 node.name = name
         frame[name] = node
@@ -908,7 +913,7 @@ def execute(module: S.Module, inputs: Mapping[str, Any], context: Context, limit
     for name, value in inputs.items():
         if name not in interpreter.assigned:
             node = leaf(value, name)
-            state.leaves[name] = node
+            state.add_leaf(name, node)
             frame[name] = node
     interpreter.prepare(module)
     graph.recording = True

@@ -78,6 +78,11 @@ class Node:
         self.seq = next(_sequence)  # creation order is a topological order
         self.name = name
         self.origin = context
+        if requires_grad and op is not None:  # a primitive's result, recorded
+            if tape is not None:
+                tape.append(self)
+            if release_temporaries and op.frees_inputs:
+                release_unneeded(self)  # its inputs' values, where no rule will read them
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -183,18 +188,7 @@ def apply(prim: Primitive, inputs: tuple[Node, ...], params: tuple = ()) -> Node
     except Exception as exc:  # NumPy's ValueError, LinAlgError, TypeError, IndexError
         raise operation_error(prim, inputs, exc) from None
     requires_grad = recording and prim.differentiable and any(node.requires_grad for node in inputs)
-    return record(value, prim, inputs, params, requires_grad)
-
-
-def record(value: Any, prim: Primitive, inputs: tuple[Node, ...], params: tuple, requires_grad: bool) -> Node:
-    """A new node for a primitive's result; its inputs' values are freed if no rule needs them."""
-    node = Node(value, prim, inputs, params, requires_grad)
-    if requires_grad:
-        if tape is not None:
-            tape.append(node)
-        if release_temporaries and prim.frees_inputs:
-            release_unneeded(node)
-    return node
+    return Node(value, prim, inputs, params, requires_grad)
 
 
 def operation_error(prim: Primitive, inputs: Sequence[Node], exc: Exception) -> GradcalcError:

@@ -189,7 +189,7 @@ def _binary(prim: Primitive) -> Callable[[Any, Any], Node]:
         if xv.shape != yv.shape:
             broadcast_shape(prim, xv.shape, yv.shape)
         requires_grad = graph.recording and prim.differentiable and (x.requires_grad or y.requires_grad)
-        return graph.record(forward(xv, yv), prim, (x, y), (), requires_grad)
+        return Node(forward(xv, yv), prim, (x, y), (), requires_grad)
 
     record.__name__ = prim.name
     record.__doc__ = f"Record {prim.name} (elementwise, broadcasting)."
@@ -219,7 +219,7 @@ def _unary(prim: Primitive) -> Callable[[Any], Node]:
 
     def record(x: Any) -> Node:
         x = x if isinstance(x, Node) else constant(x)
-        return graph.record(forward(x.value), prim, (x,), (), graph.recording and x.requires_grad)
+        return Node(forward(x.value), prim, (x,), (), graph.recording and x.requires_grad)
 
     record.__name__ = prim.name
     record.__doc__ = f"Record {prim.name} (elementwise)."
