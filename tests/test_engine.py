@@ -244,6 +244,26 @@ def test_no_path_gives_zero_and_is_reported() -> None:
     assert result.no_path == {"w4"}
 
 
+def test_a_leaf_reassigned_as_a_new_leaf_keeps_each_path() -> None:
+    """x's first leaf feeds y; the name x then holds a second leaf. ∂z/∂x is taken at the final x only,
+    whether backward plans from every leaf the run made (wrt everything) or prunes (wrt a subset)."""
+    run = gradcalc.parse_program("x = 1.5\nw = 0.5\ny = x*x\nx = 3\nz = y*x + w*x").run()
+    both = run.grad(of="z", wrt=["x", "w"])
+    assert float(both.grads["x"]) == pytest.approx(1.5**2 + 0.5, rel=1e-15)  # y + w at the second x
+    assert float(both.grads["w"]) == pytest.approx(3.0, rel=1e-15)
+    assert float(run.grad(of="z", wrt=["x"]).grads["x"]) == pytest.approx(1.5**2 + 0.5, rel=1e-15)
+    assert float(run.grad(of="y", wrt=["x"]).grads["x"]) == 0.0  # y came from the first leaf, not this x
+
+
+def test_rules_off_every_path_from_the_targets_do_not_run() -> None:
+    """det's rule needs an inverse, which a singular A lacks: differentiating only w never runs it."""
+    text = "A = [[1, 2], [2, 4]]\nw = 2\nL = w*w + det(A)"
+    run = gradcalc.parse_program(text).run()
+    assert float(run.grad(of="L", wrt=["w"]).grads["w"]) == 4.0
+    with pytest.raises(gradcalc.GradcalcError, match="singular"):
+        run.grad(of="L")
+
+
 # --- Vector-Jacobian products ---------------------------------------------------------------------
 
 VJP_PROGRAM = "x = 0; A = 0; y = tanh(A @ x) + x * sum(x * x)"
