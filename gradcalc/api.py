@@ -37,6 +37,10 @@ def paused_gc() -> Iterator[None]:
         yield
     finally:
         if enabled:
+            # What the pause made (a syntax tree, a graph) goes straight to the oldest generation, as
+            # long-lived objects do: else the first young collection after it scans every one of them.
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()
 
 
