@@ -14,7 +14,7 @@ from typing import Any
 from . import backend as B
 from .errors import GradcalcError
 
-_sequence = itertools.count()
+_next_seq = itertools.count().__next__
 
 # False inside no_grad { } and while a first-order backward runs: results record no history.
 recording = True
@@ -75,7 +75,7 @@ class Node:
         self.inputs = inputs
         self.params = params
         self.requires_grad = requires_grad
-        self.seq = next(_sequence)  # creation order is a topological order
+        self.seq = _next_seq()  # creation order is a topological order
         self.name = name
         self.origin = context
         if requires_grad and op is not None:  # a primitive's result, recorded

@@ -183,9 +183,11 @@ def _binary(prim: Primitive) -> Callable[[Any, Any], Node]:
     forward = prim.forward
 
     def record(x: Any, y: Any) -> Node:
-        x = x if isinstance(x, Node) else constant(x)
-        y = y if isinstance(y, Node) else constant(y)
-        xv, yv = x.value, y.value
+        try:
+            xv, yv = x.value, y.value
+        except AttributeError:  # a number, not a node (the rarer case: cheaper than two isinstance calls)
+            x, y = _lift(x), _lift(y)
+            xv, yv = x.value, y.value
         if xv.shape != yv.shape:
             broadcast_shape(prim, xv.shape, yv.shape)
         requires_grad = graph.recording and prim.differentiable and (x.requires_grad or y.requires_grad)
@@ -218,7 +220,8 @@ def _unary(prim: Primitive) -> Callable[[Any], Node]:
     forward = prim.forward
 
     def record(x: Any) -> Node:
-        x = x if isinstance(x, Node) else constant(x)
+        if x.__class__ is not Node:
+            x = _lift(x)
         return Node(forward(x.value), prim, (x,), (), graph.recording and x.requires_grad)
 
     record.__name__ = prim.name
