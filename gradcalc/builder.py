@@ -169,8 +169,9 @@ class Interpreter:
         self.function: Function | None = None  # the function whose body is running
         self.globals: Frame = {}  # the run's top-level variables, which function bodies read
         self.numbers: dict[Any, Node] = {}  # one constant node per distinct number written
-        self.literals: dict[int, Node] = {}  # a tensor literal's constant, by id of its syntax node
-        self.leaf_statements: dict[int, bool] = {}  # whether an assignment reads no variable, by id
+        # By id of a syntax node, which is kept too: an id is reused once its node is freed (a claim's).
+        self.literals: dict[int, tuple[S.Tensor, Node]] = {}  # a tensor literal's constant
+        self.leaf_statements: dict[int, tuple[S.Assign, bool]] = {}  # whether an assignment reads no variable
         self.depth = 0  # unbracketed nesting (the parser bounds brackets)
 
     # --- before the run: what must be checked whether or not it runs --------------------------
@@ -232,13 +233,14 @@ class Interpreter:
     def is_leaf(self, stmt: S.Assign) -> bool:
         """A top-level `name = ...` that reads no variable (nor a function that does) defines a leaf."""
         known = self.leaf_statements.get(id(stmt))
-        if known is None:
-            known = self.leaf_statements[id(stmt)] = stmt.op == "=" and not any(
-                (isinstance(node, S.Name) and (node.name in self.assigned or node.name in self.inputs))
-                or (isinstance(node, S.Call) and node.name in self.functions
-                    and self.functions[node.name].reads_globals)
-                for node in S.walk(stmt.value))
-        return known
+        if known is not None and known[0] is stmt:
+            return known[1]
+        leaf = stmt.op == "=" and not any(
+            (isinstance(node, S.Name) and (node.name in self.assigned or node.name in self.inputs))
+            or (isinstance(node, S.Call) and node.name in self.functions and self.functions[node.name].reads_globals)
+            for node in S.walk(stmt.value))
+        self.leaf_statements[id(stmt)] = (stmt, leaf)
+        return leaf
 
     def check_block(self, body: list[S.Stmt], function: Function | None) -> None:
         """A block's mistakes that need no values: unknown names and functions, arguments, misplaced statements."""
@@ -578,16 +580,16 @@ class Interpreter:
     expr_slice = expr_string
 
     def expr_tensor(self, expr: S.Tensor, frame: Frame) -> Node:
-        node = self.literals.get(id(expr))
-        if node is not None:
-            return node
+        known = self.literals.get(id(expr))
+        if known is not None and known[0] is expr:
+            return known[1]
         try:
             literal = _literal(expr)
         except GradcalcError as exc:
             raise exc.at(expr.pos) from None
         if literal is not None or not expr.items:
-            node = self.literals[id(expr)] = constant(literal if literal is not None
-                                                      else B.xp.zeros((0,), dtype=B.dtype))
+            node = constant(literal if literal is not None else B.xp.zeros((0,), dtype=B.dtype))
+            self.literals[id(expr)] = (expr, node)
             return node
         values = [self.value(item, frame) for item in expr.items]
         shapes = {v.shape for v in values}

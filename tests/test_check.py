@@ -38,7 +38,8 @@ from strategies import scalar_cases
 
 import gradcalc
 from gradcalc import check as C
-from gradcalc.parser import DEFAULT_MAX_DEPTH, raise_recursion_limit
+from gradcalc.errors import Source
+from gradcalc.parser import DEFAULT_MAX_DEPTH, parse_expression, raise_recursion_limit
 
 raise_recursion_limit(DEFAULT_MAX_DEPTH)  # before Hypothesis runs, so it does not see the limit change
 
@@ -416,6 +417,17 @@ def test_tensor_claims_elementwise_and_broadcast() -> None:
     assert_wrong(verdict)
     assert verdict["expected"] == [[4.5, 4.5], [4.5, 4.5]]
     assert_wrong(one(MEAN, "dout/dx = 4"))
+
+
+def test_many_tensor_claims_each_keep_their_own_literal() -> None:
+    """A run caches tensor literals by syntax node; claims are parsed, judged and freed one by one, and a
+    freed claim's memory is reused: each claim must still be compared with its own numbers."""
+    written = [f"dout/dx = [[{v}, {v}], [{v}, {v}]]" for v in (4.5, 4.4, 4.5, 1.0, 4.5, 4.6, 4.5)]
+    doc = check_json(MEAN, *claims(*written), code=EXIT_WRONG)
+    assert [r["status"] for r in doc["results"]] == ["right", "wrong", "right", "wrong", "right", "wrong", "right"]
+    run = gradcalc.parse_program("x = 1").run()
+    for i in range(50):
+        assert run.evaluate(parse_expression(f"[{i}, {i + 1}]"), Source("", "claim")).tolist() == [i, i + 1]
 
 
 def test_tensor_claims_on_random_tensors() -> None:
