@@ -95,6 +95,7 @@ class Function:
     body: list[S.Stmt]
     pos: Pos
     local: set[str]  # its parameters and every name it assigns: local throughout its body, as in Python
+    reads: set[str] = field(default_factory=set)  # the names its body reads that are not its own
     reads_globals: bool = False  # reads a program variable, itself or through the functions it calls
     callees: set[str] = field(default_factory=set)
 
@@ -190,6 +191,9 @@ class Interpreter:
             if stmt.name in self.assigned:
                 raise NameNotFound(f"'{stmt.name}' is both a function and a variable",
                                    "give them different names", stmt.pos)
+            if stmt.name in self.functions:  # functions may be called before their definition: which one?
+                raise NameNotFound(f"function '{stmt.name}' is defined twice (first at line "
+                                   f"{self.functions[stmt.name].pos.line})", "delete one, or rename it", stmt.pos)
             local = set(stmt.params) | set(assigned_names(stmt.body))
             self.functions[stmt.name] = Function(stmt.name, stmt.params, stmt.body, stmt.pos, local)
         for stmt in defs:
@@ -203,11 +207,11 @@ class Interpreter:
                                           "end its block with `return <expression>`", stmt.pos)
             for expr in _expressions(stmt.body):
                 for node in S.walk(expr):
-                    if isinstance(node, S.Name) and node.name not in function.local \
-                            and (node.name in self.assigned or node.name in self.inputs):
-                        function.reads_globals = True
+                    if isinstance(node, S.Name) and node.name not in function.local:
+                        function.reads.add(node.name)
                     elif isinstance(node, S.Call) and node.name in self.functions:
                         function.callees.add(node.name)
+            function.reads_globals = any(name in self.assigned or name in self.inputs for name in function.reads)
         _close_over_calls(self.functions)
         for stmt in module.body:  # a straight-line statement is checked as it runs
             if stmt.__class__ not in _STRAIGHT:
@@ -217,7 +221,9 @@ class Interpreter:
 
     def check_inputs(self, module: S.Module) -> None:
         """--set names must be leaves or free variables of the program."""
-        read = {node.name for expr in _expressions(module.body) for node in S.walk(expr) if isinstance(node, S.Name)}
+        read = {node.name for expr in _expressions([s for s in module.body if s.__class__ is not S.FuncDef])
+                for node in S.walk(expr) if isinstance(node, S.Name)}
+        read.update(*(function.reads for function in self.functions.values()))  # not their locals
         leaf_names = {name for name, stmts in self.assigned.items() if any(self.is_leaf(s) for s in stmts)}
         for name in self.inputs:
             if name in leaf_names or (name in read and name not in self.assigned):
@@ -553,6 +559,7 @@ class Interpreter:
         node = self.numbers.get(key)
         if node is None:
             node = self.numbers[key] = constant(value)
+            node.origin = None  # made once and shared: no loop iteration's or call's
         return node
 
     def read_missing(self, expr: S.Name, frame: Frame) -> Node:
@@ -589,6 +596,7 @@ class Interpreter:
             raise exc.at(expr.pos) from None
         if literal is not None or not expr.items:
             node = constant(literal if literal is not None else B.xp.zeros((0,), dtype=B.dtype))
+            node.origin = None  # made once and shared: no loop iteration's or call's
             self.literals[id(expr)] = (expr, node)
             return node
         values = [self.value(item, frame) for item in expr.items]

@@ -482,6 +482,21 @@ def test_a_function_local_read_before_assignment_is_an_error_even_when_a_global_
     assert "'t' is used before it is assigned" in error.text, error.text
 
 
+def test_a_function_s_parameter_or_local_cannot_be_set() -> None:
+    """--set names the program's variables; a function's own names are none of them."""
+    for program in ("x = 2; f(q) = q * x; y = f(3)", "x = 2; f(u) { q = u * x; return q }; y = f(3)"):
+        result = run_cli("grad", "-e", program, "--set", "q=1")
+        assert_bad_input(result)
+        assert "the program has no variable 'q'" in result.stderr, result.stderr
+    assert json_ok("grad", "-e", "f(u) = u*x; y = f(2)", "--set", "x=3")["grad"] == {"x": 2}  # a free input is
+
+
+def test_a_function_defined_twice_is_an_error() -> None:
+    """Functions may be called before their definition, so two definitions leave a call ambiguous."""
+    error = located_error(run_cli("eval", "-e", "f(x) = q\nf(x) = x\nw = f(1)"), line=2, column=1)
+    assert "function 'f' is defined twice (first at line 1)" in error.text, error.text
+
+
 def test_negative_zero_literal_keeps_its_sign() -> None:
     """Numbers written in a program share constant nodes; 0 and -0 must not share one (1/-0 is -inf)."""
     doc = json_ok("eval", "-e", "a = 1/0\nb = 1/-0\nc = 1/0.0\nd = 1/-0.0")

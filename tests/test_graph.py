@@ -162,6 +162,18 @@ def test_graph_tree_marks_leaves_and_draws_a_shared_node_once() -> None:
     assert "∂c/∂a = w2 = -1" in references[0] or "∂b/∂a = w1 = 3" in references[0], references
 
 
+
+def test_a_number_is_of_no_loop_iteration() -> None:
+    """A number written in the program is one constant node, made once: the graph gives it no iteration
+    even when it is first used inside a loop (here as a function's argument)."""
+    program = "f(q) = q * w\nw = 0.5\ny = 0\nfor i in range(2) {\n  y = y + f(3)\n}"
+    nodes = json_ok("graph", "-e", program)["nodes"]
+    (q,) = [node for node in nodes if node["name"] == "q"]
+    assert q["value"] == 3.0 and q["origin"] == [], q
+    (output,) = [node for node in nodes if node["kind"] == "output"]
+    assert output["origin"] == ["iteration 1 of the for loop at line 4"], output
+
+
 def test_graph_json_is_strict_with_the_documented_keys_and_the_seeds_numbers() -> None:
     doc = json_ok("graph", NEURON)
     assert {"nodes", "edges"} <= set(doc), doc.keys()
