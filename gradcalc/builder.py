@@ -174,6 +174,7 @@ class Interpreter:
         self.literals: dict[int, tuple[S.Tensor, Node]] = {}  # a tensor literal's constant
         self.leaf_statements: dict[int, tuple[S.Assign, bool]] = {}  # whether an assignment reads no variable
         self.depth = 0  # unbracketed nesting (the parser bounds brackets)
+        self.loop_reads: dict[Pos, bool] = {}  # for each for loop: whether its body may read its variable
 
     # --- before the run: what must be checked whether or not it runs --------------------------
 
@@ -274,6 +275,11 @@ class Interpreter:
                     for bound in _range_bounds(stmt):
                         self.check_expr(bound, function)
                     self.check_block(stmt.body, function)
+                    # Whether its body may read the loop variable (a function it calls might).
+                    self.loop_reads[stmt.pos] = any(
+                        (isinstance(node, S.Name) and node.name == stmt.var)
+                        or (isinstance(node, S.Call) and node.name in self.functions)
+                        for expr in _expressions(stmt.body) for node in S.walk(expr))
                     self.state.loops.setdefault(stmt.pos, Loop(stmt.pos.line, "for", column=stmt.pos.column))
                 elif kind is S.NoGrad:
                     self.check_block(stmt.body, function)
@@ -484,16 +490,22 @@ class Interpreter:
                                 f"past the limit of {limit:,}", "raise --max-iterations", pos)
         label = f"for loop at line {pos.line}"
         outer = graph.context
+        var, read = stmt.var, self.loop_reads[pos]
+        done = 0
         try:
             for i in steps:
-                loop.iterations += 1
+                done += 1
                 graph.context = (outer, "loop", label, i)
-                frame[stmt.var] = leaf(B.scalar(i), stmt.var, requires_grad=False)  # a number, not differentiated
+                if read:  # a number, not differentiated; made each time only for a body that reads it
+                    frame[var] = leaf(B.scalar(i), var, requires_grad=False)
                 result = self.run(stmt.body, frame)
                 if result is not None:
                     return result
         finally:
             graph.context = outer
+            loop.iterations += done
+        if done and not read:
+            frame[var] = leaf(B.scalar(steps[done - 1]), var, requires_grad=False)  # its last value, as Python
         return None
 
     def stmt_if(self, stmt: S.If, frame: Frame) -> _Returned | None:

@@ -401,6 +401,11 @@ def test_loop_variable_is_a_plain_number() -> None:
 
 def test_loop_variable_keeps_its_last_value() -> None:
     assert json_ok("eval", "-e", "for i in range(2, 9, 3) { y = i * 2 }")["values"] == {"i": 8, "y": 16}
+    # A body that never reads i (its node is made once, after the loop), and one whose function reads it.
+    assert json_ok("eval", "-e", "y = 1\nfor i in range(2, 9, 3) { y = y * 2 }")["values"] == {"y": 8, "i": 8}
+    program = "f(u) = u + i\ny = 0\nfor i in range(4) { y = f(y) }"
+    assert json_ok("eval", "-e", program)["values"] == {"y": 6, "i": 3}  # 0 + 1 + 2 + 3
+    assert json_ok("eval", "-e", "i = 7\nfor i in range(0) { y = 1 }")["values"] == {"i": 7}
 
 
 def test_loop_inside_a_function_counts_every_call() -> None:
