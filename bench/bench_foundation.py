@@ -8,7 +8,7 @@
     dependency import line, and a PyTorch script computing the same toy network's gradients;
     plus `python -X importtime` of the gradcalc command (top imports by cumulative time).
 (b) a straight-line chain `y = sin(y)*0.999 + 0.01*y*y` repeated N times (5 elementary ops a
-    statement): parse, build (compile + run, i.e. `Program.run()`) and backward, against PyTorch
+    statement): parse, build (checks + run, i.e. `Program.run()`) and backward, against PyTorch
     eager running the same Python loop on a 0-d float64 tensor and calling backward().
 (c) `L = sum(tanh(x)*x + exp(-x*x) - 0.5*x*x*x)` over 10^7 elements, value and gradient.
 
@@ -463,7 +463,7 @@ def report(results: dict[str, Any]) -> str:
         details += ["", f"**(b) chain** `{CHAIN_LINE}` × N (first line `y = 0.5`), {OPS_PER_STATEMENT} ops a "
                     "statement; parse = the `Program(text)` constructor (what the CLI and API pay: "
                     "`parser.parse(text)` plus what the API wraps around it), and `parser.parse(text)` called "
-                    "directly as a diagnostic; build = `Program.run()` (compile + run); "
+                    "directly as a diagnostic; build = `Program.run()` (checks + run); "
                     "backward = `run.grad(of=\"y\", wrt=[\"y\"])` (∂y/∂ the leaf y); PyTorch: the same Python loop "
                     "on a 0-d float64 tensor, then `backward()`. Per op = time ÷ 5N. \"gc off\": the same repeats "
                     "again with Python's cyclic garbage collector disabled (diagnostic only).", "",
@@ -541,7 +541,7 @@ def report(results: dict[str, Any]) -> str:
             details.append("∂y/∂y₀, gradcalc vs PyTorch: " + ", ".join(notes) + ".")
         details += mem_details
         details += ["", "Graph memory: gradcalc = `tracemalloc` bytes live right after `run()` (the recorded graph, "
-                    "the frame and the compiled program; Python objects and NumPy buffers), and the peaks during "
+                    "the frame; Python objects and NumPy buffers), and the peaks during "
                     "`run()` and during `grad()` (`tracemalloc.reset_peak()` between), in a separate untimed pass; "
                     "PyTorch = glibc `mallinfo2` bytes in use after "
                     "the build loop minus before it (its graph lives in C++, invisible to tracemalloc). RSS growth = "
