@@ -724,27 +724,37 @@ class Interpreter:
         return slice(*bounds)
 
     def expr_call(self, expr: S.Call, frame: Frame) -> Node:
-        function = self.functions.get(expr.name)
-        if function is not None:
-            return self.user_call(function, expr, frame)
-        builtin = BUILTINS.get(expr.name) or self.builtin(expr)  # the second raises the right error
-        if builtin.name == "load":
-            names = _load_names(expr)
-            try:
-                return builtin.fn(self.context, *names)
-            except GradcalcError as exc:
-                raise exc.at(expr.pos) from None
-        args = _bind(builtin, expr)
-        if len(args) == 1:  # the usual call, sin(x): no list comprehension (a call of its own)
-            values = [self.value(args[0], frame)]  # type: ignore[arg-type]
+        builtin = BUILTINS.get(expr.name)
+        if builtin is None or builtin.needs_context or expr.name in self.functions:
+            return self.special_call(expr, frame)
+        args = expr.args  # the usual call, sin(x): its arguments in order, nothing to bind
+        if expr.keywords or not builtin.required <= len(args) <= len(builtin.params):
+            args = _bind(builtin, expr)  # type: ignore[assignment]
+        if len(args) == 1:
+            values = [self.value(args[0], frame)]  # no list comprehension (a call of its own)
         else:
-            values = [self.value(arg, frame) if arg is not None else None for arg in args]
+            values = [self.value(arg, frame) if arg is not None else None for arg in args]  # type: ignore[misc]
         try:
-            return builtin.fn(self.context, *values) if builtin.needs_context else builtin.fn(*values)
+            return builtin.fn(*values)
         except GradcalcError as exc:
             # max(a, b) reads b as an axis, as NumPy does: when that fails, point to maximum(a, b)
             if len(expr.args) > 1 and "axis" in exc.message and _max_hint(builtin):
                 exc.hint = (exc.hint or "") + _max_hint(builtin)
+            raise exc.at(expr.pos) from None
+
+    def special_call(self, expr: S.Call, frame: Frame) -> Node:
+        """A call of the program's own function, of a builtin that needs the run (randn, load), or a mistake."""
+        function = self.functions.get(expr.name)
+        if function is not None:
+            return self.user_call(function, expr, frame)
+        builtin = self.builtin(expr)  # raises for an unknown name
+        if builtin.name == "load":
+            values: list[Any] = _load_names(expr)
+        else:
+            values = [self.value(arg, frame) if arg is not None else None for arg in _bind(builtin, expr)]
+        try:
+            return builtin.fn(self.context, *values)
+        except GradcalcError as exc:
             raise exc.at(expr.pos) from None
 
     def user_call(self, function: Function, expr: S.Call, frame: Frame) -> Node:

@@ -81,8 +81,10 @@ class Node:
         if requires_grad and op is not None:  # a primitive's result, recorded
             if tape is not None:
                 tape.append(self)
-            if release_temporaries and op.frees_inputs:
-                release_unneeded(self)  # its inputs' values, where no rule will read them
+            # Its inputs' values, where no rule will read them; a number made elementwise has numbers for
+            # inputs, and only tensors are worth freeing.
+            if release_temporaries and op.frees_inputs and not (op.broadcasts and value.__class__ is B.dtype):
+                release_unneeded(self)
 
     @property
     def shape(self) -> tuple[int, ...]:
