@@ -451,23 +451,6 @@ def test_function_defined_inside_a_block_is_an_error() -> None:
     located_error(run_cli("eval", "-e", "x = 1\nif x > 0 {\n  f(u) = u\n}"), line=3, column=3)
 
 
-# Code that may never run is checked before the run (the builder walks the tree, no compile step): a mistake
-# in a branch not taken, a loop that runs 0 times or a function never called is still an error, at its place.
-@pytest.mark.parametrize(("text", "line", "column", "words"), [
-    ("x = 1\nif x > 2 { y = foo(x) } else { y = x }", 2, 16, "unknown function 'foo'"),
-    ("x = 1\nif x < 2 { y = x } else { y = x + nope }", 2, 35, "'nope' is used but never given a value"),
-    ("x = 1\nwhile x > 2 { x = x - bar }", 2, 23, "'bar' is used but never given a value"),
-    ("x = 1\nfor i in range(0) { x = max(x, 1, 2, 3) }", 2, 25, "max takes at most 3 arguments"),
-    ("f(t) = sinn(t)\ny = 2", 1, 8, "unknown function 'sinn'"),
-    ("f(t) {\n  if t > 0 { return g(t, 1) }\n  return t\n}\ng(a) = a\ny = 2", 2, 21, "g takes 1 argument"),
-    ("x = 1\nno_grad { y = x.H }", 2, 17, "unknown attribute '.H'"),
-    ("x = 1\nif x > 2 { return x }", 2, 12, "'return' outside a function"),
-])
-def test_mistakes_in_code_that_never_runs_are_reported(text: str, line: int, column: int, words: str) -> None:
-    error = located_error(run_cli("eval", "-e", text), line=line, column=column)
-    assert words in error.text, error.text
-
-
 def test_a_mistake_in_a_block_is_reported_before_an_earlier_statement_runs() -> None:
     """The loop's mistake is found before line 1's load runs, which would fail (no such file) first."""
     error = located_error(run_cli("eval", "-e", 'w = load("missing.npy")\nfor i in range(3) { w = w * q }'), line=2)
@@ -798,8 +781,18 @@ def test_bad_range_bound_is_a_located_error() -> None:
     ("f(u) {\n  return u\ny = f(1)", 1, 6, "{"),
     ("x = 1\ny = x }", 2, 7, "}"),
     ("x = 1\nif x > 0 { y = 1 } }", 2, 20, "}"),
+    # Code that may never run is checked before the run (the builder walks the tree, no compile step): a
+    # mistake in a branch not taken, a loop that runs 0 times or a function never called is still an error.
+    ("x = 1\nif x > 2 { y = foo(x) } else { y = x }", 2, 16, "unknown function 'foo'"),
+    ("x = 1\nif x < 2 { y = x } else { y = x + nope }", 2, 35, "'nope' is used but never given a value"),
+    ("x = 1\nwhile x > 2 { x = x - bar }", 2, 23, "'bar' is used but never given a value"),
+    ("x = 1\nfor i in range(0) { x = max(x, 1, 2, 3) }", 2, 25, "max takes at most 3 arguments"),
+    ("f(t) = sinn(t)\ny = 2", 1, 8, "unknown function 'sinn'"),
+    ("f(t) {\n  if t > 0 { return g(t, 1) }\n  return t\n}\ng(a) = a\ny = 2", 2, 21, "g takes 1 argument"),
+    ("x = 1\nno_grad { y = x.H }", 2, 17, "unknown attribute '.H'"),
+    ("x = 1\nif x > 2 { return x }", 2, 12, "'return' outside a function"),
 ])
-def test_control_flow_syntax_errors_are_located(text: str, line: int, column: int, words: str) -> None:
+def test_control_flow_mistakes_are_located(text: str, line: int, column: int, words: str) -> None:
     error = located_error(run_cli("eval", "-e", text), line=line, column=column)
     assert words in error.message, error.text
     body = json_error(run_cli("eval", "-e", text, "--json"))
