@@ -1107,8 +1107,8 @@ def test_an_integer_near_the_value_is_told_it_means_exactly_that() -> None:
     assert short["status"] == "wrong" and "diagnosis" not in short, short
 
 
-def test_many_claims_that_fail_to_compile_leave_the_next_one_judged() -> None:
-    """Each failed compile gives back its nesting depth: claim 301 is judged, not refused as 'nested too deep'."""
+def test_many_claims_that_fail_leave_the_next_one_judged() -> None:
+    """Each failed claim gives back its nesting depth: claim 301 is judged, not refused as 'nested too deep'."""
     run = gradcalc.load(NEURON).run(keep_values=True)
     text = "dL/dw1 = -w3*foo(a)\n" * 300 + "dL/dw1 = -(w3*(a))\n"
     source = C.Source(text, "answers.txt")
