@@ -206,13 +206,12 @@ class Interpreter:
             if not _has_return(stmt.body):  # a path that ends without one is an error when it runs
                 raise GradcalcSyntaxError(f"function '{stmt.name}' never returns a value",
                                           "end its block with `return <expression>`", stmt.pos)
-            for expr in _expressions(stmt.body):
-                for node in S.walk(expr):
-                    if isinstance(node, S.Name) and node.name not in function.local:
-                        function.reads.add(node.name)
-                    elif isinstance(node, S.Call) and node.name in self.functions:
-                        function.callees.add(node.name)
-            function.reads_globals = any(name in self.assigned or name in self.inputs for name in function.reads)
+            for node in _nodes(stmt.body):
+                if isinstance(node, S.Name) and node.name not in function.local:
+                    function.reads.add(node.name)
+                elif isinstance(node, S.Call) and node.name in self.functions:
+                    function.callees.add(node.name)
+            function.reads_globals = any(self.variable(name) for name in function.reads)
         _close_over_calls(self.functions)
         for stmt in module.body:  # a straight-line statement is checked as it runs
             if stmt.__class__ not in _STRAIGHT:
@@ -222,8 +221,8 @@ class Interpreter:
 
     def check_inputs(self, module: S.Module) -> None:
         """--set names must be leaves or free variables of the program."""
-        read = {node.name for expr in _expressions([s for s in module.body if s.__class__ is not S.FuncDef])
-                for node in S.walk(expr) if isinstance(node, S.Name)}
+        read = {node.name for node in _nodes([s for s in module.body if s.__class__ is not S.FuncDef])
+                if isinstance(node, S.Name)}
         read.update(*(function.reads for function in self.functions.values()))  # not their locals
         leaf_names = {name for name, stmts in self.assigned.items() if any(self.is_leaf(s) for s in stmts)}
         for name in self.inputs:
@@ -243,7 +242,7 @@ class Interpreter:
         if known is not None and known[0] is stmt:
             return known[1]
         leaf = stmt.op == "=" and not any(
-            (isinstance(node, S.Name) and (node.name in self.assigned or node.name in self.inputs))
+            (isinstance(node, S.Name) and self.variable(node.name))
             or (isinstance(node, S.Call) and node.name in self.functions and self.functions[node.name].reads_globals)
             for node in S.walk(stmt.value))
         self.leaf_statements[id(stmt)] = (stmt, leaf)
@@ -279,7 +278,7 @@ class Interpreter:
                     self.loop_reads[stmt.pos] = any(
                         (isinstance(node, S.Name) and node.name == stmt.var)
                         or (isinstance(node, S.Call) and node.name in self.functions)
-                        for expr in _expressions(stmt.body) for node in S.walk(expr))
+                        for node in _nodes(stmt.body))
                     self.state.loops.setdefault(stmt.pos, Loop(stmt.pos.line, "for", column=stmt.pos.column))
                 elif kind is S.NoGrad:
                     self.check_block(stmt.body, function)
@@ -342,8 +341,11 @@ class Interpreter:
 
     def defined(self, name: str, function: Function | None) -> bool:
         """Whether reading `name` is a variable or a constant (assigned in time or not, which only a run tells)."""
-        return ((function is not None and name in function.local) or name in self.assigned or name in self.inputs
-                or name in CONSTANTS)
+        return (function is not None and name in function.local) or self.variable(name) or name in CONSTANTS
+
+    def variable(self, name: str) -> bool:
+        """Whether `name` is one of the program's variables: assigned at its top level, or given by --set."""
+        return name in self.assigned or name in self.inputs
 
     def unknown_name(self, expr: S.Name, function: Function | None) -> GradcalcError:
         name = expr.name
@@ -361,8 +363,7 @@ class Interpreter:
         """`W^T` where T is no variable: the user meant a transpose."""
         right = expr.right
         if type(right) is S.Name and right.name == "T" and not (
-                right.name in self.assigned or right.name in self.inputs
-                or (function is not None and right.name in function.local)):
+                self.variable("T") or (function is not None and "T" in function.local)):
             x = expr.left.name if isinstance(expr.left, S.Name) else "x"
             raise NameNotFound("'^T' is not a transpose here: T is no variable",
                                f"for a transpose write {x}.T or transpose({x})", right.pos)
@@ -566,6 +567,15 @@ class Interpreter:
                 raise exc.at(step.pos) from None
         return total
 
+    def nested(self, expr: S.Expr, operand: S.Expr, frame: Frame) -> Node:
+        """`operand`'s node, a level below `expr`: what nests without brackets counts toward --max-depth."""
+        depth = self.depth
+        self.depth = self.deeper(expr, depth)
+        try:
+            return self.value(operand, frame)
+        finally:
+            self.depth = depth
+
     def number(self, value: float) -> Node:
         key = value if value else repr(value)  # -0.0 == 0.0, but 1/-0.0 is -inf
         node = self.numbers.get(key)
@@ -584,7 +594,7 @@ class Interpreter:
             node = self.globals.get(name)
             if node is not None:
                 return node
-        if name in self.assigned or name in self.inputs:
+        if self.variable(name):
             first = self.assigned.get(name)
             where = f" (it is first assigned at line {first[0].pos.line})" if first else ""
             raise NameNotFound(f"'{name}' is used before it is assigned{where}",
@@ -623,12 +633,7 @@ class Interpreter:
         operand = expr.operand
         if operand.__class__ is S.Number:  # a negative literal is a constant, not a NegBackward
             return self.number(-operand.value if expr.op == "-" else operand.value)
-        depth = self.depth
-        self.depth = self.deeper(expr, depth)
-        try:
-            x = self.value(operand, frame)
-        finally:
-            self.depth = depth
+        x = self.nested(expr, operand, frame)
         if expr.op == "+":
             return x
         try:
@@ -639,12 +644,7 @@ class Interpreter:
     def expr_binary(self, expr: S.Binary, frame: Frame) -> Node:
         """A power (right-associative, so never a long chain); `value` walks the other operators."""
         self.check_transpose(expr, self.function)
-        depth = self.depth
-        self.depth = self.deeper(expr, depth)
-        try:
-            x, y = self.value(expr.left, frame), self.value(expr.right, frame)
-        finally:
-            self.depth = depth
+        x, y = self.nested(expr, expr.left, frame), self.nested(expr, expr.right, frame)
         try:
             return ops.power(x, y)
         except GradcalcError as exc:
@@ -665,59 +665,40 @@ class Interpreter:
 
     def expr_boolop(self, expr: S.BoolOp, frame: Frame) -> Node:
         is_and = expr.op == "and"
-        depth = self.depth
-        self.depth = self.deeper(expr, depth)
-        try:
-            first = self.value(expr.left, frame)
-            if first.value.shape == ():  # short-circuit on a scalar, as Python does
-                truth = bool(first.value != 0)
-                if truth != is_and:
-                    return constant(float(truth))
-                return ops.ne(self.value(expr.right, frame), 0)
-            second = self.value(expr.right, frame)
-        finally:
-            self.depth = depth
+        first = self.nested(expr, expr.left, frame)
+        if first.value.shape == ():  # short-circuit on a scalar, as Python does
+            truth = bool(first.value != 0)
+            if truth != is_and:
+                return constant(float(truth))
+            return ops.ne(self.nested(expr, expr.right, frame), 0)
+        second = self.nested(expr, expr.right, frame)
         try:
             return (ops.logical_and if is_and else ops.logical_or)(first, second)
         except GradcalcError as exc:
             raise exc.at(expr.pos) from None
 
     def expr_not(self, expr: S.Not, frame: Frame) -> Node:
-        depth = self.depth
-        self.depth = self.deeper(expr, depth)
-        try:
-            return ops.logical_not(self.value(expr.operand, frame))
-        finally:
-            self.depth = depth
+        return ops.logical_not(self.nested(expr, expr.operand, frame))
 
     def expr_attribute(self, expr: S.Attribute, frame: Frame) -> Node:
         _check_attribute(expr)
-        depth = self.depth
-        self.depth = self.deeper(expr, depth)
-        try:
-            return ops.transpose(self.value(expr.target, frame), None)
-        finally:
-            self.depth = depth
+        return ops.transpose(self.nested(expr, expr.target, frame), None)
 
     def expr_index(self, expr: S.Index, frame: Frame) -> Node:
-        depth = self.depth
-        self.depth = self.deeper(expr, depth)
         try:
-            x = self.value(expr.target, frame)
+            x = self.nested(expr, expr.target, frame)
             key: list[int | slice] = []
             for sub in expr.subscripts:
                 if sub.__class__ is S.Slice:
-                    key.append(self.slice(sub, frame))  # type: ignore[arg-type]
+                    key.append(self.slice(expr, sub, frame))  # type: ignore[arg-type]
                 else:
-                    key.append(as_int(self.value(sub, frame), "an index"))
+                    key.append(as_int(self.nested(expr, sub, frame), "an index"))
             return ops.checked_index(x, tuple(key))
         except GradcalcError as exc:
             raise exc.at(expr.pos) from None
-        finally:
-            self.depth = depth
 
-    def slice(self, sub: S.Slice, frame: Frame) -> slice:
-        bounds = [as_int(self.value(b, frame), "a slice bound") if b is not None else None
+    def slice(self, index: S.Index, sub: S.Slice, frame: Frame) -> slice:
+        bounds = [as_int(self.nested(index, b, frame), "a slice bound") if b is not None else None
                   for b in (sub.start, sub.stop, sub.step)]
         if bounds[2] == 0:
             raise ValueProblem("a slice step cannot be 0", "use a positive or negative step")
@@ -971,23 +952,22 @@ def free_names(module: S.Module) -> list[str]:
             local.update(assigned_names(stmt.body))  # a function's locals, in its branches and loops too
             local.add(stmt.name)
     found: dict[str, None] = {}
-    for expr in _expressions(module.body):
-        for node in S.walk(expr):
-            if isinstance(node, S.Name) and node.name not in assigned and node.name not in local \
-                    and node.name not in CONSTANTS and node.name not in BUILTINS:
-                found.setdefault(node.name, None)
+    for node in _nodes(module.body):
+        if isinstance(node, S.Name) and node.name not in assigned and node.name not in local \
+                and node.name not in CONSTANTS and node.name not in BUILTINS:
+            found.setdefault(node.name, None)
     return list(found)
 
 
-def _expressions(body: list[S.Stmt]) -> Iterator[S.Expr]:
-    """The expressions of a block's statements, in source order, through nested blocks and function bodies."""
+def _nodes(body: list[S.Stmt]) -> Iterator[S.Expr | S.Keyword]:
+    """Every expression node of a block's statements, in source order, through nested blocks and function bodies."""
     stack = list(reversed(body))
     while stack:
         stmt = stack.pop()
         for attr in ("value", "cond", "iterable"):  # a Claim's side is `claimed`: not program code
             expr = getattr(stmt, attr, None)
             if isinstance(expr, S.Expr):
-                yield expr
+                yield from S.walk(expr)
         stack.extend(reversed(getattr(stmt, "orelse", [])))
         stack.extend(reversed(getattr(stmt, "body", [])))
 
