@@ -412,7 +412,8 @@ class Run:
         try:
             yield
         except GradcalcError as exc:
-            raise exc.at(self.state.assigned_at.get(of)).within(self.program.source) from None
+            final = self.state.final.get(of)
+            raise exc.at(final.pos if final is not None else None).within(self.program.source) from None
 
 
 def differentiable_inputs(node: Node) -> set[Node]:

@@ -72,7 +72,9 @@ class State:
     leaves: dict[str, Node] = field(default_factory=dict)
     made: list[Node] = field(default_factory=list)  # every leaf made, those a name no longer holds too
     last_assigned: str | None = None
-    assigned_at: dict[str, Pos] = field(default_factory=dict)  # where each name got its final value
+    # The statement that gave each name its final value (kept, not its place: a place is not otherwise
+    # read while running, and a reference to it cost a cache miss a statement).
+    final: dict[str, S.Assign] = field(default_factory=dict)
     loops: dict[Pos, Loop] = field(default_factory=dict)  # by the loop keyword's place: two may share a line
     call_depth: int = 0
 
@@ -442,7 +444,7 @@ class Interpreter:
                 node.name = name
         frame[name] = node
         state.last_assigned = name
-        state.assigned_at[name] = stmt.pos
+        state.final[name] = stmt
 
     def stmt_return(self, stmt: S.Return, frame: Frame) -> _Returned:
         return _Returned(self.value(stmt.value, frame))
