@@ -56,35 +56,10 @@ class Primitive:
 
 
 class Node:
-    """A value in the computation graph."""
+    """A value in the computation graph. Made by `new_node()`, not by calling the class."""
 
     __slots__ = ("inputs", "name", "op", "origin", "params", "requires_grad", "seq", "value")
     __array_ufunc__ = None  # NumPy defers to Node's operators instead of making object arrays
-
-    def __init__(
-        self,
-        value: Any,
-        op: Primitive | None = None,
-        inputs: tuple[Node, ...] = (),
-        params: tuple = (),
-        requires_grad: bool = False,
-        name: str | None = None,
-    ) -> None:
-        self.value = value
-        self.op = op
-        self.inputs = inputs
-        self.params = params
-        self.requires_grad = requires_grad
-        self.seq = _next_seq()  # creation order is a topological order
-        self.name = name
-        self.origin = context
-        if requires_grad and op is not None:  # a primitive's result, recorded
-            if tape is not None:
-                tape.append(self)
-            # Its inputs' values, where no rule will read them; a number made elementwise has numbers for
-            # inputs, and only tensors are worth freeing.
-            if release_temporaries and op.frees_inputs and not (op.broadcasts and value.__class__ is B.dtype):
-                release_unneeded(self)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -150,9 +125,38 @@ def release_unneeded(node: Node) -> None:
             parent.value = Released(parent.value)
 
 
+_new = object.__new__
+
+
+def new_node(value: Any, op: Primitive | None = None, inputs: tuple[Node, ...] = (), params: tuple = (),
+         requires_grad: bool = False, name: str | None = None, kind: type[Node] = Node) -> Node:
+    """A new node; a primitive's result that requires grad is recorded on the run's tape.
+
+    The one way nodes are made. A function, not the class's __init__: calling a class goes through
+    C and a second frame, 35 ns more a node, and a scalar chain makes five nodes a statement.
+    """
+    self = _new(kind)
+    self.value = value
+    self.op = op
+    self.inputs = inputs
+    self.params = params
+    self.requires_grad = requires_grad
+    self.seq = _next_seq()  # creation order is a topological order
+    self.name = name
+    self.origin = context
+    if requires_grad and op is not None:  # a primitive's result, recorded
+        if tape is not None:
+            tape.append(self)
+        # Its inputs' values, where no rule will read them; a number made elementwise has numbers for
+        # inputs, and only tensors are worth freeing.
+        if release_temporaries and op.frees_inputs and not (op.broadcasts and value.__class__ is B.dtype):
+            release_unneeded(self)
+    return self
+
+
 def leaf(value: Any, name: str | None = None, requires_grad: bool = True) -> Node:
     """A user-created tensor: an input or parameter (requires_grad) or a constant."""
-    return Node(value, None, (), (), requires_grad, name)
+    return new_node(value, None, (), (), requires_grad, name)
 
 
 class Literal(Node):
@@ -160,16 +164,16 @@ class Literal(Node):
 
     __slots__ = ("number",)
 
-    def __init__(self, number: int | float) -> None:
-        super().__init__(B.scalar(number))
-        self.number = number
-
 
 def constant(value: Any) -> Node:
     """A number written in the program, or made by a rule: never differentiated."""
     if isinstance(value, Node):
         return value
-    return Literal(value) if isinstance(value, (int, float)) else Node(B.asarray(value))
+    if isinstance(value, (int, float)):
+        literal = new_node(B.scalar(value), kind=Literal)
+        literal.number = value  # type: ignore[attr-defined]
+        return literal
+    return new_node(B.asarray(value))
 
 
 def host_value(node: Node) -> Any:
@@ -189,8 +193,8 @@ def apply(prim: Primitive, inputs: tuple[Node, ...], params: tuple = ()) -> Node
         raise
     except Exception as exc:  # NumPy's ValueError, LinAlgError, TypeError, IndexError
         raise operation_error(prim, inputs, exc) from None
-    requires_grad = recording and prim.differentiable and any(node.requires_grad for node in inputs)
-    return Node(value, prim, inputs, params, requires_grad)
+    requires_grad = recording and prim.differentiable and any(x.requires_grad for x in inputs)
+    return new_node(value, prim, inputs, params, requires_grad)
 
 
 def operation_error(prim: Primitive, inputs: Sequence[Node], exc: Exception) -> GradcalcError:

@@ -21,7 +21,7 @@ from typing import Any
 from . import backend as B
 from . import graph
 from .errors import ShapeError, ValueProblem
-from .graph import Node, Primitive, apply, constant
+from .graph import Node, Primitive, apply, constant, new_node
 
 PRIMITIVES: dict[str, Primitive] = {}
 
@@ -180,7 +180,7 @@ def _lift(x: Any) -> Node:
 
 def _binary(prim: Primitive) -> Callable[[Any, Any], Node]:
     """A fast recorder for elementwise binary primitives: checks broadcasting before allocating."""
-    forward = prim.forward
+    forward, differentiable = prim.forward, prim.differentiable
 
     def record(x: Any, y: Any) -> Node:
         try:
@@ -190,8 +190,8 @@ def _binary(prim: Primitive) -> Callable[[Any, Any], Node]:
             xv, yv = x.value, y.value
         if xv.shape != yv.shape:
             broadcast_shape(prim, xv.shape, yv.shape)
-        requires_grad = graph.recording and prim.differentiable and (x.requires_grad or y.requires_grad)
-        return Node(forward(xv, yv), prim, (x, y), (), requires_grad)
+        requires_grad = differentiable and graph.recording and (x.requires_grad or y.requires_grad)
+        return new_node(forward(xv, yv), prim, (x, y), (), requires_grad)
 
     record.__name__ = prim.name
     record.__doc__ = f"Record {prim.name} (elementwise, broadcasting)."
@@ -222,7 +222,7 @@ def _unary(prim: Primitive) -> Callable[[Any], Node]:
     def record(x: Any) -> Node:
         if x.__class__ is not Node:
             x = _lift(x)
-        return Node(forward(x.value), prim, (x,), (), graph.recording and x.requires_grad)
+        return new_node(forward(x.value), prim, (x,), (), graph.recording and x.requires_grad)
 
     record.__name__ = prim.name
     record.__doc__ = f"Record {prim.name} (elementwise)."
