@@ -170,8 +170,9 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
                             grads[parent] = total = total + contribution
                             if not create_graph and getattr(total, "ndim", 0):  # an array, not a NumPy scalar
                                 owned.add(parent)
-                    # Scalars cost nothing to keep: only tensors are worth a Released in their place.
-                    if free and parent.name is None and parent.value.ndim:
+                    # Only intermediates are freed (not leaves, nor the constants each rule skips), and only
+                    # tensors: scalars cost nothing to keep, less than a Released in their place.
+                    if free and parent.op is not None and parent.name is None and parent.value.ndim:
                         _free_spent_input(parent)
                 if ans.__class__ is not scalar and free and node.name is None and ans.ndim:  # a number: 1 test
                     _free_spent(node)
