@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy
@@ -53,17 +54,29 @@ def keep_freed_memory() -> bool:
 keep_freed_memory()
 
 
+# Told the new namespace whenever use() switches it: ops binds its primitives to the library's functions.
+_switched: list[Callable[[Any], None]] = []
+
+
+def on_switch(callback: Callable[[Any], None]) -> None:
+    _switched.append(callback)
+
+
 def use(device_name: str = "cpu", dtype_name: str = "float64", elements: int = DEFAULT_MAX_ELEMENTS) -> None:
     """Select the device, the float type and the tensor-size limit for what follows."""
     global xp, device, dtype, max_elements
     if dtype_name not in DTYPES:
         raise UsageError(f"unknown dtype '{dtype_name}'", "use --dtype float64 (the default) or --dtype float32")
     if device_name == "cpu":
-        xp = numpy
+        namespace = numpy
     elif device_name == "gpu":
-        xp = _cupy()
+        namespace = _cupy()
     else:
         raise UsageError(f"unknown device '{device_name}'", "use --device cpu (the default) or --device gpu")
+    if namespace is not xp:
+        xp = namespace
+        for callback in _switched:
+            callback(xp)
     device = device_name
     dtype = DTYPES[dtype_name]
     max_elements = elements

@@ -305,6 +305,8 @@ def _namespace() -> SimpleNamespace:
 
 
 namespace = _namespace()
+# Rebuilt when the array library changes, after ops has bound its primitives to it (ops registered first).
+B.on_switch(lambda xp: namespace.__dict__.update(vars(_namespace())))
 
 
 def basis(shape: tuple[int, ...]) -> Batched:

@@ -118,6 +118,25 @@ def test_gpu_random_numbers_are_the_cpu_random_numbers(gpu: str) -> None:
         np.testing.assert_allclose(_numbers(device), _numbers(cpu), rtol=0, atol=0)
 
 
+def test_library_primitives_follow_the_device(gpu: str) -> None:
+    """sin, exp, arctan2, ... call the library in use directly: on the GPU, the device's own functions."""
+    from gradcalc import batching, ops
+
+    def bound() -> list:  # forward, the first-order namespace (an alias too), the batched namespace
+        return [ops.SIN.forward, ops.numeric.atan, ops.numeric.abs_, batching.namespace.exp]
+
+    host = np.array([0.5, -2.0])
+    B.use("gpu")
+    for fn in bound():
+        with pytest.raises(TypeError):  # CuPy's functions (and the fake's) refuse a host array
+            fn(host)
+    with pytest.raises(TypeError):
+        ops.ATAN2.forward(host, host)
+    B.use("cpu")
+    for fn, expected in zip(bound(), [np.sin, np.arctan, np.abs, np.exp]):
+        np.testing.assert_array_equal(fn(host), expected(host))
+
+
 def test_gpu_values_stay_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
     """Values are device arrays through the run and backward; only results come back to the host."""
     monkeypatch.setitem(sys.modules, "cupy", fakedevice.make_module())
