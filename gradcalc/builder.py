@@ -14,6 +14,7 @@ import math
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from . import backend as B
@@ -167,7 +168,7 @@ class Interpreter:
         self.limits = limits
         self.state = state
         self.inputs = inputs
-        self.assigned = assigned_names(module.body)
+        self.module = module
         self.functions: dict[str, Function] = {}
         self.function: Function | None = None  # the function whose body is running
         self.globals: Frame = {}  # the run's top-level variables, which function bodies read
@@ -178,11 +179,24 @@ class Interpreter:
         self.depth = 0  # unbracketed nesting (the parser bounds brackets)
         self.loop_reads: dict[Pos, bool] = {}  # for each for loop: whether its body may read its variable
 
+    @cached_property
+    def assigned(self) -> dict[str, list[S.Assign]]:
+        """The program's top-level assignments by name: made when first needed (a mistake, a function,
+        a --set), which a straight-line program that runs as written never has."""
+        return assigned_names(self.module.body)
+
     # --- before the run: what must be checked whether or not it runs --------------------------
 
     def prepare(self, module: S.Module) -> None:
         """Define the functions and check every block, function body and --set name before anything runs."""
-        defs = [stmt for stmt in module.body if stmt.__class__ is S.FuncDef]
+        defs: list[S.FuncDef] = []
+        blocks: list[S.Stmt] = []  # top-level statements with a block; the others are checked as they run
+        for stmt in module.body:
+            kind = stmt.__class__
+            if kind is S.FuncDef:
+                defs.append(stmt)  # type: ignore[arg-type]
+            elif kind is not S.Assign and kind is not S.Claim:
+                blocks.append(stmt)
         for stmt in defs:
             if stmt.name in BUILTINS and not stmt.override:
                 raise NameNotFound(f"'{stmt.name}' is a builtin function",
@@ -215,9 +229,7 @@ class Interpreter:
                     function.callees.add(node.name)
             function.reads_globals = any(self.variable(name) for name in function.reads)
         _close_over_calls(self.functions)
-        for stmt in module.body:  # a straight-line statement is checked as it runs
-            if stmt.__class__ not in _STRAIGHT:
-                self.check_block([stmt], None)
+        self.check_block(blocks, None)
         if self.inputs:
             self.check_inputs(module)
 
@@ -776,7 +788,6 @@ _EXPRESSIONS: dict[type, Callable[[Interpreter, Any, Frame], Node]] = {
                  S.Attribute)
 }
 # What nests without brackets (the parser bounds brackets): each level counts toward --max-depth.
-_STRAIGHT = {S.Assign, S.FuncDef, S.Claim}  # top-level statements that contain no block
 _NESTING = (S.Unary, S.Not, S.BoolOp, S.Attribute, S.Index)
 
 
