@@ -16,15 +16,17 @@ import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import autodiff, symbolic
+from . import autodiff
 from . import backend as B
 from .builder import Executed, Limits, execute, make_context
 from .errors import GradcalcError, NameNotFound, Source, UsageError, did_you_mean
 from .graph import Node, constant
 from .parser import DEFAULT_MAX_DEPTH, parse, parse_expression, raise_recursion_limit
-from .symbolic import Derivative
+
+if TYPE_CHECKING:  # diff's module is loaded by diff alone: the grad and eval paths do not need it
+    from .symbolic import Derivative
 
 
 @contextlib.contextmanager
@@ -329,6 +331,8 @@ class Run:
         The expression is the differentiable backward pass (the same rules as `grad`)
         read back as algebra, along the path this run executed.
         """
+        from . import symbolic
+
         if order not in (1, 2):
             raise UsageError(f"--order {order} is not supported", "use --order 1 or --order 2")
         of, output, names, targets = self._select(of, wrt)

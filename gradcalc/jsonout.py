@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from . import backend as B
 from .api import Gradients, Hessians, Jacobians, Run, Tangents
-from .symbolic import Derivative
 
-if TYPE_CHECKING:  # only their types: the grad and eval paths do not load the checking modules
+if TYPE_CHECKING:  # only their types: the grad and eval paths do not load the checking or symbolic modules
     from .check import Report, Verdict
     from .gradcheck import GradCheck
+    from .symbolic import Derivative
 
 
 def values_doc(run: Run) -> dict[str, Any]:

@@ -39,3 +39,17 @@ def test_wheel_runs_outside_the_checkout(tmp_path: Path) -> None:
     located = subprocess.run([sys.executable, "-c", "import gradcalc; print(gradcalc.__file__)"], check=False,
                              cwd=elsewhere, capture_output=True, text=True, env=env, timeout=60)
     assert located.stdout.strip().startswith(str(target))  # the wheel's copy, not the checkout's
+
+
+def test_grad_json_loads_only_what_it_needs() -> None:
+    """Start-up is imports (#2 (a)): `grad --json` loads neither Rich nor the modules of other commands."""
+    probe = ("import sys\nfrom gradcalc.cli import main\n"
+             "sys.argv = ['gradcalc', 'grad', 'samples/neuron.eq', '--json']\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\nprint(' '.join(sorted(sys.modules)), file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", probe], check=False, cwd=ROOT, capture_output=True, text=True,
+                            timeout=60)
+    assert json.loads(result.stdout)["value"] == 15
+    loaded = set(result.stderr.split())
+    for module in ("symbolic", "check", "gradcheck", "grading", "graphview", "render", "latex", "drawing"):
+        assert f"gradcalc.{module}" not in loaded
+    assert "rich" not in loaded
