@@ -677,7 +677,7 @@ def main() -> None:
 
     if "a" in sections:
         log("(a) start-up")
-        results["startup"] = bench_startup(3 if quick else 7, have_torch)
+        results["startup"] = bench_startup(3 if quick else 15, have_torch)
 
     if "b" in sections:
         # (N, gradcalc run+grad repeats, Program(text) repeats, direct parser.parse repeats, tracemalloc pass,
