@@ -54,11 +54,11 @@ def keep_freed_memory() -> bool:
 keep_freed_memory()
 
 
-# Told the new namespace whenever use() switches it: ops binds its primitives to the library's functions.
 _switched: list[Callable[[Any], None]] = []
 
 
 def on_switch(callback: Callable[[Any], None]) -> None:
+    """Have `callback(xp)` called whenever use() switches the array namespace (ops binds its primitives so)."""
     _switched.append(callback)
 
 

@@ -129,7 +129,7 @@ _new = object.__new__
 
 
 def new_node(value: Any, op: Primitive | None = None, inputs: tuple[Node, ...] = (), params: tuple = (),
-         requires_grad: bool = False, name: str | None = None, kind: type[Node] = Node) -> Node:
+             requires_grad: bool = False, name: str | None = None, kind: type[Node] = Node) -> Node:
     """A new node; a primitive's result that requires grad is recorded on the run's tape.
 
     The one way nodes are made. A function, not the class's __init__: calling a class goes through

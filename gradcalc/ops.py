@@ -92,7 +92,7 @@ SOFTPLUS = _define("softplus", lambda x: B.xp.logaddexp(0, x))  # log(1 + e^x) w
 SIGN = _library("sign")
 FLOOR = _library("floor")
 CEIL = _library("ceil")
-ROUND = _define("round", lambda x: B.xp.round(x))  # a Python function in NumPy itself, not a ufunc
+ROUND = _library("round")
 
 
 def _as_float(fn: Callable[..., Any]) -> Callable[..., Any]:
