@@ -187,11 +187,11 @@ class Interpreter:
 
     # --- before the run: what must be checked whether or not it runs --------------------------
 
-    def prepare(self, module: S.Module) -> None:
+    def prepare(self) -> None:
         """Define the functions and check every block, function body and --set name before anything runs."""
         defs: list[S.FuncDef] = []
         blocks: list[S.Stmt] = []  # top-level statements with a block; the others are checked as they run
-        for stmt in module.body:
+        for stmt in self.module.body:
             kind = stmt.__class__
             if kind is S.FuncDef:
                 defs.append(stmt)  # type: ignore[arg-type]
@@ -231,11 +231,11 @@ class Interpreter:
         _close_over_calls(self.functions)
         self.check_block(blocks, None)
         if self.inputs:
-            self.check_inputs(module)
+            self.check_inputs()
 
-    def check_inputs(self, module: S.Module) -> None:
+    def check_inputs(self) -> None:
         """--set names must be leaves or free variables of the program."""
-        read = {node.name for node in _nodes([s for s in module.body if s.__class__ is not S.FuncDef])
+        read = {node.name for node in _nodes([s for s in self.module.body if s.__class__ is not S.FuncDef])
                 if isinstance(node, S.Name)}
         read.update(*(function.reads for function in self.functions.values()))  # not their locals
         leaf_names = {name for name, stmts in self.assigned.items() if any(self.is_leaf(s) for s in stmts)}
@@ -941,7 +941,7 @@ def execute(module: S.Module, inputs: Mapping[str, Any], context: Context, limit
             node = leaf(value, name)
             state.add_leaf(name, node)
             frame[name] = node
-    interpreter.prepare(module)
+    interpreter.prepare()
     graph.recording = True
     graph.context = None
     graph.release_temporaries = not keep_values
