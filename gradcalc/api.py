@@ -13,15 +13,15 @@ import contextlib
 import gc
 import math
 import os
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import autodiff
 from . import backend as B
-from .builder import Executed, Limits, execute, make_context
+from .builder import Executed, Limits, claim_context, execute, make_context
 from .errors import GradcalcError, NameNotFound, Source, UsageError, did_you_mean
+from .files import DEFAULT_MAX_FILE_SIZE, read_text
 from .graph import Node, constant
 from .parser import DEFAULT_MAX_DEPTH, parse, parse_expression, raise_recursion_limit
 
@@ -62,8 +62,9 @@ class Program:
             raise exc.within(self.source) from None
 
     @classmethod
-    def from_file(cls, path: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Program:
-        return cls(read_text(path), path, os.path.dirname(os.path.abspath(path)), max_depth)
+    def from_file(cls, path: str, max_depth: int = DEFAULT_MAX_DEPTH, max_file_size: int = DEFAULT_MAX_FILE_SIZE
+                  ) -> Program:
+        return cls(read_text(path, max_file_size), path, os.path.dirname(os.path.abspath(path)), max_depth)
 
     def free_names(self) -> list[str]:
         """The names the program reads but never assigns: its inputs, given with --set."""
@@ -82,17 +83,18 @@ class Program:
         max_iterations: int = Limits.max_iterations,
         max_recursion: int = Limits.max_recursion,
         allow_read: Sequence[str] = (),
+        max_file_size: int = DEFAULT_MAX_FILE_SIZE,
         keep_values: bool = False,
     ) -> Run:
         """Execute the program with some leaves replaced (`--set`); returns the executed run."""
         options = dict(seed=seed, dtype=dtype, device=device, max_elements=max_elements,
                        max_iterations=max_iterations, max_recursion=max_recursion, allow_read=allow_read,
-                       keep_values=keep_values)
+                       max_file_size=max_file_size, keep_values=keep_values)
         B.use(device, dtype, max_elements)
         values = dict(values or {})
         try:
             inputs = {name: to_array(f"--set {name}", value, seed) for name, value in values.items()}
-            context = make_context(self.folder, seed, tuple(allow_read))
+            context = make_context(self.folder, seed, tuple(allow_read), max_file_size)
             limits = Limits(max_iterations, max_recursion, self.max_depth)
             with paused_gc():
                 executed = execute(self.module, inputs, context, limits, keep_values)
@@ -102,23 +104,6 @@ class Program:
             raise GradcalcError("the program nests too deeply to evaluate",
                                 "split deep expressions into several statements").within(self.source) from None
         return Run(self, executed, inputs, options)
-
-
-def read_text(path: str) -> str:
-    """A program or answers file's text ('-': standard input); a missing or unreadable file is a UsageError."""
-    if path == "-":
-        return sys.stdin.read().removeprefix("\ufeff")
-    try:
-        with open(path, encoding="utf-8-sig") as handle:  # -sig: a byte-order mark (Notepad) is no character
-            return handle.read()
-    except FileNotFoundError:
-        raise UsageError(f"no such file: {path}", "check the path, or pass the program with -e 'TEXT'") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path} is a folder, not a program file", "give the path of a .eq file") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path} is not UTF-8 text", "save the file as UTF-8 text") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}", "check the file's permissions") from None
 
 
 def tolerance(flag: str, value: float) -> float:
@@ -193,20 +178,27 @@ class Run:
         return self.program.run({**self.inputs, **changes}, **self.options)
 
     def evaluate(self, expr: Any, source: Source) -> Any:
-        """The value of an expression (syntax.Expr) over this run's final variables, on the host."""
+        """The value of a claim's expression (syntax.Expr) over this run's final variables, on the host.
+
+        A claim reads no file (a submission's reach is its own), and its randn/rand draw from a
+        generator of its own, seeded by its text: the same numbers whatever the grading order.
+        """
         from . import graph
 
-        previous, graph.recording = graph.recording, False
+        interpreter = self.interpreter
+        previous, graph.recording, graph.history = graph.recording, False, False
+        program_context, interpreter.context = interpreter.context, claim_context(self.options["seed"], source.text)
         try:
             with B.errstate():
-                return B.to_host(self.interpreter.evaluate(expr, self.frame).value)
+                return B.to_host(interpreter.evaluate(expr, self.frame).value)
         except GradcalcError as exc:
             raise exc.within(source) from None
         except RecursionError:
             raise GradcalcError("the expression nests too deeply to evaluate",
                                 "split it into smaller parts").at(expr.pos).within(source) from None
         finally:
-            graph.recording = previous
+            graph.recording, graph.history = previous, True
+            interpreter.context = program_context
 
     @property
     def names(self) -> list[str]:

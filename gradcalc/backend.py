@@ -6,10 +6,11 @@ switching devices is one call to `use()`.
 
 from __future__ import annotations
 
+import io
 import math
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy
 
@@ -216,49 +217,95 @@ class Random:
         return asarray(self.generator.random(shape))
 
 
-def load_file(path: str, member: str | None, shown: str) -> Any:
-    """Read .npy, .npz (one member), .csv or .json data from a file into a host array.
+def load_file(handle: BinaryIO, name: str, member: str | None, shown: str, max_text: int) -> Any:
+    """Read .npy, .npz (one member), .csv or .json data from an open file into a host array.
 
+    Array files are read header first: their element count is checked against --max-elements
+    before their data is read, and no more data is read than the header promises (a member of a
+    zip bomb expands no further). Text files are read to at most max_text bytes.
     `shown` is the path as the program wrote it, for messages.
     """
     import json
 
-    lower = path.lower()
+    from .files import read_bounded
+
+    lower = name.lower()
     if lower.endswith(".npy"):
-        return numpy.load(path, allow_pickle=False)
+        return _read_npy(handle, shown)
     if lower.endswith(".npz"):
-        with numpy.load(path, allow_pickle=False) as archive:
-            names = list(archive.files)
-            if member is None:
-                if len(names) != 1:
-                    raise GradcalcError(
-                        f"{shown} holds {len(names)} arrays: {', '.join(names)}",
-                        f'name one: load("{shown}", "{names[0] if names else "x"}")',
-                    )
-                member = names[0]
-            if member not in names:
-                raise GradcalcError(f"{shown} has no array named '{member}'", f"it has: {', '.join(names)}")
-            return archive[member]
-    if lower.endswith(".csv"):
+        arrays = _read_npz(handle, shown, member, one=True)
+        return next(iter(arrays.values()))
+    if lower.endswith((".csv", ".json")):
+        text = read_bounded(handle, max_text, shown).decode("utf-8-sig")
+        if lower.endswith(".json"):
+            return numpy.asarray(json.loads(text), dtype=numpy.float64)
         try:
-            return numpy.loadtxt(path, delimiter=",", ndmin=1)
+            return numpy.loadtxt(io.StringIO(text), delimiter=",", ndmin=1)
         except ValueError:
-            return numpy.loadtxt(path, delimiter=",", ndmin=1, skiprows=1)  # a header row
-    if lower.endswith(".json"):
-        with open(path, encoding="utf-8") as handle:
-            return numpy.asarray(json.load(handle), dtype=numpy.float64)
+            return numpy.loadtxt(io.StringIO(text), delimiter=",", ndmin=1, skiprows=1)  # a header row
     raise GradcalcError(f"cannot read '{shown}': unknown file type", "load reads .npy, .npz, .csv and .json files")
 
 
-def read_values(path: str) -> dict[str, Any]:
+def _read_npy(stream: BinaryIO, shown: str) -> Any:
+    """One array in NumPy's format from a stream: header, checks, then exactly the data it declares."""
+    from numpy.lib import format as npy
+
+    version = npy.read_magic(stream)
+    if version == (1, 0):
+        shape, fortran, kind = npy.read_array_header_1_0(stream)
+    elif version == (2, 0):
+        shape, fortran, kind = npy.read_array_header_2_0(stream)
+    else:
+        raise GradcalcError(f"{shown}: .npy format version {version[0]}.{version[1]} is not read",
+                            "save it with numpy.save (format 1.0 or 2.0)")
+    if kind.hasobject or kind.kind not in "biuf":
+        raise GradcalcError(f"{shown} holds {kind.name} data, not numbers (pickled objects are never read)",
+                            "save an array of numbers with numpy.save")
+    check_size(tuple(shape), f"the array in {shown}")
+    count = math.prod(shape)
+    data = stream.read(count * kind.itemsize)
+    if len(data) != count * kind.itemsize:
+        raise GradcalcError(f"{shown} is cut short: its header promises {count:,} numbers",
+                            "save the file again")
+    return numpy.frombuffer(data, dtype=kind, count=count).reshape(shape, order="F" if fortran else "C")
+
+
+def _read_npz(handle: BinaryIO, shown: str, member: str | None = None, one: bool = False) -> dict[str, Any]:
+    """The arrays of an .npz archive (only `member`, or its only one, when one=True), each read as _read_npy."""
+    import zipfile
+
+    with zipfile.ZipFile(handle) as archive:
+        members = {info.filename.removesuffix(".npy"): info for info in archive.infolist()
+                   if info.filename.endswith(".npy")}
+        names = list(members)
+        if one:
+            if member is None:
+                if len(names) != 1:
+                    raise GradcalcError(
+                        f"{shown} holds {len(names)} arrays: {', '.join(names[:12])}",
+                        f'name one: load("{shown}", "{names[0] if names else "x"}")',
+                    )
+                member = names[0]
+            if member not in members:
+                raise GradcalcError(f"{shown} has no array named '{member}'", f"it has: {', '.join(names[:12])}")
+            names = [member]
+        arrays = {}
+        for name in names:
+            with archive.open(members[name]) as stream:
+                arrays[name] = _read_npy(stream, f"{shown} ({name})")  # type: ignore[arg-type]
+        return arrays
+
+
+def read_values(path: str, max_text: int) -> dict[str, Any]:
     """A --values file: a JSON object of numbers and arrays, or an .npz archive."""
     import json
 
-    if path.lower().endswith(".npz"):
-        with numpy.load(path, allow_pickle=False) as archive:
-            return {name: archive[name] for name in archive.files}
-    with open(path, encoding="utf-8") as handle:
-        data = json.load(handle)
+    from .files import open_regular, read_bounded
+
+    with open_regular(path) as handle:
+        if path.lower().endswith(".npz"):
+            return _read_npz(handle, path)
+        data = json.loads(read_bounded(handle, max_text, path).decode("utf-8-sig"))
     if not isinstance(data, dict):
         raise GradcalcError(f"{path} must hold a JSON object of names and values", 'for example {"a": 2, "x": [1, 2]}')
     return data

@@ -41,6 +41,7 @@ class Batched:
     def stack(self) -> Any:
         if self._stack is None:
             size = self.diagonal.shape[0]
+            _check((size, *self.logical))
             dense = B.xp.zeros((size, size), dtype=self.diagonal.dtype)
             dense[B.xp.arange(size), B.xp.arange(size)] = self.diagonal
             self._stack = B.xp.reshape(dense, (size, *self.logical))
@@ -103,6 +104,11 @@ class Batched:
         return self
 
 
+def _check(shape: tuple[int, ...]) -> None:
+    """--max-elements for what the batched pass makes: every seed's copy of an intermediate counts."""
+    B.check_size(tuple(shape), "an intermediate of the batched pass (one copy per seed)")
+
+
 def _aligned(value: Any, ndim: int) -> Any:
     """The raw array of `value`, shaped to broadcast against a batch of logical rank `ndim`."""
     if isinstance(value, Batched):
@@ -123,7 +129,9 @@ def _elementwise(forward: Callable[..., Any]) -> Callable[..., Any]:
             if kept is not None:
                 return kept
         ndim = max(getattr(a, "ndim", 0) for a in args)
-        return Batched(forward(*[_aligned(a, ndim) for a in args]))
+        aligned = [_aligned(a, ndim) for a in args]
+        _check(B.broadcast_shapes(*(tuple(getattr(a, "shape", ())) for a in aligned)))
+        return Batched(forward(*aligned))
 
     return apply
 
@@ -199,6 +207,7 @@ def _broadcast_to(x: Any, shape: tuple[int, ...]) -> Any:
     if not isinstance(x, Batched):
         return ops.BROADCAST_TO.forward(x, shape)
     stack = _aligned(x, len(shape))
+    _check(stack.shape[:1] + tuple(shape))  # a view, but what follows it will be as large
     return Batched(B.xp.broadcast_to(stack, stack.shape[:1] + tuple(shape)))
 
 
@@ -221,6 +230,7 @@ def _index(x: Any, key: tuple) -> Any:
 def _scatter(g: Any, key: tuple, shape: tuple[int, ...]) -> Any:
     if not isinstance(g, Batched):
         return ops.SCATTER.forward(g, key, shape)
+    _check(g.stack.shape[:1] + tuple(shape))
     out = B.xp.zeros(g.stack.shape[:1] + tuple(shape), dtype=g.dtype)
     out[(slice(None), *key)] = g.stack
     return Batched(out)

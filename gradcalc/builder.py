@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -33,6 +34,7 @@ from .errors import (
     ValueProblem,
     did_you_mean,
 )
+from .files import DEFAULT_MAX_FILE_SIZE
 from .graph import Node, constant, leaf
 
 Frame = dict[str, Node]
@@ -985,5 +987,12 @@ def _nodes(body: list[S.Stmt]) -> Iterator[S.Expr | S.Keyword]:
         stack.extend(reversed(getattr(stmt, "body", [])))
 
 
-def make_context(folder: str, seed: int, allow_read: tuple[str, ...]) -> Context:
-    return Context(B.Random(seed), os.path.abspath(folder), tuple(os.path.abspath(p) for p in allow_read))
+def make_context(folder: str, seed: int, allow_read: tuple[str, ...], max_file_size: int = DEFAULT_MAX_FILE_SIZE
+                 ) -> Context:
+    return Context(B.Random(seed), os.path.abspath(folder), tuple(os.path.abspath(p) for p in allow_read),
+                   max_file_size)
+
+
+def claim_context(seed: int, text: str) -> Context:
+    """A claim's: no file may be read, and its random draws depend on its own text and the seed only."""
+    return Context(B.Random(seed * 2**32 + zlib.crc32(text.encode("utf-8", "surrogatepass"))), None, ())

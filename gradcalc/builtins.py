@@ -11,16 +11,21 @@ from typing import Any
 from . import backend as B
 from . import ops
 from .errors import ArgumentError, FileProblem, GradcalcError, ValueProblem
+from .files import DEFAULT_MAX_FILE_SIZE, Outside, describe, open_regular
 from .graph import Node, constant, host_value, leaf
 
 
 @dataclass
 class Context:
-    """What builtins may need from the run: the random generator and where files may be read."""
+    """What builtins may need from the run: the random generator and where files may be read.
+
+    folder None: no file may be read (a claim is judged with such a context).
+    """
 
     random: B.Random
-    folder: str
+    folder: str | None
     allowed: tuple[str, ...]
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
 
 
 @dataclass(frozen=True)
@@ -95,7 +100,12 @@ def _reduction(op: Callable[..., Node]) -> Callable[..., Node]:
         if op is ops.max or op is ops.min:
             if x.value.size == 0:
                 raise ValueProblem(f"{op.__name__} of an empty tensor", "it has no largest or smallest entry")
-        return op(x, as_axis(axis, x), keep)
+        axes = as_axis(axis, x)
+        if x.value.size == 0 and axes is not None:  # sum(zeros(0, n), axis=0) has n entries from none
+            summed = {axes} if isinstance(axes, int) else set(axes)
+            B.check_size(tuple(1 if i in summed else n for i, n in enumerate(x.shape) if keep or i not in summed),
+                         f"the result of {op.__name__}")
+        return op(x, axes, keep)
 
     return reduce
 
@@ -240,22 +250,28 @@ def _rand(context: Context, *sizes: Node) -> Node:
 
 
 def _load(context: Context, path: str, member: str | None = None) -> Node:
-    full = os.path.realpath(os.path.join(context.folder, path))
-    roots = [os.path.realpath(root) for root in (context.folder, *context.allowed)]
-    if not any(os.path.commonpath([full, root]) == root for root in roots):
+    if context.folder is None:
+        raise FileProblem(f"load('{path}'): a claim cannot read files",
+                          "write the claimed value or expression itself; only the program loads data")
+    roots = (context.folder, *context.allowed)
+    try:
+        handle = open_regular(os.path.join(context.folder, path), roots)
+    except Outside as exc:
         raise FileProblem(
             f"load('{path}') reads outside the program's folder ({context.folder})",
-            f"move the file next to the program, or allow its folder with --allow-read {os.path.dirname(full)}",
-        )
-    if not os.path.isfile(full):
-        raise FileProblem(f"load('{path}'): no such file ({full})",
-                          "check the file name; paths are relative to the program")
-    try:
-        data = B.load_file(full, member, path)
-    except GradcalcError:
-        raise
-    except Exception as exc:  # NumPy's and json's many ways to say the file is malformed
-        raise FileProblem(f"load('{path}'): cannot read it: {exc}", "check that the file holds numbers") from None
+            f"move the file next to the program, or allow its folder with --allow-read {os.path.dirname(exc.real)}",
+        ) from None
+    except FileProblem as exc:
+        raise FileProblem(f"load('{path}'): {exc.message.replace(os.path.join(context.folder, path), 'the file')}",
+                          "check the file name; paths are relative to the program") from None
+    with handle:
+        try:
+            data = B.load_file(handle, path, member, path, context.max_file_size)
+        except GradcalcError:
+            raise
+        except Exception as exc:  # NumPy's, zipfile's and json's many ways to say the file is malformed
+            raise FileProblem(f"load('{path}'): cannot read it: {describe(exc)}",
+                              "check that the file holds numbers") from None
     if data.size == 0:
         raise FileProblem(f"load('{path}'): the file holds no numbers", "check the file's contents")
     return constant(B.asarray(data))

@@ -13,13 +13,14 @@ import itertools
 import math
 import os
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import backend as B
 from . import syntax as S
-from .api import Run, differentiable_inputs, read_text, tolerance
+from .api import Run, differentiable_inputs, tolerance
 from .builtins import BUILTINS, CONSTANTS
 from .errors import (
     GradcalcError,
@@ -31,6 +32,7 @@ from .errors import (
     error_json,
     error_text,
 )
+from .files import DEFAULT_MAX_FILE_SIZE, entry_problem, read_text
 from .parser import parse, parse_claims
 
 POINTS = 4  # nearby points where an expression claim must hold too
@@ -38,6 +40,7 @@ SPREAD = 0.2  # a leaf moves by up to 20% of its size (by up to 0.5 where it is 
 ZERO_SPREAD = 0.5
 PATHS_TRIED = 10  # the missing-path diagnosis tries subsets of up to this many chain-rule paths
 SHOWN_LEAVES = 5  # leaves listed where a claim fails at a nearby point
+REPORTED_ENTRIES = 10_000  # grading sends back values up to this size: the parent grows by the class, not its data
 _CHECK_STATEMENT = re.compile(r"(^|;)\s*check\b", re.MULTILINE)
 
 
@@ -79,6 +82,7 @@ class Verdict:
     error: dict[str, Any] | None = None  # why an invalid claim could not be judged (the JSON error body)
     error_message: str = ""  # the same for people, with the line and a caret
     wrt2: str | None = None  # a second derivative's other variable (∂²of/∂wrt∂wrt2)
+    elided: dict[str, tuple[int, ...]] = field(default_factory=dict)  # grading: "got"/"expected" not kept
 
     @property
     def passed(self) -> bool:
@@ -106,6 +110,16 @@ class Report:
     @property
     def passed(self) -> bool:
         return self.error is None and bool(self.verdicts) and self.right == len(self.verdicts)
+
+    def compact(self, limit: int = REPORTED_ENTRIES) -> Report:
+        """The report as grading keeps it: a value of more than `limit` entries by its shape only."""
+        for verdict in self.verdicts:
+            for key in ("expected", "got"):
+                value = getattr(verdict, key)
+                if value is not None and value.size > limit:
+                    verdict.elided[key] = tuple(value.shape)
+                    setattr(verdict, key, None)
+        return self
 
     def first_problem(self) -> str:
         """One line for the grading table."""
@@ -143,13 +157,15 @@ def claims_of_program(module: S.Module) -> list[S.Claim]:
     return [stmt for stmt in module.body if isinstance(stmt, S.Claim)]
 
 
-def read_claims(path: str) -> tuple[list[S.Claim] | list[S.Claim | Unreadable], Source]:
+def read_claims(path: str, limit: int = DEFAULT_MAX_FILE_SIZE, roots: tuple[str, ...] | None = None
+                ) -> tuple[list[S.Claim] | list[S.Claim | Unreadable], Source]:
     """A submission's claims: a model file's check statements, or an answers file's lines.
 
     A file is a model when it ends in .eq, or parses as a program with check
-    statements; anything else is an answers file (one claim per line).
+    statements; anything else is an answers file (one claim per line). With roots (a submission
+    in a class's folder), it must be a regular file inside them; it is read to at most `limit` bytes.
     """
-    text = read_text(path)
+    text = read_text(path, limit, roots)
     source = Source(text, "<stdin>" if path == "-" else path)
     try:
         if path.endswith(".eq"):
@@ -984,10 +1000,10 @@ def _split_name(name: str, variables: Mapping[str, Any]) -> list[str] | None:
     return ways[0][0] if len(ways[0]) == 1 and len(ways[0][0]) > 1 else None
 
 
-def judge_file(judge: Judge, path: str, name: str | None = None) -> Report:
+def judge_file(judge: Judge, path: str, name: str | None = None, roots: tuple[str, ...] | None = None) -> Report:
     name = name or path
     try:
-        claims, source = read_claims(path)
+        claims, source = read_claims(path, judge.run.options.get("max_file_size", DEFAULT_MAX_FILE_SIZE), roots)
     except GradcalcError as exc:
         return failed_report(name, exc)
     return judge.report(name, (claims, source))
@@ -1012,20 +1028,43 @@ class JudgeMaker:
         return {**self.__dict__, "judge": None}  # a spawned worker runs the key itself
 
 
-def submissions(paths: list[str]) -> list[tuple[str, str]]:
-    """(name, path) of each submission: files as given, folders walked (hidden files skipped), sorted.
+@dataclass
+class Submission:
+    """One submission to grade: its name in the report, its path, the folder it must stay in, or why not."""
+
+    name: str
+    path: str
+    root: str
+    problem: str | None = None  # a link out of the folder, a device, a FIFO: reported, never read
+
+
+def submissions(paths: list[str]) -> list[Submission]:
+    """Each submission: files as given, folders walked (hidden files skipped), sorted, each named once.
 
     A folder's files are named from inside it, or, where several paths are given, with the folder's
-    own name first (A/hw.txt, B/hw.txt), so that every submission has a name of its own."""
-    found: list[tuple[str, str]] = []
+    own name first (A/hw.txt, B/hw.txt); where two names would still be the same, both are named by
+    their whole paths. Links are followed only inside the folder; links out of it, links to folders,
+    devices, named pipes and sockets are listed with the reason, never read. A file given twice is
+    one submission."""
+    found: list[Submission] = []
     for path in paths:
         base = path if len(paths) == 1 else os.path.dirname(os.path.normpath(path))
-        if not os.path.isdir(path):
-            found.append((path, path))
+        if not os.path.isdir(path) or (os.path.islink(path) and len(paths) > 1):
+            root = os.path.dirname(path) or os.curdir
+            found.append(Submission(path, path, root, entry_problem(path, root)))
             continue
         inside = []
         for folder, dirs, files in os.walk(path):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            inside.extend(os.path.join(folder, f) for f in files if not f.startswith("."))
-        found.extend((os.path.relpath(f, base), f) for f in sorted(inside))
-    return found
+            links = [d for d in dirs if not d.startswith(".") and os.path.islink(os.path.join(folder, d))]
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in links)
+            inside.extend(os.path.join(folder, f) for f in [*files, *links] if not f.startswith("."))
+        found.extend(Submission(os.path.relpath(f, base), f, path, entry_problem(f, path)) for f in sorted(inside))
+    unique: dict[str, Submission] = {}
+    for item in found:  # the same file given twice (a.txt a.txt, or a folder and a file in it) is one
+        unique.setdefault(os.path.abspath(item.path), item)
+    items = list(unique.values())
+    counts = Counter(item.name for item in items)
+    for item in items:
+        if counts[item.name] > 1:  # x/A/hw.txt and y/A/hw.txt: both would be A/hw.txt
+            item.name = os.path.normpath(item.path)
+    return items

@@ -18,7 +18,7 @@ import typer
 import typer.core
 
 from . import __version__
-from .errors import GradcalcError, UsageError, error_json, error_text
+from .errors import GradcalcError, LimitExceeded, UsageError, error_json, error_text, out_of_memory
 
 EXIT_OK, EXIT_WRONG, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader closed the pipe
@@ -96,6 +96,19 @@ class Common:
     max_depth: int
     max_recursion: int
     allow_read: list[str]
+    max_file_size: str
+    max_memory: str
+    timeout: Optional[float]
+
+    def file_limit(self) -> int:
+        from .files import parse_size
+
+        return parse_size(self.max_file_size, "--max-file-size")
+
+    def memory_limit(self) -> int:
+        from .files import parse_size
+
+        return parse_size(self.max_memory, "--max-memory")
 
 
 _COMMON_OPTIONS: dict[str, tuple[Any, Any]] = {
@@ -124,6 +137,15 @@ _COMMON_OPTIONS: dict[str, tuple[Any, Any]] = {
     "allow_read": (Annotated[list[str], typer.Option(
         "--allow-read", metavar="DIR", help="Let load() read files in DIR too (repeatable).",
         rich_help_panel="Limits")], []),
+    "max_file_size": (Annotated[str, typer.Option(
+        metavar="SIZE", help="Largest file read: a program, an answers file, a submission, CSV or JSON data "
+        "(K, M, G: powers of 1024).", rich_help_panel="Limits")], "10M"),
+    "max_memory": (Annotated[str, typer.Option(
+        metavar="SIZE", help="Memory a run may take beyond gradcalc's own (all its tensors together; per "
+        "submission when grading; Linux).", rich_help_panel="Limits")], "4G"),
+    "timeout": (Annotated[Optional[float], typer.Option(
+        metavar="SECONDS", help="Stop the command after SECONDS (default: no limit; grading: 10 s per "
+        "submission).", show_default=False, rich_help_panel="Limits")], None),
 }
 
 
@@ -141,7 +163,7 @@ def command(examples: str) -> Callable[[Callable[..., None]], Callable[..., None
         @functools.wraps(fn)
         def wrapper(**kwargs: Any) -> None:
             common = Common(**{f.name: kwargs.pop(f.name) for f in fields(Common)})
-            _guarded(common.json, lambda: fn(common=common, **kwargs))
+            _guarded(common.json, lambda: _limited(common, lambda: fn(common=common, **kwargs)))
 
         # file first (it is the positional argument), then the command's own options, then the rest.
         wrapper.__signature__ = inspect.Signature([shared[0], *own, *shared[1:]])  # type: ignore[attr-defined]
@@ -153,6 +175,28 @@ def command(examples: str) -> Callable[[Callable[..., None]], Callable[..., None
     return register
 
 
+def _limited(common: Common, body: Callable[[], None]) -> None:
+    """Run a command within its time and memory limits (the memory budget is the kernel's: CPU only)."""
+    from .limits import deadline, memory_budget, seconds
+
+    timeout = seconds(common.timeout)
+    budget = common.memory_limit() if common.device is Device.cpu else None
+    common.file_limit()  # a bad size is refused before anything runs
+    with deadline(timeout), memory_budget(budget):
+        body()
+
+
+def _report(json_mode: bool, error: GradcalcError, status: int) -> typer.Exit:
+    """An error as one message on standard error (one JSON document with --json), and its exit status."""
+    if json_mode:
+        from .jsonout import write
+
+        write(error_json(error), sys.stderr)
+    else:
+        sys.stderr.write(error_text(error) + "\n")
+    return typer.Exit(status)
+
+
 def _guarded(json_mode: bool, body: Callable[[], None]) -> None:
     """The one place where errors become messages and exit codes."""
     try:
@@ -160,15 +204,15 @@ def _guarded(json_mode: bool, body: Callable[[], None]) -> None:
             warnings.simplefilter("ignore")  # a CLI speaks in its own messages, never Python warnings
             body()
     except GradcalcError as error:
+        raise _report(json_mode, error, EXIT_BAD_INPUT) from None
+    except KeyboardInterrupt:
         if json_mode:
             from .jsonout import write
 
-            write(error_json(error), sys.stderr)
+            write({"error": {"type": "Interrupted", "message": "interrupted", "line": None, "column": None}},
+                  sys.stderr)
         else:
-            sys.stderr.write(error_text(error) + "\n")
-        raise typer.Exit(EXIT_BAD_INPUT) from None
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
+            sys.stderr.write("interrupted\n")
         raise typer.Exit(130) from None
     except BrokenPipeError:  # the reader went away (`gradcalc ... | head`): stop quietly, as Unix tools do
         try:
@@ -179,19 +223,20 @@ def _guarded(json_mode: bool, body: Callable[[], None]) -> None:
     except (typer.Exit, typer.Abort):
         raise
     except RecursionError:
-        sys.stderr.write("error: the program nests too deeply\n  hint: split deep expressions into statements\n")
-        raise typer.Exit(EXIT_BAD_INPUT) from None
+        raise _report(json_mode, LimitExceeded("the program nests too deeply",
+                                               "split deep expressions into statements"), EXIT_BAD_INPUT) from None
     except MemoryError:
-        sys.stderr.write("error: out of memory\n  hint: make the tensors smaller (see --max-elements)\n")
-        raise typer.Exit(EXIT_BAD_INPUT) from None
+        raise _report(json_mode, out_of_memory(), EXIT_BAD_INPUT) from None
     except Exception as exc:  # a bug in gradcalc: say so plainly, without a traceback
-        sys.stderr.write(f"internal error: {type(exc).__name__}: {exc}\n"
-                         "  this is a bug in gradcalc; please report it with the program that caused it\n")
-        raise typer.Exit(EXIT_BUG) from None
+        bug = GradcalcError(f"internal error: {type(exc).__name__}: {exc}",
+                            "this is a bug in gradcalc; please report it with the program that caused it")
+        bug.kind = "InternalError"
+        raise _report(json_mode, bug, EXIT_BUG) from None
 
 
 def _program(common: Common) -> Any:
-    from .api import Program, read_text
+    from .api import Program
+    from .files import read_text
 
     if common.expr is not None:
         if common.file is not None:
@@ -200,21 +245,22 @@ def _program(common: Common) -> Any:
     if common.file is None:
         raise UsageError("no program given", "pass a FILE, '-' for standard input, or -e 'y = x^2'")
     if common.file == "-":
-        return Program(read_text("-"), "<stdin>", None, common.max_depth)
-    return Program.from_file(common.file, common.max_depth)
+        return Program(read_text("-", common.file_limit()), "<stdin>", None, common.max_depth)
+    return Program.from_file(common.file, common.max_depth, common.file_limit())
 
 
 def _inputs(common: Common) -> dict[str, Any]:
     values: dict[str, Any] = {}
     if common.values:
         from . import backend
+        from .files import describe
 
         try:
-            values.update(backend.read_values(common.values))
+            values.update(backend.read_values(common.values, common.file_limit()))
         except GradcalcError:
             raise
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"--values {common.values}: cannot read it ({exc})",
+        except Exception as exc:  # json's, zipfile's and NumPy's many ways to say the file is malformed
+            raise UsageError(f"--values {common.values}: cannot read it ({describe(exc)})",
                              'give a JSON object such as {"a": 2} or an .npz file') from None
     for item in common.set:
         name, sep, text = item.partition("=")
@@ -237,6 +283,7 @@ def _run(common: Common, program: Any = None, values: dict[str, Any] | None = No
         max_iterations=common.max_iterations,
         max_recursion=common.max_recursion,
         allow_read=common.allow_read,
+        max_file_size=common.file_limit(),
     )
 
 
@@ -260,13 +307,14 @@ def _show(common: Common, doc: Callable[[], dict[str, Any]], view: Callable[[], 
         return
     from rich.console import Console
 
+    shown = _views().Inert(view())
     # markup=False: values and claims are shown as they are; '[nan, 2]' is not a style tag.
     if sys.stdout.isatty():
-        Console(soft_wrap=False, markup=False).print(view())
+        Console(soft_wrap=False, markup=False).print(shown)
         return
     # Piped: no width to fit (a wide matrix stays whole) and no padding at line ends, so output diffs cleanly.
     console = Console(soft_wrap=False, width=100_000, record=True, file=io.StringIO(), markup=False)
-    console.print(view())
+    console.print(shown)
     sys.stdout.write("\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n")
 
 
@@ -513,7 +561,6 @@ def check(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Grading: every submission in detail.")] = False,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, max=256, help="Grading: submissions judged "
                                       "in parallel.")] = 1,
-    timeout: Annotated[float, typer.Option(min=0.1, help="Grading: seconds one submission may take.")] = 10.0,
 ) -> None:
     """Judge claimed derivatives (numbers or expressions) right or wrong, say what is wrong, or grade many."""
     import os
@@ -532,12 +579,15 @@ def check(
         if claim:
             raise UsageError("--claim cannot be combined with grading several submissions",
                              "put the claims in each submission, or check one answers file")
-        from .grading import grade
+        from .grading import DEFAULT_TIMEOUT, grade
+        from .limits import disarm
 
+        disarm()  # grading: --timeout is each submission's
         items = C.submissions(answers)
         if not items:
             raise UsageError("no submissions found in " + ", ".join(answers), "give a folder with answers files")
-        reports = grade(C.JudgeMaker(judge), items, jobs, timeout)
+        budget = common.memory_limit() if common.device is Device.cpu else None
+        reports = grade(C.JudgeMaker(judge), items, jobs, common.timeout or DEFAULT_TIMEOUT, budget)
         totals = jsonout.grading_totals(reports)
         _show(common, lambda: jsonout.grading_doc(reports),
               lambda: _views().grading_view(reports, totals, verbose, common.full))
@@ -546,7 +596,7 @@ def check(
         return
     groups = [C.parse_claim_option(text) for text in claim]
     if answers:
-        groups.append(C.read_claims(answers[0]))
+        groups.append(C.read_claims(answers[0], common.file_limit()))
     if not groups:
         groups.append((C.claims_of_program(program.module), program.source))
     if not any(claims for claims, _ in groups):

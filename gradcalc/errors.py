@@ -111,22 +111,36 @@ class UsageError(GradcalcError):
     kind = "UsageError"
 
 
+def out_of_memory() -> LimitExceeded:
+    """The error for a run past its memory budget (NumPy's MemoryError)."""
+    return LimitExceeded("out of memory: the run needs more memory than --max-memory allows",
+                         "make the tensors smaller, or raise --max-memory (and --max-elements)")
+
+
 def error_text(error: GradcalcError) -> str:
     """One message: where, what, the offending line with a caret, and how to fix it."""
+    from .inert import inert
+
+    # Each part may quote a file: its name, its text, a claim. Escaped part by part, so no part
+    # can add a line, move the cursor or talk to the terminal.
     source = error.source
-    where = source.filename if source is not None else ""
+    where = inert(source.filename) if source is not None else ""
     pos = error.pos
     if pos is not None:
         where = f"{where}:{pos.line}:{pos.column}" if where else f"line {pos.line}, column {pos.column}"
-    lines = [f"error: {where}: {error.message}" if where else f"error: {error.message}"]
+    message = inert(error.message)
+    lines = [f"error: {where}: {message}" if where else f"error: {message}"]
     if pos is not None and source is not None:
         code = source.line(pos.line).expandtabs(1)
         if code:
+            column = len(inert(code[:pos.column - 1])) + 1  # where the caret goes once the line is escaped
+            marked = code[pos.column - 1:pos.column - 1 + max(1, pos.width)]
+            width = max(1, pos.width) + len(inert(marked)) - len(marked)
             gutter = f"{pos.line:>4} | "
-            lines.append(gutter + code)
-            lines.append(" " * (len(gutter) - 2) + "| " + " " * (pos.column - 1) + "^" * max(1, pos.width))
+            lines.append(gutter + inert(code))
+            lines.append(" " * (len(gutter) - 2) + "| " + " " * (column - 1) + "^" * max(1, width))
     if error.hint:
-        lines.append(f"  hint: {error.hint}")
+        lines.append(f"  hint: {inert(error.hint)}")
     return "\n".join(lines)
 
 

@@ -19,6 +19,10 @@ _next_seq = itertools.count().__next__
 # False inside no_grad { } and while a first-order backward runs: results record no history.
 recording = True
 
+# False while a claim is judged: a node recorded without history (recording off) keeps no inputs,
+# so a long sum in a claim frees each partial result as soon as the next one is made.
+history = True
+
 # Where new nodes come from: None at the top level, else (outer, kind, label) for a loop
 # iteration or a function call, so the graph view can group and collapse them.
 context: tuple | None = None
@@ -151,6 +155,8 @@ def new_node(value: Any, op: Primitive | None = None, inputs: tuple[Node, ...] =
         # inputs, and only tensors are worth freeing.
         if release_temporaries and op.frees_inputs and not (op.broadcasts and value.__class__ is B.dtype):
             release_unneeded(self)
+    elif not history:
+        self.inputs = ()
     return self
 
 
@@ -199,7 +205,7 @@ def apply(prim: Primitive, inputs: tuple[Node, ...], params: tuple = ()) -> Node
 
 def operation_error(prim: Primitive, inputs: Sequence[Node], exc: Exception) -> GradcalcError:
     """A NumPy failure as a message naming the operation and the shapes."""
-    from .errors import ShapeError, ValueProblem
+    from .errors import ShapeError, ValueProblem, out_of_memory
 
     shapes = " and ".join(str(tuple(node.value.shape)) for node in inputs)
     text = str(exc).split("\n")[0]
@@ -210,5 +216,5 @@ def operation_error(prim: Primitive, inputs: Sequence[Node], exc: Exception) -> 
         return ValueProblem(f"index out of range for shape {shapes}: {text}",
                             "indices run from 0 to size-1 (or -size to -1)")
     if isinstance(exc, MemoryError):
-        return ValueProblem(f"{prim.name}: out of memory", "make the tensors smaller")
+        return out_of_memory()
     return ShapeError(f"{prim.name} cannot combine shapes {shapes}", text)

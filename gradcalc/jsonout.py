@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from . import backend as B
 from .api import Gradients, Hessians, Jacobians, Run, Tangents
+from .inert import inert_json
 
 if TYPE_CHECKING:  # only their types: the grad and eval paths do not load the checking or symbolic modules
     from .check import Report, Verdict
@@ -111,6 +112,8 @@ def verdict_doc(verdict: Verdict) -> dict[str, Any]:
     for key in ("note", "diagnosis", "derivative", "error"):
         if getattr(verdict, key):
             doc[key] = getattr(verdict, key)
+    for key, shape in verdict.elided.items():  # grading keeps no large value: its shape says what it was
+        doc[f"{key}_shape"] = list(shape)
     return doc
 
 
@@ -164,6 +167,10 @@ def gradcheck_doc(result: GradCheck, warning: str | None = None) -> dict[str, An
 
 
 def write(doc: dict[str, Any], stream: TextIO) -> None:
-    """Strict RFC 8259 JSON: allow_nan=False proves no NaN slipped through as a bare token."""
-    stream.write(json.dumps(doc, allow_nan=False, ensure_ascii=False))
+    """Strict RFC 8259 JSON: allow_nan=False proves no NaN slipped through as a bare token.
+
+    Characters that JSON may leave raw but a terminal obeys (DEL, C1, bidi overrides) are written
+    as \\u escapes: a document piped to a screen cannot drive it, and parses to the same strings.
+    """
+    stream.write(inert_json(json.dumps(doc, allow_nan=False, ensure_ascii=False)))
     stream.write("\n")

@@ -173,7 +173,12 @@ BROADCAST_TO = _define("broadcast_to", lambda x, shape: B.xp.broadcast_to(x, sha
 SUM_TO = _define("sum_to", _sum_to, 1, "SumBackward1")
 INDEX = _define("index", lambda x, key: x[key], 1, _index_name)
 SCATTER = _define("scatter", _scatter, 1, "IndexPutBackward0")
-STACK = _define("stack", lambda *xs: B.xp.stack(xs), None, "StackBackward0")
+def _stack(*xs: Any) -> Any:
+    B.check_size((len(xs), *xs[0].shape), "the stacked tensor")  # [x, x, x]: each within the limit, not all
+    return B.xp.stack(xs)
+
+
+STACK = _define("stack", _stack, None, "StackBackward0")
 
 # Linear algebra.
 _MATMUL_NAMES = {(2, 2): "MmBackward0", (2, 1): "MvBackward0", (1, 1): "DotBackward0", (1, 2): "SqueezeBackward4"}

@@ -6,13 +6,32 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
 from . import backend as B
 from .api import Gradients, Run
 from .graph import Node
+from .inert import inert, inert_lines
+
+
+class Inert:
+    """A view whose text cannot drive the terminal: the last guard before output.
+
+    Text quoted from files (names, claims) is escaped where a view takes it in, so that tables keep
+    their widths; this catches whatever was missed, escaping it as it is written.
+    """
+
+    def __init__(self, view: RenderableType) -> None:
+        self.view = view
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for segment in console.render(self.view, options):
+            text = segment.text
+            yield segment if segment.control or inert_lines(text) is text else \
+                Segment(inert_lines(text), segment.style)
 
 
 def shape_text(shape: tuple[int, ...]) -> str:
@@ -347,10 +366,8 @@ def check_view(report: Any, heading: str = "", full: bool = False, errors_apart:
     for verdict in report.verdicts:
         word, style = _VERDICT_STYLE[verdict.status]
         note = verdict.note if verdict.passed else verdict.diagnosis.split(":")[0]
-        table.add_row("" if verdict.line is None else str(verdict.line), verdict.claim, Text(word, style=style),
-                      "" if verdict.got is None else B.format_value(verdict.got, full),
-                      "" if verdict.expected is None else B.format_value(verdict.expected, full),
-                      Text(note, style="dim"))
+        table.add_row("" if verdict.line is None else str(verdict.line), inert(verdict.claim), Text(word, style=style),
+                      _shown(verdict, "got", full), _shown(verdict, "expected", full), Text(note, style="dim"))
         if not verdict.passed:
             details.append(_verdict_detail(verdict, full, errors_apart))
     parts: list[RenderableType] = [Text(heading, style="bold")] if heading else []
@@ -366,21 +383,31 @@ def check_view(report: Any, heading: str = "", full: bool = False, errors_apart:
     return Group(*parts, Text(""), summary)
 
 
+def _shown(verdict: Any, key: str, full: bool) -> str:
+    """A claimed or correct value; in grading, a large one by its shape (the worker kept no more)."""
+    value = getattr(verdict, key)
+    if value is not None:
+        return B.format_value(value, full)
+    shape = verdict.elided.get(key)
+    return f"({shape_text(shape)}, not kept in grading)" if shape is not None else ""
+
+
 def _verdict_detail(verdict: Any, full: bool, errors_apart: bool = False) -> RenderableType:
     where = f" (line {verdict.line})" if verdict.line is not None else ""
     word, style = _VERDICT_STYLE[verdict.status]
-    lines: list[RenderableType] = [Text(""), Text.assemble((word[0] + " ", style), (verdict.claim, "bold"), where)]
+    lines: list[RenderableType] = [Text(""), Text.assemble((word[0] + " ", style), (inert(verdict.claim), "bold"),
+                                                           where)]
     if verdict.status == "invalid":
         if errors_apart and verdict.error:
-            lines.append(Text(f"  could not be judged: {verdict.error['message']}"))
+            lines.append(Text(f"  could not be judged: {inert(verdict.error['message'])}"))
             if verdict.error.get("hint"):
-                lines.append(Text(f"  hint: {verdict.error['hint']}"))
+                lines.append(Text(f"  hint: {inert(verdict.error['hint'])}"))
         else:
             lines += [Text("  " + line) for line in verdict.error_message.splitlines()]
         return Group(*lines)
     if verdict.diagnosis:
         lines.append(Text("  " + verdict.diagnosis))
-    correct = B.format_value(verdict.expected, full)
+    correct = _shown(verdict, "expected", full)
     if verdict.derivative:
         text, *where_lines = verdict.derivative.split("\n")
         lines.append(Text(f"  correct: {verdict.label} = {text}" + "".join(f"\n  {w}" for w in where_lines)))
@@ -401,8 +428,8 @@ def grading_view(reports: list[Any], totals: dict[str, int], verbose: bool, full
         if report.passed:
             result = Text("all right", style="green")
         else:
-            result = Text(report.first_problem(), style="yellow" if report.error is not None else "red")
-        table.add_row(report.name, claims, result)
+            result = Text(inert(report.first_problem()), style="yellow" if report.error is not None else "red")
+        table.add_row(inert(report.name), claims, result)
     parts: list[RenderableType] = [table, Text("")]
     count = totals["submissions"]
     line = (f"{count} submission{'s' * (count != 1)}: {totals['passed']} all right, {totals['failed']} with wrong "
@@ -415,9 +442,9 @@ def grading_view(reports: list[Any], totals: dict[str, int], verbose: bool, full
         for report in reports:
             parts.append(Text(""))
             if report.error is not None:
-                parts += [Text(f"── {report.name}", style="bold"), Text(report.error_message)]
+                parts += [Text(f"── {inert(report.name)}", style="bold"), Text(report.error_message)]
             else:
-                parts.append(check_view(report, f"── {report.name}", full))
+                parts.append(check_view(report, f"── {inert(report.name)}", full))
     return Group(*parts)
 
 

@@ -1,0 +1,47 @@
+"""Text from a file made inert before it reaches a terminal.
+
+A submission's file name, a claim, a line of a program: any of them may hold an
+escape sequence (ESC [2J clears the screen, OSC 52 writes the clipboard), a
+newline that forges a row of a table, or a bidi override that reverses what the
+reader sees. Every such character is shown as a visible escape instead, the way
+Python's repr shows it (`\\x1b`, `\\n`, `\\u202e`), so text output stays one line
+per row and nothing in it is an instruction to the terminal. JSON keeps the
+characters themselves, written as \\u escapes (the same string once parsed).
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 and C1 controls, DEL, the line and paragraph separators, and the bidi marks, embeddings,
+# overrides and isolates (Trojan Source, CVE-2021-42574).
+_OTHERS = "\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_UNSAFE_TEXT = re.compile(f"[\x00-\x1f{_OTHERS}]")
+_UNSAFE_LINES = re.compile(f"[\x00-\x09\x0b-\x1f{_OTHERS}]")  # a newline kept
+# JSON escapes C0 itself; what is left to escape there (outside strings JSON has only ASCII).
+_UNSAFE_JSON = re.compile(f"[{_OTHERS}]")
+_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def inert(text: str) -> str:
+    """One line of text safe to print: every control or bidi character as a visible escape."""
+    return _UNSAFE_TEXT.sub(_escape, text) if _UNSAFE_TEXT.search(text) else text
+
+
+def inert_lines(text: str) -> str:
+    """Text of several lines safe to print: as inert(), keeping its newlines."""
+    return _UNSAFE_LINES.sub(_escape, text) if _UNSAFE_LINES.search(text) else text
+
+
+def inert_json(text: str) -> str:
+    """Serialised JSON with the characters JSON leaves raw (DEL, C1, bidi) as \\u escapes."""
+    return _UNSAFE_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _UNSAFE_JSON.search(text) else text
