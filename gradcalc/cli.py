@@ -700,10 +700,29 @@ def main_options(
 
 
 def main() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on Ctrl-C is _guarded's to report
     # Typer makes a Click command of every registered command on each start (5 ms of the 60 ms that are
     # gradcalc's own); a run needs only the one it names. `gradcalc --help` and a mistyped name see all.
     name = sys.argv[1] if len(sys.argv) > 1 else ""
     chosen = [c for c in app.registered_commands if (c.name or c.callback.__name__) == name]  # type: ignore[union-attr]
     if chosen:
         app.registered_commands = chosen
-    app()
+    was_null = _stdout_is_null()
+    try:
+        app()
+    except SystemExit as stop:
+        # Click and Rich answer a closed pipe under --help or --version with status 1, after wrapping
+        # stdout (Click) or pointing it at /dev/null (Rich): the status a shell gives such a tool is 141.
+        closed = type(sys.stdout).__name__ == "PacifyFlushWrapper" or (not was_null and _stdout_is_null())
+        if stop.code == 1 and closed:
+            raise SystemExit(EXIT_BROKEN_PIPE) from None
+        raise
+
+
+def _stdout_is_null() -> bool:
+    try:
+        return os.path.samestat(os.fstat(sys.stdout.fileno()), os.stat(os.devnull))
+    except (OSError, ValueError, AttributeError):  # captured output: no file behind it
+        return False

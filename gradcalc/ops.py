@@ -415,3 +415,7 @@ def checked_index(x: Node, key: tuple) -> Node:
             raise ValueProblem(f"index {k} is out of range for dimension {axis} of size {shape[axis]}",
                                f"use an index from 0 to {shape[axis] - 1} (or negative, from the end)")
     return index(x, key)
+
+
+# Last: every primitive above gets its derivative rules as soon as the primitives exist.
+from . import rules as _rules  # noqa: E402, F401
