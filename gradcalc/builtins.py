@@ -262,8 +262,8 @@ def _load(context: Context, path: str, member: str | None = None) -> Node:
             f"move the file next to the program, or allow its folder with --allow-read {os.path.dirname(exc.real)}",
         ) from None
     except FileProblem as exc:
-        raise FileProblem(f"load('{path}'): {exc.message.replace(os.path.join(context.folder, path), 'the file')}",
-                          "check the file name; paths are relative to the program") from None
+        raise FileProblem(f"load('{path}'): {exc.message}", "check the file name; paths are relative to the program"
+                          ) from None
     with handle:
         try:
             data = B.load_file(handle, path, member, path, context.max_file_size)
