@@ -563,8 +563,6 @@ def check(
                                       "in parallel.")] = 1,
 ) -> None:
     """Judge claimed derivatives (numbers or expressions) right or wrong, say what is wrong, or grade many."""
-    import os
-
     from . import check as C
     from . import jsonout
 
@@ -572,17 +570,20 @@ def check(
         answers, common.file = [common.file, *answers], None
     if answers.count("-") + (common.file == "-") > 1:
         raise UsageError("standard input ('-') can be read once", "give the program or the answers as a file")
+    grading = len(answers) > 1 or any(os.path.isdir(path) for path in answers)
+    if grading:
+        from .limits import disarm
+
+        disarm()  # grading: --timeout is each submission's, not the command's
     program = _program(common)
     run = _run(common, program, keep_values=True)
     judge = C.Judge(run, C.Tolerance.for_dtype(rtol, atol), points, common.seed)
-    if len(answers) > 1 or any(os.path.isdir(path) for path in answers):
+    if grading:
         if claim:
             raise UsageError("--claim cannot be combined with grading several submissions",
                              "put the claims in each submission, or check one answers file")
         from .grading import DEFAULT_TIMEOUT, grade
-        from .limits import disarm
 
-        disarm()  # grading: --timeout is each submission's
         items = C.submissions(answers)
         if not items:
             raise UsageError("no submissions found in " + ", ".join(answers), "give a folder with answers files")
