@@ -801,3 +801,27 @@ def test_random_submissions_never_break_grading(fuzz_key: tuple[Path, str], subm
     no_control(text.stderr, f"stderr for\n{shown}\n")
     no_secret([as_json.stdout, as_json.stderr, text.stdout, text.stderr], [marker, *GRADEBOOK_SECRETS])
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_last_guard_escapes_what_a_view_did_not() -> None:
+    """render.Inert escapes control and bidi characters that reach it in any renderable, keeping newlines."""
+    import io
+
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from gradcalc.render import Inert
+
+    table = Table()
+    table.add_column("name")
+    table.add_row("a\x1b]52;c;cGF3bmVk\x07b")
+    view = Inert(Text("x\x1b[2J\u202ey\x9bz\nsecond line"))
+    for renderable in (view, Inert(table)):
+        out = io.StringIO()
+        Console(file=out, width=80, force_terminal=True, color_system=None, markup=False).print(renderable)
+        text = out.getvalue()
+        assert not any(ch in text for ch in "\x1b\x07\u202e\x9b"), repr(text)
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None, markup=False).print(view)
+    assert out.getvalue() == "x\\x1b[2J\\u202ey\\x9bz\nsecond line\n"
