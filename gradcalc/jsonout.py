@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import backend as B
@@ -164,6 +165,43 @@ def gradcheck_doc(result: GradCheck, warning: str | None = None) -> dict[str, An
 
 
 def write(doc: dict[str, Any], stream: TextIO) -> None:
-    """Strict RFC 8259 JSON: allow_nan=False proves no NaN slipped through as a bare token."""
-    stream.write(json.dumps(doc, allow_nan=False, ensure_ascii=False))
+    """Strict RFC 8259 JSON: allow_nan=False proves no NaN slipped through as a bare token.
+
+    The text is what json.dumps(doc) gives, with each array (a backend.JsonArray) as nested
+    lists; arrays are written block by block as they are converted, never whole.
+    """
+    for piece in _pieces(doc):
+        stream.write(piece)
     stream.write("\n")
+
+
+def _pieces(value: Any) -> Iterator[str]:
+    """json.dumps(value)'s text in pieces: a document is dicts and lists of plain values and arrays."""
+    if isinstance(value, B.JsonArray):
+        yield from value.chunks()
+    elif isinstance(value, dict):
+        if not value:
+            yield "{}"
+            return
+        yield "{"
+        for i, (key, item) in enumerate(value.items()):
+            key_text = _text(key) if isinstance(key, str) else _text({key: 0})[1:-4]  # json's own key rules
+            yield f"{', ' if i else ''}{key_text}: "
+            yield from _pieces(item)
+        yield "}"
+    elif isinstance(value, (list, tuple)):
+        if not value:
+            yield "[]"
+            return
+        yield "["
+        for i, item in enumerate(value):
+            if i:
+                yield ", "
+            yield from _pieces(item)
+        yield "]"
+    else:
+        yield _text(value)
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value, allow_nan=False, ensure_ascii=False)
