@@ -17,10 +17,12 @@ from typing import Any
 
 from . import autodiff, symbolic
 from . import backend as B
-from .errors import LimitExceeded
+from .errors import LimitExceeded, UsageError
 from .graph import Node, constant, leaf
 
 PATH_LIMIT = 24  # more paths than this are grouped by the adjoints of the variable's users
+PATHS_CEILING = 1_000  # explain lists at most this many paths, whatever --max-paths asks
+STEPS_CEILING = 100_000  # ... and at most this many steps along them in all (a path's length counts)
 VIEW_LIMIT = 10_000  # a graph with more nodes is drawn with long runs collapsed, then the rest summarised
 SAME_RUN = 3  # a run of one variable longer than twice this is collapsed to its last SAME_RUN + 1 nodes
 SUMMARIES = ("collapsed", "omitted")  # the kinds of a node that stands for many
@@ -311,14 +313,22 @@ class Explanation:
     of: str
     wrt: str
     count: int  # number of paths from the output to the variable
-    paths: list[Path]  # every path, when count <= PATH_LIMIT
+    paths: list[Path]  # every path, when count <= the limit (and their steps <= STEPS_CEILING)
     groups: list[tuple[ViewEdge, Any, int]]  # else (edge user→variable, ∂output/∂user, paths through it)
     gradient: Any  # what autograd computed
     total: Any  # the sum over paths (or groups)
+    steps: int = 0  # the length of all the paths together
+    too_long: bool = False  # grouped although count <= the limit: the paths have more than STEPS_CEILING steps
 
 
 def explain(view: View, target: Node, wrt: str, limit: int = PATH_LIMIT) -> Explanation:
-    """Every path from the output to target, with the product of its local derivatives."""
+    """Every path from the output to target, with the product of its local derivatives.
+
+    Paths are counted (and their steps added up) by dynamic programming before any is listed:
+    past `limit` paths, or past STEPS_CEILING steps in all, they are grouped by the users of the
+    variable, which takes one line per user however many paths there are.
+    """
+    check_limit(limit)
     if not view.complete:
         raise LimitExceeded(f"the graph of {view.of} has {view.total:,} nodes: explain spells out the chain rule "
                             f"on graphs of up to {VIEW_LIMIT:,}",
@@ -326,13 +336,14 @@ def explain(view: View, target: Node, wrt: str, limit: int = PATH_LIMIT) -> Expl
                             "runs collapsed; or explain a smaller version of the program (fewer loop iterations)")
     found = view.node_of(target)
     goal = found.id if found is not None else -1
-    counts = _path_counts(view, goal)
+    counts, steps = _path_counts(view, goal)
     count = counts.get(0, 0)
+    total_steps = steps.get(0, 0)
     gradient = found.grad if found is not None else None
-    if count <= limit:
-        paths = [Path(edges, _product(edges)) for edges in _paths(view, goal)] if count else []
+    if count <= limit and total_steps <= STEPS_CEILING:
+        paths = [Path(edges, _product(edges)) for edges in _paths(view, goal, counts)] if count else []
         total = _sum([p.value for p in paths])  # no path: the empty sum, 0
-        return Explanation(view.of, wrt, count, paths, [], gradient, total)
+        return Explanation(view.of, wrt, count, paths, [], gradient, total, total_steps)
     into = _paths_from_output(view)
     groups = []
     for edge in view.edges:
@@ -340,7 +351,15 @@ def explain(view: View, target: Node, wrt: str, limit: int = PATH_LIMIT) -> Expl
             user = view.nodes[edge.source]
             groups.append((edge, user.grad, into.get(edge.source, 0)))
     total = _sum([_times(g, e.value) for e, g, _ in groups])
-    return Explanation(view.of, wrt, count, [], groups, gradient, total)
+    return Explanation(view.of, wrt, count, [], groups, gradient, total, total_steps, too_long=count <= limit)
+
+
+def check_limit(limit: int) -> None:
+    """--max-paths: 1 to PATHS_CEILING (past it, paths are grouped; listing more would only be longer)."""
+    if not 1 <= limit <= PATHS_CEILING:
+        raise UsageError(f"--max-paths must be from 1 to {PATHS_CEILING:,}, got {limit:,}",
+                         "past --max-paths the paths are grouped by the variables that use --wrt, one line each; "
+                         f"more than {PATHS_CEILING:,} listed one by one would be too long to read")
 
 
 def _topological(view: View) -> list[ViewNode]:
@@ -348,16 +367,27 @@ def _topological(view: View) -> list[ViewNode]:
     return sorted(view.nodes, key=lambda v: v.node.seq)
 
 
-def _path_counts(view: View, goal: int) -> dict[int, int]:
-    """How many paths lead from each node to the goal (dynamic programming, inputs first)."""
+def _path_counts(view: View, goal: int) -> tuple[dict[int, int], dict[int, int]]:
+    """How many paths lead from each node to the goal, and how many steps they take in all.
+
+    Dynamic programming, inputs first: a node's paths are its edges' targets' paths, each one
+    step longer. Nodes with no path to the goal are absent.
+    """
     counts = {goal: 1} if goal >= 0 else {}
+    steps = {goal: 0} if goal >= 0 else {}
     for node in _topological(view):
         if node.id == goal:
             continue
-        total = sum(counts.get(edge.target, 0) for edge in view.children.get(node.id, []) if not edge.detached)
-        if total:
-            counts[node.id] = total
-    return counts
+        count = length = 0
+        for edge in view.children.get(node.id, []):
+            below = 0 if edge.detached else counts.get(edge.target, 0)
+            if below:
+                count += below
+                length += steps[edge.target] + below
+        if count:
+            counts[node.id] = count
+            steps[node.id] = length
+    return counts, steps
 
 
 def _paths_from_output(view: View) -> dict[int, int]:
@@ -369,16 +399,28 @@ def _paths_from_output(view: View) -> dict[int, int]:
     return into
 
 
-def _paths(view: View, goal: int) -> Iterator[list[ViewEdge]]:
-    stack: list[tuple[int, list[ViewEdge]]] = [(0, [])]
+def _paths(view: View, goal: int, counts: dict[int, int]) -> Iterator[list[ViewEdge]]:
+    """Each path from the output to the goal, depth first; only edges that lead to the goal are followed."""
+    def leading(at: int) -> Iterator[ViewEdge]:
+        return iter([e for e in view.children.get(at, []) if not e.detached and e.target in counts])
+
+    if goal == 0:
+        yield []  # the output is the variable: the empty path
+        return
+    path: list[ViewEdge] = []
+    stack = [leading(0)]
     while stack:
-        at, edges = stack.pop()
-        if at == goal:
-            yield edges
+        edge = next(stack[-1], None)
+        if edge is None:
+            stack.pop()
+            if path:
+                path.pop()
             continue
-        for edge in reversed(view.children.get(at, [])):
-            if not edge.detached:
-                stack.append((edge.target, [*edges, edge]))
+        if edge.target == goal:
+            yield [*path, edge]
+            continue
+        path.append(edge)
+        stack.append(leading(edge.target))
 
 
 def _product(edges: list[ViewEdge]) -> Any:

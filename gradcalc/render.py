@@ -287,6 +287,8 @@ def _collapse_run(view: Any, start: Any, into: Any) -> tuple[int, Any, Any]:
 
 def explain_view(explanation: Any, view: Any) -> RenderableType:
     """`explain`: each path's product of local derivatives, their sum, and autograd's answer."""
+    from .graphview import STEPS_CEILING
+
     of, wrt = explanation.of, explanation.wrt
     parts: list[RenderableType] = []
     plural = "s" if explanation.count != 1 else ""
@@ -318,6 +320,9 @@ def explain_view(explanation: Any, view: Any) -> RenderableType:
     else:
         parts.append(Text.assemble((f"∂{of}/∂{wrt}", "bold"), f": {explanation.count:,} paths from {of} to {wrt}, "
                                    f"grouped by the variables that use {wrt} (∂{of}/∂user · ∂user/∂{wrt})"))
+        if explanation.too_long:
+            parts.append(Text(f"  (listed one by one they would take {explanation.steps:,} steps, more than "
+                              f"{STEPS_CEILING:,})", style="dim"))
         for edge, adjoint, through in explanation.groups:
             user = view.nodes[edge.source].label
             line = f"  via {user}: ∂{of}/∂{user} · ∂{user}/∂{wrt} = {B.format_value(adjoint)} · ({edge.text})"

@@ -474,6 +474,63 @@ def test_explain_refuses_a_graph_past_the_view_limit() -> None:
     assert "gradcalc grad" in error["hint"]
 
 
+@pytest.mark.parametrize("asked", ["1001", "100000000"])
+def test_max_paths_has_a_ceiling(asked: str) -> None:
+    """--max-paths 100000000 on a program of 4M paths listed every one (over 120 s): now a usage error."""
+    result = run_cli("explain", NEURON, "--wrt", "a", "--max-paths", asked, "--json")
+    assert_bad_input(result)
+    assert "--max-paths must be from 1 to 1,000" in strict_json(result.stderr)["error"]["message"]
+    assert json_ok("explain", NEURON, "--wrt", "a", "--max-paths", "1000")["count"] == 2
+
+
+@pytest.mark.parametrize("ceiling_passed", [True, False])
+def test_explain_groups_paths_too_long_to_list_in_all(monkeypatch: pytest.MonkeyPatch, ceiling_passed: bool) -> None:
+    """16 paths (under --max-paths), each 29 steps long: 464 steps in all; listed up to the steps ceiling only.
+
+    (The real ceiling, 100,000 steps, is lowered here to keep the test small: 1,000 paths of 10,000 steps
+    each were listed, a hundred million steps.)
+    """
+    program = diamond_chain(4) + "h = h*1.001\n" * 20
+    steps = 2 ** 4 * (20 + 2 * 4 + 1)  # the h chain, two steps per diamond, and h_0 → x
+    monkeypatch.setattr(graphview, "STEPS_CEILING", steps - 1 if ceiling_passed else steps)
+    doc = json_ok("explain", "-e", program, "--of", "h", "--wrt", "x")
+    assert doc["count"] == 2 ** 4 and doc["agrees"] is True
+    human = run_cli("explain", "-e", program, "--of", "h", "--wrt", "x").stdout
+    if ceiling_passed:
+        assert doc["paths"] == [] and len(doc["groups"]) == 1 and doc["groups"][0]["paths"] == 2 ** 4
+        assert f"they would take {steps:,} steps, more than {steps - 1:,}" in human, human
+    else:
+        assert len(doc["paths"]) == 2 ** 4 and doc["groups"] == []
+        assert sum(len(path["factors"]) for path in doc["paths"]) == steps
+        assert "steps" not in human, human
+
+
+def test_the_ceilings() -> None:
+    assert graphview.PATHS_CEILING == 1_000 and graphview.STEPS_CEILING == 100_000
+    assert graphview.VIEW_LIMIT == 10_000
+
+
+class CountingChildren(dict):
+    gets = 0
+
+    def get(self, *args: Any) -> Any:
+        CountingChildren.gets += 1
+        return super().get(*args)
+
+
+def test_listing_paths_follows_only_edges_that_reach_the_variable() -> None:
+    """One path to c, 2^16 elsewhere: listing walked all 2^16 before finding the one."""
+    run = run_of(diamond_chain(16) + "c = 2\nL = h*c")
+    view = run.graph("L")
+    view.children = CountingChildren(view.children)
+    CountingChildren.gets = 0
+    explanation = graphview.explain(view, run.node("c", prefer_leaf=True), "c")
+    assert explanation.count == 1 and len(explanation.paths) == 1
+    assert [view.nodes[e.target].label for e in explanation.paths[0].edges] == ["c"]
+    assert float(explanation.total) == pytest.approx(float(run.value("h")), rel=1e-12)  # ∂(h·c)/∂c = h
+    assert CountingChildren.gets <= 3 * len(view.nodes), CountingChildren.gets
+
+
 # --- DOT ----------------------------------------------------------------------------------------------------------
 
 def parse_dot(text: str) -> tuple[dict[str, dict[str, str]], list[tuple[str, str, dict[str, str]]]]:
