@@ -26,6 +26,7 @@ STEPS_CEILING = 100_000  # ... and at most this many steps along them in all (a 
 VIEW_LIMIT = 10_000  # a graph with more nodes is drawn with long runs collapsed, then the rest summarised
 SAME_RUN = 3  # a run of one variable longer than twice this is collapsed to its last SAME_RUN + 1 nodes
 SUMMARIES = ("collapsed", "omitted")  # the kinds of a node that stands for many
+EXACT_COUNTS = 2**53 - 1  # the largest path count JSON readers (JavaScript's numbers) hold exactly
 
 
 @dataclass

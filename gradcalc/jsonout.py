@@ -77,19 +77,29 @@ def diff_doc(results: list[Derivative], placeholders: list[str]) -> dict[str, An
 
 
 def explain_doc(explanation: Any, view: Any) -> dict[str, Any]:
-    """Paths (or groups), their products, the sum, and autograd's gradient."""
+    """Paths (or groups), their products, the sum, and autograd's gradient.
+
+    A path count past 2^53 - 1 is a string of its digits: a JSON number that large loses its
+    last digits in JavaScript and jq (doubles), as protobuf's JSON writes 64-bit integers.
+    """
+    from .graphview import EXACT_COUNTS
+
     def number(value: Any) -> Any:
         return None if value is None else B.to_json(value)
+
+    def count(paths: int) -> int | str:
+        return paths if paths <= EXACT_COUNTS else str(paths)
 
     return {
         "of": explanation.of,
         "wrt": explanation.wrt,
-        "count": explanation.count,
+        "count": count(explanation.count),
         "paths": [{"nodes": [view.nodes[0].label] + [view.nodes[e.target].label for e in path.edges],
                    "factors": [e.text for e in path.edges], "values": [number(e.value) for e in path.edges],
                    "product": number(path.value)} for path in explanation.paths],
         "groups": [{"via": view.nodes[edge.source].label, "adjoint": number(adjoint), "factor": edge.text,
-                    "value": number(edge.value), "paths": through} for edge, adjoint, through in explanation.groups],
+                    "value": number(edge.value), "paths": count(through)}
+                   for edge, adjoint, through in explanation.groups],
         "sum": number(explanation.total),
         "gradient": number(explanation.gradient),
         "agrees": explanation.total is not None and explanation.gradient is not None

@@ -285,6 +285,20 @@ def _collapse_run(view: Any, start: Any, into: Any) -> tuple[int, Any, Any]:
     return run - SAME_RUN, node, edge
 
 
+def count_text(count: int) -> str:
+    """A path count for people: 1,024 exactly; past 2^53 - 1 three digits and a power of ten (2.04e90)."""
+    from .graphview import EXACT_COUNTS
+
+    if count <= EXACT_COUNTS:
+        return f"{count:,}"
+    exponent = len(str(count)) - 1
+    scale = 10 ** (exponent - 2)
+    digits = (count + scale // 2) // scale  # three significant digits, rounded half up: 100 to 1000
+    if digits == 1000:
+        digits, exponent = 100, exponent + 1
+    return f"{digits // 100}.{digits % 100:02d}e{exponent}"
+
+
 def explain_view(explanation: Any, view: Any) -> RenderableType:
     """`explain`: each path's product of local derivatives, their sum, and autograd's answer."""
     from .graphview import STEPS_CEILING
@@ -318,8 +332,8 @@ def explain_view(explanation: Any, view: Any) -> RenderableType:
             parts.append(Text(""))
             parts.append(Text(f"  sum over the path{plural}: {shown} = {B.format_number(float(explanation.total))}"))
     else:
-        parts.append(Text.assemble((f"∂{of}/∂{wrt}", "bold"), f": {explanation.count:,} paths from {of} to {wrt}, "
-                                   f"grouped by the variables that use {wrt} (∂{of}/∂user · ∂user/∂{wrt})"))
+        parts.append(Text.assemble((f"∂{of}/∂{wrt}", "bold"), f": {count_text(explanation.count)} paths from {of} "
+                                   f"to {wrt}, grouped by the variables that use {wrt} (∂{of}/∂user · ∂user/∂{wrt})"))
         if explanation.too_long:
             parts.append(Text(f"  (listed one by one they would take {explanation.steps:,} steps, more than "
                               f"{STEPS_CEILING:,})", style="dim"))
@@ -328,7 +342,7 @@ def explain_view(explanation: Any, view: Any) -> RenderableType:
             line = f"  via {user}: ∂{of}/∂{user} · ∂{user}/∂{wrt} = {B.format_value(adjoint)} · ({edge.text})"
             if adjoint is not None and edge.value is not None:
                 line += f" = {B.format_number(float(adjoint * edge.value))}"
-            parts.append(Text(line + f"   ({through:,} path{'s' if through != 1 else ''})"))
+            parts.append(Text(line + f"   ({count_text(through)} path{'s' if through != 1 else ''})"))
         if explanation.total is not None:
             parts.append(Text(f"  sum: {B.format_number(float(explanation.total))}"))
     if explanation.gradient is not None:

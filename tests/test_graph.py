@@ -531,6 +531,34 @@ def test_listing_paths_follows_only_edges_that_reach_the_variable() -> None:
     assert CountingChildren.gets <= 3 * len(view.nodes), CountingChildren.gets
 
 
+# --- path counts past 2^53: exact in JSON, readable in text ---------------------------------------------------------
+
+def test_path_counts_past_2_to_the_53_are_exact_strings_in_json() -> None:
+    """A 91-digit count was a JSON number: JavaScript and jq keep only its first 17 digits."""
+    below = json_ok("explain", "-e", diamond_chain(52), "--of", "h", "--wrt", "x")
+    assert below["count"] == 2 ** 52 and below["groups"][0]["paths"] == 2 ** 52
+    above = json_ok("explain", "-e", diamond_chain(53), "--of", "h", "--wrt", "x")
+    assert above["count"] == "9007199254740992" == str(2 ** 53)
+    assert above["groups"][0]["paths"] == str(2 ** 53)
+    big = json_ok("explain", "-e", diamond_chain(300), "--of", "h", "--wrt", "x")
+    assert big["count"] == str(2 ** 300) and len(big["count"]) == 91
+
+
+def test_path_counts_past_2_to_the_53_read_as_powers_of_ten() -> None:
+    text = run_cli("explain", "-e", diamond_chain(52), "--of", "h", "--wrt", "x").stdout
+    assert "4,503,599,627,370,496 paths from h to x" in text, text
+    text = run_cli("explain", "-e", diamond_chain(300), "--of", "h", "--wrt", "x").stdout
+    assert "2.04e90 paths from h to x" in text and "(2.04e90 paths)" in text, text  # 2^300 = 2.037...e90
+
+
+@pytest.mark.parametrize(("count", "shown"), [
+    (2 ** 53 - 1, "9,007,199,254,740,991"), (2 ** 53, "9.01e15"), (10 ** 20 - 1, "1.00e20"),
+    (123_450 * 10 ** 20, "1.23e25"), (123_500 * 10 ** 20, "1.24e25"), (2 ** 1100, "1.36e331"),
+])
+def test_count_text(count: int, shown: str) -> None:
+    assert render.count_text(count) == shown
+
+
 # --- DOT ----------------------------------------------------------------------------------------------------------
 
 def parse_dot(text: str) -> tuple[dict[str, dict[str, str]], list[tuple[str, str, dict[str, str]]]]:
