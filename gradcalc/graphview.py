@@ -109,8 +109,9 @@ def build(run: Any, of: str, limit: int = VIEW_LIMIT) -> View:
     output = run.node(of)
     order, index, inputs_of = _discover(output)
     if len(order) > limit:
-        return _summarised(of, output, order, inputs_of, max(limit, 2))  # the output and a summary, at least
-    grads = _gradients(output, order)
+        return _summarised(of, output, order, inputs_of, max(limit, 2),  # the output and a summary, at least
+                           getattr(run, "tape", None))
+    grads = _gradients(output, order, getattr(run, "tape", None))
     nodes = [_view_node(i, node, of, node is output, grads) for i, node in enumerate(order)]
     edges: list[ViewEdge] = []
     for node, children in inputs_of.items():
@@ -163,7 +164,8 @@ class _Rest:
         self.first = first
 
 
-def _summarised(of: str, output: Node, order: list[Node], inputs_of: dict[Node, list[Node]], limit: int) -> View:
+def _summarised(of: str, output: Node, order: list[Node], inputs_of: dict[Node, list[Node]], limit: int,
+                tape: list[Node] | None) -> View:
     """The view of a graph of more than `limit` nodes: long runs collapsed, then the rest summarised."""
     def name(node: Node) -> str:
         return _label(node, of, node is output)
@@ -221,7 +223,7 @@ def _summarised(of: str, output: Node, order: list[Node], inputs_of: dict[Node, 
         items = items[:limit - 1]
     index: dict[Any, int] = {item: i for i, item in enumerate(items)}
     real = [item for item in items if isinstance(item, Node)]
-    grads = _gradients(output, real)
+    grads = _gradients(output, real, tape)
     nodes: list[ViewNode] = []
     for i, item in enumerate(items):
         if isinstance(item, _Run):
@@ -264,11 +266,12 @@ def _leaf_fn(node: Node) -> str | None:
     return "AccumulateGrad" if node.op is None and node.requires_grad else None
 
 
-def _gradients(output: Node, order: list[Node]) -> dict[Node, Any]:
+def _gradients(output: Node, order: list[Node], tape: list[Node] | None) -> dict[Node, Any]:
+    """∂output/∂node for the nodes drawn; the run's tape, when there is one, spares backward a search."""
     if output.shape != () or not output.requires_grad:
         return {}
     targets = [n for n in order if n.requires_grad]
-    found = autodiff.backward(output, B.xp.ones((), dtype=B.dtype), targets)
+    found = autodiff.backward(output, B.xp.ones((), dtype=B.dtype), targets, tape=tape)
     return {node: B.to_host(g) for node, g in found.items()}
 
 
