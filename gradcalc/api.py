@@ -377,11 +377,13 @@ class Run:
         """The chain rule for ∂of/∂wrt as a sum over paths (graphview.Explanation, and the view)."""
         from . import graphview
 
+        limit = limit or graphview.PATH_LIMIT
+        graphview.check_limit(limit)  # before the graph is built
         of = self._check_graph(of)
         target = self.node(wrt, prefer_leaf=True)
         with self._located(of), paused_gc(), B.errstate():
             view = graphview.build(self, of)
-            return graphview.explain(view, target, wrt, limit or graphview.PATH_LIMIT), view
+            return graphview.explain(view, target, wrt, limit), view
 
     def _check_graph(self, of: str | None) -> str:
         if not self.values_kept:

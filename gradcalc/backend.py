@@ -311,15 +311,60 @@ def read_values(path: str, max_text: int) -> dict[str, Any]:
     return data
 
 
-def to_json(value: Any) -> Any:
-    """A value as JSON numbers and nested lists; NaN and infinities as the strings JSON lacks."""
-    host = to_host(value)
-    if host.dtype.kind == "b":
-        host = host.astype(numpy.float64)
+class JsonArray:
+    """A host array on its way to JSON: jsonout.write writes it a block of rows at a time.
+
+    Nested lists of Python floats cost four times the array (a list slot and a float object per
+    entry, 32 bytes against 8), and the JSON text as much again: a 10^8-entry Jacobian needed
+    over 6 GB. Written in blocks, the output costs a block, whatever the array's size.
+    """
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+
+    def chunks(self, block: int = 1 << 13) -> Any:
+        """The JSON text, in pieces of about `block` entries: what json.dumps(the nested lists) gives."""
+        import json
+
+        def text(part: Any) -> str:
+            return json.dumps(_plain(part), allow_nan=False)
+
+        def pieces(part: Any) -> Any:
+            if part.size <= block or part.ndim == 0:
+                yield text(part)
+                return
+            rows = max(1, block // (part[0].size or 1))  # whole rows (sub-arrays) per piece
+            yield "["
+            for start in range(0, part.shape[0], rows):
+                if start:
+                    yield ", "
+                if part.ndim == 1 or rows > 1:
+                    yield text(part[start:start + rows])[1:-1]  # the entries, without the brackets
+                else:  # one row is more than a block: its own rows, block by block
+                    yield from pieces(part[start])
+            yield "]"
+
+        return pieces(self.array)
+
+
+def _plain(host: Any) -> Any:
+    """Numbers and nested lists; NaN and infinities as the strings JSON lacks."""
     if numpy.isfinite(host).all():
         return host.tolist()
     texts = numpy.where(numpy.isnan(host), "NaN", numpy.where(host > 0, "Infinity", "-Infinity"))
     return numpy.where(numpy.isfinite(host), host.astype(object), texts).tolist()
+
+
+def to_json(value: Any) -> Any:
+    """A value for JSON: a number (or "NaN", "Infinity", "-Infinity"), or a JsonArray that jsonout writes as lists."""
+    host = to_host(value)
+    if host.dtype.kind == "b":
+        host = host.astype(numpy.float64)
+    if host.ndim == 0:
+        return _plain(host)
+    return JsonArray(host)
 
 
 def format_number(number: float) -> str:

@@ -8,11 +8,15 @@ from typing import Any
 
 from . import backend as B
 from .errors import GradcalcError, UsageError
-from .graphview import View, ViewEdge, ViewNode
+from .graphview import SUMMARIES, View, ViewEdge, ViewNode
 
 
 def node_lines(view: View, node: ViewNode) -> list[str]:
-    """What a node's box says: name and value, grad_fn, shape, ∂output/∂node."""
+    """What a node's box says: name and value, grad_fn, shape, ∂output/∂node (or what a summary stands for)."""
+    if node.kind == "collapsed":
+        return [f"… {node.count} more '{node.label}' nodes like these", f"({run_note(node)})"]
+    if node.kind == "omitted":
+        return [f"… {node.count:,} more nodes", f"not drawn: the graph has {view.total:,} nodes, too many to draw each"]
     value = B.format_value(node.value, threshold=6).replace("\n", " ")
     lines = [f"{node.label} = {value}" if node.shape == () or node.value.size <= 6 else node.label]
     lines.append(node.grad_fn or ("detached: no gradient" if node.kind == "detached" else "constant"))
@@ -25,15 +29,27 @@ def node_lines(view: View, node: ViewNode) -> list[str]:
     return lines
 
 
+def run_note(node: ViewNode) -> str:
+    """Where a run of one variable comes from: its loop, or straight-line statements."""
+    return node.origin[-1].split(" of the ", 1)[-1] if node.origin else "straight-line statements"
+
+
 def edge_text(view: View, edge: ViewEdge) -> str:
     """∂user/∂input = expression = number (the tutorial's edge label)."""
     if edge.detached:
         return "detached"
+    if _to_omitted(view, edge):
+        return "…"
     source, target = view.nodes[edge.source].label, view.nodes[edge.target].label
     text = f"∂{source}/∂{target} = {edge.text}"
     if edge.value is not None and B.format_number(float(edge.value)) != edge.text:
         text += f" = {B.format_number(float(edge.value))}"
     return text
+
+
+def _to_omitted(view: View, edge: ViewEdge) -> bool:
+    """An edge into the summary of the nodes past VIEW_LIMIT: no derivative was worked out for it."""
+    return view.nodes[edge.target].kind == "omitted"
 
 
 def _quote(text: str) -> str:
@@ -46,11 +62,12 @@ def dot(view: View) -> str:
              '  edge [fontname="Helvetica", fontsize=10];']
     for node in view.nodes:
         style = {"leaf": ', style="rounded,filled", fillcolor="#e8f0fe"', "detached": ', style="rounded,dashed"',
-                 "output": ', style="rounded,bold"'}.get(node.kind, "")
+                 "output": ', style="rounded,bold"', "collapsed": ', style="rounded,dotted"',
+                 "omitted": ', style="rounded,dotted"'}.get(node.kind, "")
         label = "\\n".join(_quote(line) for line in node_lines(view, node))
         lines.append(f'  n{node.id} [label="{label}"{style}];')
     for edge in view.edges:
-        dashed = ", style=dashed" if edge.detached else ""
+        dashed = ", style=dashed" if edge.detached else ", style=dotted" if _to_omitted(view, edge) else ""
         lines.append(f'  n{edge.source} -> n{edge.target} [label="{_quote(edge_text(view, edge))}"{dashed}];')
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -67,7 +84,7 @@ def mermaid(view: View) -> str:
         label = "<br/>".join(_mermaid_text(line) for line in node_lines(view, node))
         lines.append(f'  n{node.id}["{label}"]')
     for edge in view.edges:
-        arrow = "-.->" if edge.detached else "-->"
+        arrow = "-.->" if edge.detached or _to_omitted(view, edge) else "-->"
         lines.append(f'  n{edge.source} {arrow}|"{_mermaid_text(edge_text(view, edge))}"| n{edge.target}')
     return "\n".join(lines) + "\n"
 
@@ -93,14 +110,23 @@ def picture(view: View, kind: str) -> bytes:
 
 
 def view_json(view: View) -> dict[str, Any]:
-    """The SPEC's {"nodes": [...], "edges": [...]}."""
-    return {
+    """The SPEC's {"nodes": [...], "edges": [...]}; past VIEW_LIMIT nodes, summaries and "total_nodes" too."""
+    doc = {
         "of": view.of,
-        "nodes": [{"id": n.id, "name": n.label, "grad_fn": n.grad_fn, "shape": list(n.shape),
-                   "value": B.to_json(n.value), "grad": None if n.grad is None else B.to_json(n.grad),
-                   "is_leaf": n.kind in ("leaf", "detached") and n.node.op is None, "kind": n.kind,
-                   "origin": n.origin} for n in view.nodes],
+        "nodes": [_node_json(n) for n in view.nodes],
         "edges": [{"from": e.source, "to": e.target, "derivative": e.text,
                    "value": None if e.value is None else B.to_json(e.value), "detached": e.detached}
                   for e in view.edges],
     }
+    if not view.complete:
+        doc["total_nodes"] = view.total
+    return doc
+
+
+def _node_json(n: ViewNode) -> dict[str, Any]:
+    if n.kind in SUMMARIES:
+        return {"id": n.id, "name": n.label, "grad_fn": None, "shape": list(n.shape), "value": None, "grad": None,
+                "is_leaf": False, "kind": n.kind, "origin": n.origin, "count": n.count}
+    return {"id": n.id, "name": n.label, "grad_fn": n.grad_fn, "shape": list(n.shape),
+            "value": B.to_json(n.value), "grad": None if n.grad is None else B.to_json(n.grad),
+            "is_leaf": n.kind in ("leaf", "detached") and n.node.op is None, "kind": n.kind, "origin": n.origin}

@@ -17,9 +17,16 @@ from typing import Any
 
 from . import autodiff, symbolic
 from . import backend as B
+from .errors import LimitExceeded, UsageError
 from .graph import Node, constant, leaf
 
 PATH_LIMIT = 24  # more paths than this are grouped by the adjoints of the variable's users
+PATHS_CEILING = 1_000  # explain lists at most this many paths, whatever --max-paths asks
+STEPS_CEILING = 100_000  # ... and at most this many steps along them in all (a path's length counts)
+VIEW_LIMIT = 10_000  # a graph with more nodes is drawn with long runs collapsed, then the rest summarised
+SAME_RUN = 3  # a run of one variable longer than twice this is collapsed to its last SAME_RUN + 1 nodes
+SUMMARIES = ("collapsed", "omitted")  # the kinds of a node that stands for many
+EXACT_COUNTS = 2**53 - 1  # the largest path count JSON readers (JavaScript's numbers) hold exactly
 
 
 @dataclass
@@ -27,12 +34,13 @@ class ViewNode:
     id: int
     node: Node
     label: str
-    kind: str  # "output", "leaf", "computed", "detached"
+    kind: str  # "output", "leaf", "computed", "detached"; or a summary: "collapsed", "omitted"
     grad_fn: str | None
     shape: tuple[int, ...]
     value: Any
     grad: Any  # ∂output/∂node (host), or None where there is none
     origin: list[str]  # loop iterations and calls that made it, outermost first
+    count: int = 0  # a summary: how many of the graph's nodes it stands for
 
 
 @dataclass
@@ -50,9 +58,11 @@ class View:
     nodes: list[ViewNode]
     edges: list[ViewEdge]
     children: dict[int, list[ViewEdge]] = field(default_factory=dict)
+    total: int = 0  # the nodes of the whole graph
+    complete: bool = True  # False past VIEW_LIMIT: summary nodes stand for the rest
 
     def node_of(self, node: Node) -> ViewNode | None:
-        return next((v for v in self.nodes if v.node is node), None)
+        return next((v for v in self.nodes if v.node is node and v.kind not in SUMMARIES), None)
 
 
 def _origin(node: Node) -> list[str]:
@@ -87,35 +97,157 @@ def _frontier(node: Node) -> list[Node]:
     return found
 
 
-def build(run: Any, of: str) -> View:
-    """The view of the graph that made `of`, with gradients when `of` is a scalar."""
+def build(run: Any, of: str, limit: int = VIEW_LIMIT) -> View:
+    """The view of the graph that made `of`, with gradients when `of` is a scalar.
+
+    Up to `limit` nodes, every node and edge. Past it (a loop of a million iterations), long
+    runs of one variable are collapsed into a summary node, and if that is not enough the
+    nodes past the first `limit` (breadth first) into one more: the work done for the
+    picture (labels, local derivatives, values) is then bounded by `limit`, whatever the size
+    of the graph; finding the runs and the gradients is linear in it.
+    """
     output = run.node(of)
+    order, index, inputs_of = _discover(output)
+    if len(order) > limit:
+        return _summarised(of, output, order, inputs_of, max(limit, 2),  # the output and a summary, at least
+                           getattr(run, "tape", None))
+    grads = _gradients(output, order, getattr(run, "tape", None))
+    nodes = [_view_node(i, node, of, node is output, grads) for i, node in enumerate(order)]
+    edges: list[ViewEdge] = []
+    for node, children in inputs_of.items():
+        edges.extend(_edges(node, index[node], children, index, of, output))
+    return _view(of, nodes, edges, len(order), complete=True)
+
+
+def _discover(output: Node) -> tuple[list[Node], dict[Node, int], dict[Node, list[Node]]]:
+    """The shown nodes breadth first from the output (the picture's top-down order), and each one's inputs."""
     order: list[Node] = [output]
     index: dict[Node, int] = {output: 0}
     inputs_of: dict[Node, list[Node]] = {}
     position = 0
-    while position < len(order):  # breadth first from the output: the picture's top-down order
+    while position < len(order):
         current = order[position]
         position += 1
         if current is not output and (current.op is None or not current.requires_grad):
             continue  # a leaf or a cut value: drawn, not expanded
-        inputs_of[current] = _frontier(current)
-        for child in inputs_of[current]:
+        children = inputs_of[current] = _frontier(current)
+        for child in children:
             if child not in index:
                 index[child] = len(order)
                 order.append(child)
-    labels = {node: _label(node, of, node is output) for node in order}
-    grads = _gradients(output, order)
-    nodes = [ViewNode(i, node, labels[node], _kind(node, node is output), node.grad_fn or _leaf_fn(node),
-                      tuple(node.shape), B.to_host(node.value), grads.get(node), _origin(node))
-             for i, node in enumerate(order)]
-    edges: list[ViewEdge] = []
-    for node, children in inputs_of.items():
-        edges.extend(_edges(node, children, index, labels))
-    view = View(of, nodes, edges)
+    return order, index, inputs_of
+
+
+def _view_node(i: int, node: Node, of: str, is_output: bool, grads: dict[Node, Any]) -> ViewNode:
+    return ViewNode(i, node, _label(node, of, is_output), _kind(node, is_output), node.grad_fn or _leaf_fn(node),
+                    tuple(node.shape), B.to_host(node.value), grads.get(node), _origin(node))
+
+
+def _view(of: str, nodes: list[ViewNode], edges: list[ViewEdge], total: int, complete: bool) -> View:
+    view = View(of, nodes, edges, total=total, complete=complete)
     for edge in edges:
         view.children.setdefault(edge.source, []).append(edge)
     return view
+
+
+class _Run:
+    """Consecutive nodes of one variable, drawn as one summary node; `into` is the node the run leads to."""
+
+    def __init__(self, hidden: list[Node], into: Node) -> None:
+        self.hidden, self.into = hidden, into
+
+
+class _Rest:
+    """The nodes past the first VIEW_LIMIT, drawn as one summary node."""
+
+    def __init__(self, first: Node) -> None:
+        self.first = first
+
+
+def _summarised(of: str, output: Node, order: list[Node], inputs_of: dict[Node, list[Node]], limit: int,
+                tape: list[Node] | None) -> View:
+    """The view of a graph of more than `limit` nodes: long runs collapsed, then the rest summarised."""
+    def name(node: Node) -> str:
+        return _label(node, of, node is output)
+
+    # 1. Runs of one variable (loop iterations, y = f(y) lines), as the tree collapses them: a node
+    # whose one differentiable input of its own name continues the run. The first nodes of a run are
+    # hidden, its last SAME_RUN + 1 drawn.
+    run_of: dict[Node, _Run] = {}
+    walked: set[Node] = {output}
+    for start in order:
+        if start in walked:
+            continue
+        chain = [start]
+        walked.add(start)
+        while True:
+            current = chain[-1]
+            label = name(current)
+            same = [c for c in inputs_of.get(current, ()) if c.requires_grad and name(c) == label]
+            if len(same) != 1 or same[0] in walked:
+                break
+            chain.append(same[0])
+            walked.add(same[0])
+        steps = len(chain) - 1
+        if steps >= 2 * SAME_RUN:
+            found = _Run(chain[:steps - SAME_RUN], chain[steps - SAME_RUN])
+            for node in found.hidden:
+                run_of[node] = found
+    # 2. What is left, breadth first from the output; a run leads only to where it ends.
+    items: list[Any] = [output]
+    seen: set[Any] = {output}
+    targets_of: dict[Any, dict[Any, Node]] = {}  # item -> {its target item: the input standing for it}
+    position = 0
+    while position < len(items):
+        item = items[position]
+        position += 1
+        if isinstance(item, _Run):
+            targets = {item.into: item.into}
+        else:
+            children = inputs_of.get(item)
+            if children is None:
+                continue
+            targets = {}
+            for child in children:
+                targets.setdefault(run_of.get(child, child), child)
+        targets_of[item] = targets
+        for target in targets:
+            if target not in seen:
+                seen.add(target)
+                items.append(target)
+    # 3. Still too many: the nodes past the first `limit` (less one for the summary) become one.
+    rest: _Rest | None = None
+    if len(items) > limit:
+        first = items[limit - 1]
+        rest = _Rest(first.hidden[0] if isinstance(first, _Run) else first)
+        items = items[:limit - 1]
+    index: dict[Any, int] = {item: i for i, item in enumerate(items)}
+    real = [item for item in items if isinstance(item, Node)]
+    grads = _gradients(output, real, tape)
+    nodes: list[ViewNode] = []
+    for i, item in enumerate(items):
+        if isinstance(item, _Run):
+            first = item.hidden[0]
+            nodes.append(ViewNode(i, first, name(first), "collapsed", None, tuple(first.shape), None, None,
+                                  _origin(first), count=len(item.hidden)))
+        else:
+            nodes.append(_view_node(i, item, of, item is output, grads))
+    if rest is not None:
+        shown = len(real) + sum(len(item.hidden) for item in items if isinstance(item, _Run))
+        nodes.append(ViewNode(len(items), rest.first, "…", "omitted", None, (), None, None, [],
+                              count=len(order) - shown))
+    edges: list[ViewEdge] = []
+    for item in items:
+        targets = targets_of.get(item)
+        if not targets:
+            continue
+        drawn = {child: index[target] for target, child in targets.items() if target in index}
+        source = index[item]
+        user = item.hidden[-1] if isinstance(item, _Run) else item  # out of a run: its last hidden node's edge
+        edges.extend(_edges(user, source, inputs_of[user], drawn, of, output))
+        if rest is not None and len(drawn) < len(targets):
+            edges.append(ViewEdge(source, len(items), "…", None))
+    return _view(of, nodes, edges, len(order), complete=False)
 
 
 def _label(node: Node, of: str, is_output: bool) -> str:
@@ -134,27 +266,32 @@ def _leaf_fn(node: Node) -> str | None:
     return "AccumulateGrad" if node.op is None and node.requires_grad else None
 
 
-def _gradients(output: Node, order: list[Node]) -> dict[Node, Any]:
+def _gradients(output: Node, order: list[Node], tape: list[Node] | None) -> dict[Node, Any]:
+    """∂output/∂node for the nodes drawn; the run's tape, when there is one, spares backward a search."""
     if output.shape != () or not output.requires_grad:
         return {}
     targets = [n for n in order if n.requires_grad]
-    found = autodiff.backward(output, B.xp.ones((), dtype=B.dtype), targets)
+    found = autodiff.backward(output, B.xp.ones((), dtype=B.dtype), targets, tape=tape)
     return {node: B.to_host(g) for node, g in found.items()}
 
 
-def _edges(node: Node, children: list[Node], index: dict[Node, int], labels: dict[Node, str]) -> list[ViewEdge]:
-    """∂node/∂child for each drawn input: the backward pass from node, stopped at its drawn inputs."""
-    differentiable = [c for c in children if c.requires_grad]
-    edges = [ViewEdge(index[node], index[c], "detached", None, detached=True)
-             for c in children if not c.requires_grad]
+def _edges(node: Node, source: int, children: list[Node], drawn: dict[Node, int], of: str,
+           output: Node) -> list[ViewEdge]:
+    """∂node/∂child for each drawn input: the backward pass from node, stopped at all its inputs.
+
+    `children` are node's inputs as the picture shows them; `drawn` maps those to draw to their ids.
+    """
+    differentiable = [c for c in children if c.requires_grad and c in drawn]
+    edges = [ViewEdge(source, drawn[c], "detached", None, detached=True)
+             for c in children if not c.requires_grad and c in drawn]
     if not differentiable or not node.requires_grad:
         return edges
     scalar = node.shape == ()
     seed = constant(B.scalar(1.0)) if scalar else leaf(B.xp.ones(node.shape, dtype=B.dtype), "g")
     partials = autodiff.backward(node, seed, differentiable, create_graph=True, stop=frozenset(children))
-    symbols = {c: labels[c] for c in children}
+    symbols = {c: _label(c, of, c is output) for c in children}
     taken = set(symbols.values())
-    symbols[node] = labels[node]
+    symbols[node] = _label(node, of, node is output)
     if not scalar:
         symbols[seed] = "g"
     for child in differentiable:
@@ -163,7 +300,7 @@ def _edges(node: Node, children: list[Node], index: dict[Node, int], labels: dic
             continue
         text = symbolic.text_of(partial, symbols, taken)
         value = B.to_host(partial.value) if scalar and child.shape == () else None
-        edges.append(ViewEdge(index[node], index[child], text if scalar else f"g ↦ {text}", value))
+        edges.append(ViewEdge(source, drawn[child], text if scalar else f"g ↦ {text}", value))
     return sorted(edges, key=lambda e: e.target)
 
 
@@ -180,23 +317,37 @@ class Explanation:
     of: str
     wrt: str
     count: int  # number of paths from the output to the variable
-    paths: list[Path]  # every path, when count <= PATH_LIMIT
+    paths: list[Path]  # every path, when count <= the limit (and their steps <= STEPS_CEILING)
     groups: list[tuple[ViewEdge, Any, int]]  # else (edge user→variable, ∂output/∂user, paths through it)
     gradient: Any  # what autograd computed
     total: Any  # the sum over paths (or groups)
+    steps: int = 0  # the length of all the paths together
+    too_long: bool = False  # grouped although count <= the limit: the paths have more than STEPS_CEILING steps
 
 
 def explain(view: View, target: Node, wrt: str, limit: int = PATH_LIMIT) -> Explanation:
-    """Every path from the output to target, with the product of its local derivatives."""
+    """Every path from the output to target, with the product of its local derivatives.
+
+    Paths are counted (and their steps added up) by dynamic programming before any is listed:
+    past `limit` paths, or past STEPS_CEILING steps in all, they are grouped by the users of the
+    variable, which takes one line per user however many paths there are.
+    """
+    check_limit(limit)
+    if not view.complete:
+        raise LimitExceeded(f"the graph of {view.of} has {view.total:,} nodes: explain spells out the chain rule "
+                            f"on graphs of up to {VIEW_LIMIT:,}",
+                            "`gradcalc grad` gives the gradient, and `gradcalc graph` draws the graph with its long "
+                            "runs collapsed; or explain a smaller version of the program (fewer loop iterations)")
     found = view.node_of(target)
     goal = found.id if found is not None else -1
-    counts = _path_counts(view, goal)
+    counts, steps = _path_counts(view, goal)
     count = counts.get(0, 0)
+    total_steps = steps.get(0, 0)
     gradient = found.grad if found is not None else None
-    if count <= limit:
-        paths = [Path(edges, _product(edges)) for edges in _paths(view, goal)] if count else []
+    if count <= limit and total_steps <= STEPS_CEILING:
+        paths = [Path(edges, _product(edges)) for edges in _paths(view, goal, counts)] if count else []
         total = _sum([p.value for p in paths])  # no path: the empty sum, 0
-        return Explanation(view.of, wrt, count, paths, [], gradient, total)
+        return Explanation(view.of, wrt, count, paths, [], gradient, total, total_steps)
     into = _paths_from_output(view)
     groups = []
     for edge in view.edges:
@@ -204,7 +355,15 @@ def explain(view: View, target: Node, wrt: str, limit: int = PATH_LIMIT) -> Expl
             user = view.nodes[edge.source]
             groups.append((edge, user.grad, into.get(edge.source, 0)))
     total = _sum([_times(g, e.value) for e, g, _ in groups])
-    return Explanation(view.of, wrt, count, [], groups, gradient, total)
+    return Explanation(view.of, wrt, count, [], groups, gradient, total, total_steps, too_long=count <= limit)
+
+
+def check_limit(limit: int) -> None:
+    """--max-paths: 1 to PATHS_CEILING (past it, paths are grouped; listing more would only be longer)."""
+    if not 1 <= limit <= PATHS_CEILING:
+        raise UsageError(f"--max-paths must be from 1 to {PATHS_CEILING:,}, got {limit:,}",
+                         "past --max-paths the paths are grouped by the variables that use --wrt, one line each; "
+                         f"more than {PATHS_CEILING:,} listed one by one would be too long to read")
 
 
 def _topological(view: View) -> list[ViewNode]:
@@ -212,16 +371,27 @@ def _topological(view: View) -> list[ViewNode]:
     return sorted(view.nodes, key=lambda v: v.node.seq)
 
 
-def _path_counts(view: View, goal: int) -> dict[int, int]:
-    """How many paths lead from each node to the goal (dynamic programming, inputs first)."""
+def _path_counts(view: View, goal: int) -> tuple[dict[int, int], dict[int, int]]:
+    """How many paths lead from each node to the goal, and how many steps they take in all.
+
+    Dynamic programming, inputs first: a node's paths are its edges' targets' paths, each one
+    step longer. Nodes with no path to the goal are absent.
+    """
     counts = {goal: 1} if goal >= 0 else {}
+    steps = {goal: 0} if goal >= 0 else {}
     for node in _topological(view):
         if node.id == goal:
             continue
-        total = sum(counts.get(edge.target, 0) for edge in view.children.get(node.id, []) if not edge.detached)
-        if total:
-            counts[node.id] = total
-    return counts
+        count = length = 0
+        for edge in view.children.get(node.id, []):
+            below = 0 if edge.detached else counts.get(edge.target, 0)
+            if below:
+                count += below
+                length += steps[edge.target] + below
+        if count:
+            counts[node.id] = count
+            steps[node.id] = length
+    return counts, steps
 
 
 def _paths_from_output(view: View) -> dict[int, int]:
@@ -233,16 +403,28 @@ def _paths_from_output(view: View) -> dict[int, int]:
     return into
 
 
-def _paths(view: View, goal: int) -> Iterator[list[ViewEdge]]:
-    stack: list[tuple[int, list[ViewEdge]]] = [(0, [])]
+def _paths(view: View, goal: int, counts: dict[int, int]) -> Iterator[list[ViewEdge]]:
+    """Each path from the output to the goal, depth first; only edges that lead to the goal are followed."""
+    def leading(at: int) -> Iterator[ViewEdge]:
+        return iter([e for e in view.children.get(at, []) if not e.detached and e.target in counts])
+
+    if goal == 0:
+        yield []  # the output is the variable: the empty path
+        return
+    path: list[ViewEdge] = []
+    stack = [leading(0)]
     while stack:
-        at, edges = stack.pop()
-        if at == goal:
-            yield edges
+        edge = next(stack[-1], None)
+        if edge is None:
+            stack.pop()
+            if path:
+                path.pop()
             continue
-        for edge in reversed(view.children.get(at, [])):
-            if not edge.detached:
-                stack.append((edge.target, [*edges, edge]))
+        if edge.target == goal:
+            yield [*path, edge]
+            continue
+        path.append(edge)
+        stack.append(leading(edge.target))
 
 
 def _product(edges: list[ViewEdge]) -> Any:

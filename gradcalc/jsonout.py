@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import backend as B
@@ -77,19 +78,29 @@ def diff_doc(results: list[Derivative], placeholders: list[str]) -> dict[str, An
 
 
 def explain_doc(explanation: Any, view: Any) -> dict[str, Any]:
-    """Paths (or groups), their products, the sum, and autograd's gradient."""
+    """Paths (or groups), their products, the sum, and autograd's gradient.
+
+    A path count past 2^53 - 1 is a string of its digits: a JSON number that large loses its
+    last digits in JavaScript and jq (doubles), as protobuf's JSON writes 64-bit integers.
+    """
+    from .graphview import EXACT_COUNTS
+
     def number(value: Any) -> Any:
         return None if value is None else B.to_json(value)
+
+    def count(paths: int) -> int | str:
+        return paths if paths <= EXACT_COUNTS else str(paths)
 
     return {
         "of": explanation.of,
         "wrt": explanation.wrt,
-        "count": explanation.count,
+        "count": count(explanation.count),
         "paths": [{"nodes": [view.nodes[0].label] + [view.nodes[e.target].label for e in path.edges],
                    "factors": [e.text for e in path.edges], "values": [number(e.value) for e in path.edges],
                    "product": number(path.value)} for path in explanation.paths],
         "groups": [{"via": view.nodes[edge.source].label, "adjoint": number(adjoint), "factor": edge.text,
-                    "value": number(edge.value), "paths": through} for edge, adjoint, through in explanation.groups],
+                    "value": number(edge.value), "paths": count(through)}
+                   for edge, adjoint, through in explanation.groups],
         "sum": number(explanation.total),
         "gradient": number(explanation.gradient),
         "agrees": explanation.total is not None and explanation.gradient is not None
@@ -169,8 +180,43 @@ def gradcheck_doc(result: GradCheck, warning: str | None = None) -> dict[str, An
 def write(doc: dict[str, Any], stream: TextIO) -> None:
     """Strict RFC 8259 JSON: allow_nan=False proves no NaN slipped through as a bare token.
 
-    Characters that JSON may leave raw but a terminal obeys (DEL, C1, bidi overrides) are written
-    as \\u escapes: a document piped to a screen cannot drive it, and parses to the same strings.
+    The text is what json.dumps(doc) gives, with each array (a backend.JsonArray) as nested
+    lists; arrays are written block by block as they are converted, never whole. Characters that
+    JSON may leave raw but a terminal obeys (DEL, C1, bidi overrides) are written as \\u escapes:
+    a document piped to a screen cannot drive it, and parses to the same strings.
     """
-    stream.write(inert_json(json.dumps(doc, allow_nan=False, ensure_ascii=False)))
+    for piece in _pieces(doc):
+        stream.write(inert_json(piece))  # each piece holds whole strings: escaping it alone is exact
     stream.write("\n")
+
+
+def _pieces(value: Any) -> Iterator[str]:
+    """json.dumps(value)'s text in pieces: a document is dicts and lists of plain values and arrays."""
+    if isinstance(value, B.JsonArray):
+        yield from value.chunks()
+    elif isinstance(value, dict):
+        if not value:
+            yield "{}"
+            return
+        yield "{"
+        for i, (key, item) in enumerate(value.items()):
+            key_text = _text(key) if isinstance(key, str) else _text({key: 0})[1:-4]  # json's own key rules
+            yield f"{', ' if i else ''}{key_text}: "
+            yield from _pieces(item)
+        yield "}"
+    elif isinstance(value, (list, tuple)):
+        if not value:
+            yield "[]"
+            return
+        yield "["
+        for i, item in enumerate(value):
+            if i:
+                yield ", "
+            yield from _pieces(item)
+        yield "]"
+    else:
+        yield _text(value)
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value, allow_nan=False, ensure_ascii=False)

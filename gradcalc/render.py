@@ -220,14 +220,14 @@ def _branched(run: Run) -> bool:
     return False
 
 
-TREE_DEPTH, SAME_RUN = 40, 3
+TREE_DEPTH = 40
 
 
 def graph_tree(view: Any) -> RenderableType:
     """`graph`: the tree rooted at the output; a node reached again is referenced, long runs collapsed."""
     from rich.tree import Tree
 
-    from .drawing import edge_text, node_lines
+    from .drawing import edge_text, node_lines, run_note
 
     def label(node: Any) -> Text:
         lines = node_lines(view, node)
@@ -247,16 +247,29 @@ def graph_tree(view: Any) -> RenderableType:
             stack.pop()
             continue
         child = view.nodes[edge.target]
+        if child.kind == "omitted":  # the nodes past the view's limit
+            again = "" if child.id not in drawn else " (as above)"
+            branch.add(Text(f"… {child.count:,} more nodes not drawn{again}: the graph has {view.total:,} nodes, "
+                            "too many to draw each", style="yellow"))
+            drawn.add(child.id)
+            continue
         prefix = Text(edge_text(view, edge) + "  ", style="cyan")
         if edge.target in drawn:
             branch.add(Text.assemble(prefix, (child.label, "bold"), " (drawn above)"))
+            continue
+        if child.kind == "collapsed":  # collapsed in the view itself (a graph past VIEW_LIMIT nodes)
+            drawn.add(child.id)
+            stack.append((branch.add(Text(f"… {child.count} more '{child.label}' nodes like these "
+                                          f"({run_note(child)}): the graph has {view.total:,} nodes, "
+                                          f"too many to draw each", style="yellow")),
+                          iter(view.children.get(child.id, [])), depth))
             continue
         skipped, child, into = _collapse_run(view, child, edge)
         prefix = Text(edge_text(view, into) + "  ", style="cyan")
         target = branch
         if skipped:
             target = branch.add(Text(f"… {skipped} more '{child.label}' nodes like these "
-                                     f"({_run_note(view, child)}): see --json or --format dot for each",
+                                     f"({run_note(child)}): see --json or --format dot for each",
                                      style="yellow"))
         drawn.add(child.id)
         if depth >= TREE_DEPTH:
@@ -272,29 +285,43 @@ def _collapse_run(view: Any, start: Any, into: Any) -> tuple[int, Any, Any]:
 
     Returns how many were skipped, the node to draw next, and the edge into it.
     """
+    from .graphview import SAME_RUN, SUMMARIES
+
+    def same(node: Any) -> list[Any]:  # the inputs that continue the run (not a summary: it is drawn as one)
+        return [e for e in view.children.get(node.id, []) if not e.detached and
+                view.nodes[e.target].label == node.label and view.nodes[e.target].kind not in SUMMARIES]
+
     run, node = 0, start
-    while True:
-        children = [e for e in view.children.get(node.id, []) if not e.detached]
-        same = [e for e in children if view.nodes[e.target].label == node.label]
-        if len(same) != 1:
-            break
+    while len(found := same(node)) == 1:
         run += 1
-        node = view.nodes[same[0].target]
+        node = view.nodes[found[0].target]
     if run < 2 * SAME_RUN:
         return 0, start, into
     node, edge = start, into
     for _ in range(run - SAME_RUN):
-        edge = next(e for e in view.children[node.id] if view.nodes[e.target].label == node.label)
+        edge = same(node)[0]
         node = view.nodes[edge.target]
     return run - SAME_RUN, node, edge
 
 
-def _run_note(view: Any, node: Any) -> str:
-    return node.origin[-1].split(" of the ", 1)[-1] if node.origin else "straight-line statements"
+def count_text(count: int) -> str:
+    """A path count for people: 1,024 exactly; past 2^53 - 1 three digits and a power of ten (2.04e90)."""
+    from .graphview import EXACT_COUNTS
+
+    if count <= EXACT_COUNTS:
+        return f"{count:,}"
+    exponent = len(str(count)) - 1
+    scale = 10 ** (exponent - 2)
+    digits = (count + scale // 2) // scale  # three significant digits, rounded half up: 100 to 1000
+    if digits == 1000:
+        digits, exponent = 100, exponent + 1
+    return f"{digits // 100}.{digits % 100:02d}e{exponent}"
 
 
 def explain_view(explanation: Any, view: Any) -> RenderableType:
     """`explain`: each path's product of local derivatives, their sum, and autograd's answer."""
+    from .graphview import STEPS_CEILING
+
     of, wrt = explanation.of, explanation.wrt
     parts: list[RenderableType] = []
     plural = "s" if explanation.count != 1 else ""
@@ -324,14 +351,17 @@ def explain_view(explanation: Any, view: Any) -> RenderableType:
             parts.append(Text(""))
             parts.append(Text(f"  sum over the path{plural}: {shown} = {B.format_number(float(explanation.total))}"))
     else:
-        parts.append(Text.assemble((f"∂{of}/∂{wrt}", "bold"), f": {explanation.count:,} paths from {of} to {wrt}, "
-                                   f"grouped by the variables that use {wrt} (∂{of}/∂user · ∂user/∂{wrt})"))
+        parts.append(Text.assemble((f"∂{of}/∂{wrt}", "bold"), f": {count_text(explanation.count)} paths from {of} "
+                                   f"to {wrt}, grouped by the variables that use {wrt} (∂{of}/∂user · ∂user/∂{wrt})"))
+        if explanation.too_long:
+            parts.append(Text(f"  (listed one by one they would take {explanation.steps:,} steps, more than "
+                              f"{STEPS_CEILING:,})", style="dim"))
         for edge, adjoint, through in explanation.groups:
             user = view.nodes[edge.source].label
             line = f"  via {user}: ∂{of}/∂{user} · ∂{user}/∂{wrt} = {B.format_value(adjoint)} · ({edge.text})"
             if adjoint is not None and edge.value is not None:
                 line += f" = {B.format_number(float(adjoint * edge.value))}"
-            parts.append(Text(line + f"   ({through:,} path{'s' if through != 1 else ''})"))
+            parts.append(Text(line + f"   ({count_text(through)} path{'s' if through != 1 else ''})"))
         if explanation.total is not None:
             parts.append(Text(f"  sum: {B.format_number(float(explanation.total))}"))
     if explanation.gradient is not None:

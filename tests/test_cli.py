@@ -5,12 +5,16 @@ Every expected number comes from the SPEC or from a closed form, never from grad
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
+import io
 import json
 import math
 import subprocess
 import sys
+import tracemalloc
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -29,6 +33,7 @@ from helpers import (
     strict_json,
 )
 
+import gradcalc
 from gradcalc.cli import app
 
 NEURON_TEXT = "a = 2; w1 = 3; w2 = -1; w3 = 0.5; w4 = 4\nb = w1*a\nc = w2*a\nd = w3*b + w4*c\nL = 10 - d\n"
@@ -325,6 +330,77 @@ def test_json_is_one_line_document_on_stdout_only() -> None:
 def test_json_keeps_unicode_names() -> None:
     doc = json_ok("grad", "-e", "θ = 2\ny = θ^3")
     assert doc["grad"] == {"θ": 12}
+
+
+def reference_json(array: np.ndarray) -> Any:
+    """What the JSON of an array must be: nested lists of Python floats, NaN and infinities as strings."""
+    def plain(x: Any) -> Any:
+        if isinstance(x, list):
+            return [plain(v) for v in x]
+        x = float(x)
+        return "NaN" if math.isnan(x) else x if math.isfinite(x) else "Infinity" if x > 0 else "-Infinity"
+
+    return plain(array.tolist())
+
+
+BLOCK = 1 << 13  # the entries JSON arrays are written in at a time: the shapes below go around it
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (3,), (2, 3), (0, 3), (3, 0), (20_000,), (BLOCK,), (BLOCK + 1,),
+                                   (100, 300), (2, BLOCK), (1, 20_000), (2, 10_000, 2), (3, 1, BLOCK + 1)])
+@pytest.mark.parametrize("kind", ["float64", "float32", "nonfinite", "bool"])
+def test_json_arrays_written_in_blocks_are_the_same_text(shape: tuple[int, ...], kind: str) -> None:
+    """Arrays are written a block of rows at a time: the text is json.dumps of the whole nested lists."""
+    from gradcalc import backend as B
+    from gradcalc import jsonout
+
+    array = np.random.default_rng(len(shape) + sum(shape)).standard_normal(shape)
+    if kind == "float32":
+        array = array.astype(np.float32)
+    elif kind == "nonfinite" and array.size:
+        array.flat[::7] = np.nan
+        array.flat[1::11] = np.inf
+        array.flat[2::13] = -np.inf
+    elif kind == "bool":
+        array = array > 0
+    doc = {"of": "y", "value": B.to_json(array), "names": ["θ", 2], "empty": {}, "none": []}
+    out = io.StringIO()
+    jsonout.write(doc, out)
+    expected = {"of": "y", "value": reference_json(array.astype(np.float64) if kind == "bool" else array),
+                "names": ["θ", 2], "empty": {}, "none": []}
+    assert out.getvalue() == json.dumps(expected, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+class Sink:
+    """A stream that keeps only the length and a hash of what it was given."""
+
+    def __init__(self) -> None:
+        self.size, self.hash = 0, hashlib.sha256()
+
+    def write(self, text: str) -> int:
+        self.size += len(text)
+        self.hash.update(text.encode("utf-8"))
+        return len(text)
+
+
+def test_json_of_a_large_jacobian_streams_in_about_its_own_size() -> None:
+    """--json of a 10^8-entry Jacobian needed over 6 GB: nested lists of floats, then the text whole."""
+    from gradcalc import jsonout
+
+    n = 450  # small enough to trace quickly: the lists took 5 times the array, a block takes a fixed 1 MiB
+    result = gradcalc.parse_program(f"x = ones({n}); y = x*2").run({}).jacobian(of="y", wrt=["x"])
+    expected = json.dumps({"of": "y", "wrt": "x", "shape": [n, n], "jacobian": (2 * np.eye(n)).tolist(),
+                           "mode": result.mode}) + "\n"
+    sink = Sink()
+    tracemalloc.start()
+    try:
+        jsonout.write(jsonout.jacobian_doc(result), sink)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert sink.size == len(expected) and sink.hash.hexdigest() == hashlib.sha256(expected.encode()).hexdigest()
+    array_bytes = n * n * 8
+    assert peak < array_bytes, f"peak {peak / 2**20:.1f} MiB for an array of {array_bytes / 2**20:.1f} MiB"
 
 
 # --- --set, --values -----------------------------------------------------------------------------------------

@@ -339,7 +339,8 @@ def test_collapsed_chain_edges_carry_their_own_local_derivatives() -> None:
 
 
 def test_ten_thousand_node_graph_renders_collapsed_tree_and_full_dot_quickly() -> None:
-    steps = 10_000
+    steps = graphview.VIEW_LIMIT - 1  # the largest graph drawn node by node: 10,000 nodes with the leaf
+    assert steps == 9_999
     run = run_of(chain_program(steps))
     start = time.perf_counter()
     view = graphview.build(run, "y")
@@ -359,6 +360,203 @@ def test_ten_thousand_node_graph_renders_collapsed_tree_and_full_dot_quickly() -
     arrows = re.findall(r"^  (n\d+) -> (n\d+) \[", dot_text, re.M)
     assert len(declared) == steps + 1
     assert len(arrows) == steps and all(a in declared and b in declared for a, b in arrows)
+
+
+# --- past VIEW_LIMIT nodes: every format bounded ---------------------------------------------------------------
+
+def decay_loop(iterations: int) -> str:
+    """y_k = 0.999·y_(k-1) + x from y = 0.5: one node per iteration, all named y (the last is L)."""
+    return f"y = 0.5; x = 1; for i in range({iterations}) {{ y = y * 0.999 + x }}; L = y"
+
+
+def counting_text_of(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the local derivatives worked out as expressions: the per-edge work of a view."""
+    calls = [0]
+    real = graphview.symbolic.text_of
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(graphview.symbolic, "text_of", counted)
+    return calls
+
+
+def test_a_loop_past_the_view_limit_is_collapsed_in_every_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 10^6-iteration loop took 27 s and 2.7 GB for --format dot: every iteration got a node and an edge."""
+    n = 20_000
+    assert n > graphview.VIEW_LIMIT
+    run = run_of(decay_loop(n))
+    calls = counting_text_of(monkeypatch)
+    view = graphview.build(run, "L")
+    # N + 2 nodes: the leaf y, x, and one per iteration (the last is L); drawn: L, one summary, x, and the
+    # run's last SAME_RUN + 1 nodes (iterations 2, 1, 0 and the leaf): N - 4 nodes collapsed
+    assert not view.complete and view.total == n + 2
+    assert len(view.nodes) == 7 and calls[0] <= 2 * len(view.nodes), (len(view.nodes), calls[0])
+    [summary] = [v for v in view.nodes if v.kind == "collapsed"]
+    assert summary.label == "y" and summary.count == n - 4
+    ys = {int(re.search(r"iteration (\d+)", v.origin[-1])[1]): v for v in view.nodes
+          if v.label == "y" and v.kind == "computed"}
+    assert sorted(ys) == [0, 1, 2]
+    for k, node in ys.items():  # y_k = 0.5·0.999^(k+1) + (1 - 0.999^(k+1))/0.001; ∂L/∂y_k = 0.999^(N-1-k)
+        assert float(node.value) == pytest.approx(0.5 * 0.999 ** (k + 1) + (1 - 0.999 ** (k + 1)) / 0.001, rel=1e-12)
+        assert float(node.grad) == pytest.approx(0.999 ** (n - 1 - k), rel=1e-9)
+    [x] = [v for v in view.nodes if v.label == "x"]
+    assert float(x.grad) == pytest.approx((1 - 0.999 ** n) / 0.001, rel=1e-9)
+    assert {(view.nodes[e.source].label, view.nodes[e.target].label, float(e.value)) for e in view.edges} == \
+        {("L", "y", 0.999), ("L", "x", 1.0), ("y", "y", 0.999), ("y", "x", 1.0)}
+    dot_text = drawing.dot(view)
+    declared = set(re.findall(r"^  (n\d+) \[label=", dot_text, re.M))
+    arrows = re.findall(r"^  (n\d+) -> (n\d+) \[", dot_text, re.M)
+    assert len(declared) == 7 and len(arrows) == len(view.edges) == 9
+    assert all(a in declared and b in declared for a, b in arrows)
+    assert f"… {n - 4} more 'y' nodes like these" in dot_text
+    mermaid_text = drawing.mermaid(view)
+    assert mermaid_text.count("-->") == 9 and f"… {n - 4} more 'y' nodes" in mermaid_text
+    tree = tree_text(view)
+    assert len(tree.splitlines()) < 12, tree
+    assert f"… {n - 4} more 'y' nodes like these (for loop at line 1): the graph has {n + 2:,} nodes" in tree
+    assert "y = 0.5 (leaf)" in tree
+    doc = strict_json(json_text(drawing.view_json(view)))
+    assert doc["total_nodes"] == n + 2 and len(doc["nodes"]) == 7 and len(doc["edges"]) == 9
+    [collapsed] = [node for node in doc["nodes"] if node["kind"] == "collapsed"]
+    assert collapsed["count"] == n - 4 and collapsed["value"] is None and collapsed["name"] == "y"
+
+
+def json_text(doc: Any) -> str:
+    from gradcalc import jsonout
+
+    out = io.StringIO()
+    jsonout.write(doc, out)
+    return out.getvalue()
+
+
+def test_graph_json_past_the_view_limit_from_the_command_line() -> None:
+    n = 12_000
+    doc = json_ok("graph", "-e", decay_loop(n))
+    assert doc["total_nodes"] == n + 2 and len(doc["nodes"]) == 7
+    assert sum(node.get("count", 0) for node in doc["nodes"]) == n - 4
+
+
+def test_a_graph_without_runs_is_cut_after_the_limit_with_a_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two names in turn (no run of one variable): the nodes past the limit become one summary node."""
+    n, limit = 200, 30  # (30: the tree draws 40 levels deep, so the summary is in it too)
+    run = run_of(f"y = 0.5; x = 1; for i in range({n}) {{ z = y * 0.5 + x; y = z + 1 }}; L = y")
+    calls = counting_text_of(monkeypatch)
+    view = graphview.build(run, "L", limit=limit)
+    assert not view.complete and view.total == 2 * n + 2  # the leaves y and x, and z and y per iteration
+    assert len(view.nodes) == limit and calls[0] <= 2 * limit
+    rest = view.nodes[-1]
+    assert rest.kind == "omitted" and rest.count == 2 * n + 2 - (limit - 1)
+    assert not any(v.kind == "collapsed" for v in view.nodes)
+    into = [e for e in view.edges if e.target == rest.id]
+    assert into and all(e.text == "…" and e.value is None for e in into)
+    for v in view.nodes[:-1]:  # z_k and y_k (k < N-1): ∂L/∂ = 0.5^(N-1-k); x: the sum of all those for z
+        if v.label in ("y", "z") and v.origin:
+            k = int(re.search(r"iteration (\d+)", v.origin[-1])[1])
+            assert float(v.grad) == pytest.approx(0.5 ** (n - 1 - k), rel=1e-12), (v.label, k)
+    dot_text = drawing.dot(view)
+    assert len(re.findall(r"^  (n\d+) \[label=", dot_text, re.M)) == limit
+    assert f"… {rest.count:,} more nodes" in dot_text and f"the graph has {2 * n + 2:,}" in dot_text
+    doc = strict_json(json_text(drawing.view_json(view)))
+    assert doc["nodes"][-1]["kind"] == "omitted" and doc["nodes"][-1]["count"] == rest.count
+    tree = tree_text(view)
+    assert tree.count(f"… {rest.count:,} more nodes not drawn") == 1, tree
+    assert f"the graph has {2 * n + 2:,} nodes" in tree
+
+
+def test_explain_refuses_a_graph_past_the_view_limit() -> None:
+    """Explaining a 10^6-iteration loop worked out every edge; now it says why not, at once."""
+    result = run_cli("explain", "-e", decay_loop(12_000), "--wrt", "x", "--json")
+    assert_bad_input(result)
+    error = strict_json(result.stderr)["error"]
+    assert "has 12,002 nodes" in error["message"] and "up to 10,000" in error["message"], error
+    assert "gradcalc grad" in error["hint"]
+
+
+@pytest.mark.parametrize("asked", ["1001", "100000000"])
+def test_max_paths_has_a_ceiling(asked: str) -> None:
+    """--max-paths 100000000 on a program of 4M paths listed every one (over 120 s): now a usage error."""
+    result = run_cli("explain", NEURON, "--wrt", "a", "--max-paths", asked, "--json")
+    assert_bad_input(result)
+    assert "--max-paths must be from 1 to 1,000" in strict_json(result.stderr)["error"]["message"]
+    assert json_ok("explain", NEURON, "--wrt", "a", "--max-paths", "1000")["count"] == 2
+
+
+@pytest.mark.parametrize("ceiling_passed", [True, False])
+def test_explain_groups_paths_too_long_to_list_in_all(monkeypatch: pytest.MonkeyPatch, ceiling_passed: bool) -> None:
+    """16 paths (under --max-paths), each 29 steps long: 464 steps in all; listed up to the steps ceiling only.
+
+    (The real ceiling, 100,000 steps, is lowered here to keep the test small: 1,000 paths of 10,000 steps
+    each were listed, a hundred million steps.)
+    """
+    program = diamond_chain(4) + "h = h*1.001\n" * 20
+    steps = 2 ** 4 * (20 + 2 * 4 + 1)  # the h chain, two steps per diamond, and h_0 → x
+    monkeypatch.setattr(graphview, "STEPS_CEILING", steps - 1 if ceiling_passed else steps)
+    doc = json_ok("explain", "-e", program, "--of", "h", "--wrt", "x")
+    assert doc["count"] == 2 ** 4 and doc["agrees"] is True
+    human = run_cli("explain", "-e", program, "--of", "h", "--wrt", "x").stdout
+    if ceiling_passed:
+        assert doc["paths"] == [] and len(doc["groups"]) == 1 and doc["groups"][0]["paths"] == 2 ** 4
+        assert f"they would take {steps:,} steps, more than {steps - 1:,}" in human, human
+    else:
+        assert len(doc["paths"]) == 2 ** 4 and doc["groups"] == []
+        assert sum(len(path["factors"]) for path in doc["paths"]) == steps
+        assert "steps" not in human, human
+
+
+def test_the_ceilings() -> None:
+    assert graphview.PATHS_CEILING == 1_000 and graphview.STEPS_CEILING == 100_000
+    assert graphview.VIEW_LIMIT == 10_000
+
+
+class CountingChildren(dict):
+    gets = 0
+
+    def get(self, *args: Any) -> Any:
+        CountingChildren.gets += 1
+        return super().get(*args)
+
+
+def test_listing_paths_follows_only_edges_that_reach_the_variable() -> None:
+    """One path to c, 2^16 elsewhere: listing walked all 2^16 before finding the one."""
+    run = run_of(diamond_chain(16) + "c = 2\nL = h*c")
+    view = run.graph("L")
+    view.children = CountingChildren(view.children)
+    CountingChildren.gets = 0
+    explanation = graphview.explain(view, run.node("c", prefer_leaf=True), "c")
+    assert explanation.count == 1 and len(explanation.paths) == 1
+    assert [view.nodes[e.target].label for e in explanation.paths[0].edges] == ["c"]
+    assert float(explanation.total) == pytest.approx(float(run.value("h")), rel=1e-12)  # ∂(h·c)/∂c = h
+    assert CountingChildren.gets <= 3 * len(view.nodes), CountingChildren.gets
+
+
+# --- path counts past 2^53: exact in JSON, readable in text ---------------------------------------------------------
+
+def test_path_counts_past_2_to_the_53_are_exact_strings_in_json() -> None:
+    """A 91-digit count was a JSON number: JavaScript and jq keep only its first 17 digits."""
+    below = json_ok("explain", "-e", diamond_chain(52), "--of", "h", "--wrt", "x")
+    assert below["count"] == 2 ** 52 and below["groups"][0]["paths"] == 2 ** 52
+    above = json_ok("explain", "-e", diamond_chain(53), "--of", "h", "--wrt", "x")
+    assert above["count"] == "9007199254740992" == str(2 ** 53)
+    assert above["groups"][0]["paths"] == str(2 ** 53)
+    big = json_ok("explain", "-e", diamond_chain(300), "--of", "h", "--wrt", "x")
+    assert big["count"] == str(2 ** 300) and len(big["count"]) == 91
+
+
+def test_path_counts_past_2_to_the_53_read_as_powers_of_ten() -> None:
+    text = run_cli("explain", "-e", diamond_chain(52), "--of", "h", "--wrt", "x").stdout
+    assert "4,503,599,627,370,496 paths from h to x" in text, text
+    text = run_cli("explain", "-e", diamond_chain(300), "--of", "h", "--wrt", "x").stdout
+    assert "2.04e90 paths from h to x" in text and "(2.04e90 paths)" in text, text  # 2^300 = 2.037...e90
+
+
+@pytest.mark.parametrize(("count", "shown"), [
+    (2 ** 53 - 1, "9,007,199,254,740,991"), (2 ** 53, "9.01e15"), (10 ** 20 - 1, "1.00e20"),
+    (123_450 * 10 ** 20, "1.23e25"), (123_500 * 10 ** 20, "1.24e25"), (2 ** 1100, "1.36e331"),
+])
+def test_count_text(count: int, shown: str) -> None:
+    assert render.count_text(count) == shown
 
 
 # --- DOT ----------------------------------------------------------------------------------------------------------
