@@ -85,7 +85,7 @@ def as_shape(values: tuple[Node, ...], what: str) -> tuple[int, ...]:
     shape = _sizes(values, f"{what} size")
     if any(n < 0 for n in shape):
         raise ValueProblem(f"{what} sizes must not be negative, got {shape}", "give sizes of 0 or more")
-    B.check_size(shape, f"{what}{shape}")
+    B.check_size(shape, what)  # the message shows the shape
     return shape
 
 
@@ -147,6 +147,7 @@ def _reshape(x: Node, *sizes: Node) -> Node:
     ):
         raise ValueProblem(f"cannot reshape a tensor of shape {x.shape} ({size} elements) to {shape}",
                            "the sizes must multiply to the same number of elements (one size may be -1)")
+    B.check_size(shape, "reshape")  # reshape(zeros(0), 0, 1e20): no elements, but a size past the limit
     return ops.reshape(x, shape)
 
 
