@@ -250,10 +250,15 @@ class Judge:
 
     def _check_names(self, claim: S.Claim) -> None:
         frame = self.run.frame
+        known = list(frame)
+        for name in (claim.of, claim.wrt, claim.wrt2):  # what is differentiated, and by what: variables only
+            if name is not None and name not in frame and name in CONSTANTS:
+                raise NameNotFound(f"'{name}' is a constant ({B.format_number(CONSTANTS[name])}), not a variable "
+                                   "of the program: a claim is about a variable's value or derivative",
+                                   "name one of its variables: " + ", ".join(known[:12]), claim.pos)
         for name, pos in [(claim.of, claim.pos), (claim.wrt, claim.pos), (claim.wrt2, claim.pos)] + \
                 [(n.name, n.pos) for n in S.walk(claim.claimed) if isinstance(n, S.Name)]:
             if name is not None and name not in frame and name not in CONSTANTS:
-                known = list(frame)
                 raise NameNotFound(f"the claim names '{name}', which the program does not have",
                                    did_you_mean(name, known) or "its variables are: " + ", ".join(known[:12]), pos)
 

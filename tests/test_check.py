@@ -613,6 +613,28 @@ def test_unknown_name_is_invalid_with_a_suggestion(text: str, name: str, suggest
     assert strict_json(result.stderr) == {"error": error}
 
 
+@pytest.mark.parametrize(("text", "name"), [
+    ("dL/dpi = 0", "pi"), ("dL/de = 0", "e"), ("dL/dπ = 0", "π"), ("dpi/da = 0", "pi"), ("pi = 3.14", "pi"),
+    ("d²L/da de = 0", "e"), ("dL/dFalse = 0", "False"),
+])
+def test_a_constant_is_no_variable_to_differentiate(text: str, name: str) -> None:
+    """pi and e are constants, not the program's variables: the claim is invalid, its error points at the claim
+    (not at the key's first line), and the other claims are still judged. It was an internal error (KeyError)."""
+    result = check(NEURON, "--claim", "dL/dw1 = -w3*a", "--claim", text, "--json")
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    right, invalid = strict_json(result.stdout)["results"]
+    assert right["status"] == "right"
+    assert invalid["status"] == "invalid" and invalid["claim"] == text
+    error = invalid["error"]
+    assert (error["file"], error["line"], error["column"]) == ("--claim", 1, 1), error
+    assert f"'{name}' is a constant" in error["message"] and "not a variable" in error["message"], error
+    assert "w1" in error["hint"], error
+
+
+def test_a_constant_the_program_assigns_is_its_variable() -> None:
+    assert_right(one_expr("e = 3; L = e^2", "dL/de = 6"))  # 2e at e = 3
+
+
 def test_invalid_claim_in_an_answers_file_has_its_line(tmp_path: Path) -> None:
     answers = write(tmp_path / "a.txt", "dL/dw1 = -1\n\ndL/dw2 = -w4*A\n")
     result = check(NEURON, answers, "--json")
