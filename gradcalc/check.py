@@ -614,6 +614,8 @@ def _factor(sample: _Sample) -> float | None:
 def _nice(factor: float) -> bool:
     """2, 1/2, 10, 1/10, -3 ...: factors that name a slip (one point cannot tell a factor from any wrong number)."""
     for value in (abs(factor), 1 / abs(factor)):
+        if not math.isfinite(value):  # 1/2.5e-309 overflows: no nice factor that far out
+            continue
         whole = round(value)
         if 2 <= whole <= 10 and abs(value - whole) < 1e-9 * whole:
             return True
@@ -624,7 +626,7 @@ def _nice(factor: float) -> bool:
 
 def _ratio(factor: float) -> str:
     inverse = 1 / factor
-    if abs(factor) < 1 and abs(inverse - round(inverse)) < 1e-9:
+    if abs(factor) < 1 and math.isfinite(inverse) and abs(inverse - round(inverse)) < 1e-9:
         return f"{'-' if factor < 0 else ''}1/{abs(round(inverse))}"
     return B.format_number(factor)
 

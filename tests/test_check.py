@@ -1497,6 +1497,17 @@ def test_latex_sums_with_limits_are_an_error_that_says_what_is_read() -> None:
     assert r"\sum x" in verdict["error"]["hint"], verdict
 
 
+@pytest.mark.parametrize("number", ["1e-308", "-1e-308", "2.5e-309", "5e-324", "1e-400", "1e308", "1.79e308",
+                                    "1" + "0" * 400, "8.07e-310", "1e-323*x", "[1e308, 1e-308]"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_numbers_at_the_ends_of_the_floats_are_judged_wrong_not_an_internal_error(number: str, dtype: str) -> None:
+    """∂(x²)/∂x = 2x = 4 at x = 2, which none of these is. The ratio of a subnormal claim to 4 has an inverse
+    past the floats, which made the factor-off diagnosis an internal error (OverflowError)."""
+    verdict = one_expr("x = 2; L = x^2", f"dL/dx = {number}", "--dtype", dtype)
+    assert_wrong(verdict)
+    assert verdict["expected"] == 4
+
+
 @pytest.mark.parametrize("claim", ["dy/dx = 1e400", "y = 1e309", r"dy/dx = 1.5 \times 10^{400}"])
 def test_a_number_too_large_for_a_float_is_judged_wrong(claim: str) -> None:
     """1e400 is inf: wrong (it was an OverflowError, exit 3, and every other claim lost)."""
