@@ -320,4 +320,5 @@ def _table() -> dict[str, Builtin]:
 
 BUILTINS = _table()
 RANDOM = frozenset({"randn", "rand"})
-CONSTANTS = {"pi": math.pi, "π": math.pi, "e": math.e, "True": 1.0, "False": 0.0}  # keepdims=True, as NumPy writes
+# True and False for keepdims=True, as NumPy writes; inf and nan as diff prints infinite and undefined values
+CONSTANTS = {"pi": math.pi, "π": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan, "True": 1.0, "False": 0.0}

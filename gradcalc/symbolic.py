@@ -316,7 +316,9 @@ class Algebra:
             if isinstance(base, Pow) and isinstance(base.exponent, Num) and float(e).is_integer():
                 return self.pow(base.base, self.num(base.exponent.value * e))
             if isinstance(base, Mul) and float(e).is_integer():
-                return self.mul(self.num(base.coefficient ** e), *(self.pow(f, exponent) for f in base.factors))
+                scale = _fold(lambda: base.coefficient ** e)  # (1e-320*x)^-1: 1e320 overflows; kept as a power
+                if scale is not None:
+                    return self.mul(self.num(scale), *(self.pow(f, exponent) for f in base.factors))
         key = ("^", id(base), id(exponent))
         return self._intern(key, lambda: Pow(base, exponent), _broadcast(base.shape, exponent.shape), base.order)
 
@@ -599,7 +601,12 @@ _NAMED = {math.e: ("e", "e"), math.pi: ("pi", r"\pi"), math.log(2): ("log(2)", r
 
 
 def number(value: float, latex: bool = False) -> str:
-    """Exact and short: repr's shortest round-trip digits, without a trailing .0; e, pi, log(2) by name."""
+    """Exact and short: repr's shortest round-trip digits, without a trailing .0; e, pi, log(2) by name;
+    infinities and NaN as the constants inf and nan (1e309 in a program is inf)."""
+    if not math.isfinite(value):
+        if math.isnan(value):
+            return r"\mathrm{NaN}" if latex else "nan"
+        return ("-" if value < 0 else "") + (r"\infty" if latex else "inf")
     if value == int(value) and abs(value) < 1e15:
         return str(int(value))
     named = _NAMED.get(abs(value))
@@ -610,7 +617,7 @@ def number(value: float, latex: bool = False) -> str:
 
 def ratio(value: float) -> tuple[int, int] | None:
     """(p, q) where value is exactly the double p/q gives, q small and the decimal long (2/3, not 0.5)."""
-    if value == int(value) or len(repr(abs(value))) <= 8 or not math.isfinite(value):
+    if not math.isfinite(value) or value == int(value) or len(repr(abs(value))) <= 8:
         return None
     # The continued fraction's convergents p/q (Fraction.limit_denominator does the same, 4x slower).
     target, x = abs(value), abs(value)
@@ -660,9 +667,12 @@ class Printer:
 
     def _text(self, expr: Expr) -> tuple[str, int]:
         if isinstance(expr, Num):
-            return coefficient(expr.value), (9 if expr.value >= 0 and ratio(expr.value) is None else 2)
+            alone = (expr.value >= 0 or math.isnan(expr.value)) and ratio(expr.value) is None  # 2, inf, nan
+            return coefficient(expr.value), (9 if alone else 2)
         if isinstance(expr, Sym):
             return expr.name, 9
+        if isinstance(expr, Const) and expr.array.size == 0:  # no entries to write: its shape is all there is
+            return f"zeros({', '.join(map(str, expr.shape))})", 9
         if isinstance(expr, Const):
             return _literal(B.to_host(expr.array).tolist()), 9
         if isinstance(expr, Add):
@@ -908,6 +918,8 @@ def _common_coefficient(expr: Add) -> float | None:
     if len(magnitudes) != 1 or len(expr.terms) + bool(expr.constant) < 2:
         return None
     (common,) = magnitudes
+    if not math.isfinite(common) or common == 0:  # inf*x + inf*y: no factor to take out (inf/inf is nan)
+        return None
     return common if common != 1 and (common == int(common) or ratio(common) is not None) else None
 
 
@@ -977,6 +989,10 @@ class LatexPrinter(Printer):
     def _text(self, expr: Expr) -> tuple[str, int]:
         if isinstance(expr, Num) and ratio(expr.value) is not None:
             return _latex_coefficient(expr.value), 2
+        if isinstance(expr, Num) and not math.isfinite(expr.value):  # \infty, -\infty, \mathrm{NaN}
+            return number(expr.value, latex=True), 2 if expr.value < 0 else 9
+        if isinstance(expr, Const) and expr.array.size == 0:
+            return rf"\operatorname{{zeros}}\left({', '.join(map(str, expr.shape))}\right)", 9
         if isinstance(expr, Num) and abs(expr.value) in _NAMED:  # e, \pi stand alone; \ln 2, \frac{1}{\ln 2}: products
             return number(expr.value, latex=True), 9 if expr.value in (math.e, math.pi) else 2
         if isinstance(expr, Sym):

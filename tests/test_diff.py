@@ -1085,3 +1085,61 @@ def test_latex_fraction_of_one_factor_has_no_brackets_below() -> None:
     latex = json_ok("diff", "-e", "y = x/(x + 1)", "--wrt", "x", "--latex")["latex"]
     assert latex.startswith(r"\frac{1}{x + 1} - "), latex
     assert r"\frac{x}{\left(x + 1\right)^{2}}" in latex, latex  # a power keeps its base's brackets
+
+
+# --- numbers at the ends of the floats: infinities, NaN, subnormals, empty tensors -------------------------------
+
+@pytest.mark.parametrize(("program", "wrt", "text", "latex", "value"), [
+    # 1e309 overflows to inf: ∂(x·inf)/∂x is the constant inf (printing it was an internal error)
+    ("x = 1; L = x * 1e309", "x", "inf", r"\infty", math.inf),
+    ("x = 1; L = x * -1e309", "x", "-inf", r"-\infty", -math.inf),
+    # ∂(x·inf - x·inf)/∂x = inf - inf, which is NaN
+    ("x = 1; L = x * 1e309 - x * 1e309", "x", "nan", r"\mathrm{NaN}", math.nan),
+    # ∂(y·x·inf)/∂y = inf·x, infinite at x = 1
+    ("x = 1; y = 2; L = y * x * 1e309", "y", "inf*x", r"\infty x", math.inf),
+])
+def test_infinite_and_undefined_numbers_print_as_inf_and_nan(program: str, wrt: str, text: str, latex: str,
+                                                            value: float) -> None:
+    doc = json_ok("diff", "-e", program, "--wrt", wrt, "--latex")
+    assert (doc["derivative"], doc["latex"]) == (text, latex), doc
+    assert doc["evaluable"] is True
+    expected = {math.inf: "Infinity", -math.inf: "-Infinity"}.get(value, "NaN")
+    assert doc["value"] == expected, doc
+    again = json_ok("eval", "-e", f"{program}\nD_ = {text}")["values"]["D_"]  # inf and nan are constants
+    assert again == expected
+
+
+def test_inf_and_nan_are_constants_of_the_language() -> None:
+    values = json_ok("eval", "-e", "a = inf; b = -inf; c = nan; d = 1/inf; nan_ = 2")["values"]
+    assert (values["a"], values["b"], values["c"], values["d"]) == ("Infinity", "-Infinity", "NaN", 0.0)
+    assert json_ok("eval", "-e", "inf = 3; y = inf*2")["values"]["y"] == 6  # an assignment shadows it
+
+
+@pytest.mark.parametrize("x", ["2", "1e-300", "1e300"])
+def test_a_subnormal_coefficient_raised_to_a_power_is_kept_as_a_power(x: str) -> None:
+    """∂(1/(1e-320·x))/∂x = -1/(1e-320·x²): 1e-320^-2 overflows, which was an internal error
+    (OverflowError in the simplifier); the printed text still means the derivative."""
+    doc = json_ok("diff", "-e", "L = 1/(x*1e-320)", "--wrt", "x", "--set", f"x={x}")
+    again = json_ok("eval", "-e", f"x = {x}; D_ = {doc['derivative']}")["values"]["D_"]
+    exponent = 320 - 2 * math.log10(float(x))  # by hand: -1/(1e-320·x²) = -10^(320 - 2·log10 x)
+    if exponent > math.log10(sys.float_info.max):
+        assert doc["value"] == again == "-Infinity", doc
+    else:  # 1e-320 is subnormal, stored to 5 digits: 9.99989e-321
+        assert doc["value"] == pytest.approx(-(10.0 ** exponent), rel=1e-4), doc
+        assert again == pytest.approx(doc["value"], rel=1e-12)
+
+
+@pytest.mark.parametrize(("program", "wrt", "shape", "text"), [
+    ("y = -1; w = eye(0); x = y", "w", [0, 0], "zeros(0, 0)"),  # x does not depend on w
+    ("y = -1; w = zeros(0, 3); x = y * 2", "w", [0, 3], "zeros(0, 3)"),
+    ("w = zeros(0); x = 2 + sum(w)", "w", [0], "ones(0)"),  # ∂sum(w)/∂w is ones, here with no entries
+])
+def test_the_derivative_by_an_empty_tensor_has_its_shape(program: str, wrt: str, shape: list[int], text: str) -> None:
+    """A tensor with no entries: ∂/∂w has w's shape and no entries, written with the shape (its LaTeX was an
+    internal error: reshape of an empty matrix)."""
+    for latex in ([], ["--latex"]):
+        doc = json_ok("diff", "-e", program, "--wrt", wrt, *latex)
+        assert doc["derivative"] == text, doc
+        assert doc["value"] == []
+    result = gradcalc.parse_program(program).run().diff("x", [wrt])[0]
+    assert evaluate_derivative(result, {}).shape == tuple(shape)
