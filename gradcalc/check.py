@@ -1,10 +1,11 @@
 """gradcalc check: judge claimed derivatives and values against autograd, and say what is wrong.
 
 A number is compared at the program's values, to the digits it was written
-with (0.39 is right for 0.3932). An expression must be an identity: it is
-compared there and at a few seeded random points nearby, where the program
-runs again with its leaves moved; a point where either side is not finite is
-skipped. Nothing is simplified symbolically, so judging cannot hang.
+with (0.39 is right for 0.3932); an infinite or NaN value only with the same.
+An expression must be an identity: it is compared there and at a few seeded
+random points nearby, where the program runs again with its leaves moved,
+wherever the derivative is finite there; a claim compared only with infinities
+is not confirmed. Nothing is simplified symbolically, so judging cannot hang.
 """
 
 from __future__ import annotations
@@ -201,6 +202,12 @@ class _Sample:
     run: Run
     got: Any
     want: Any
+    problem: str = ""  # why the claim has no value to compare here (it fails there, or has another shape)
+
+    @property
+    def clean(self) -> bool:
+        """Both sides finite and of fitting shapes: a point a diagnosis can use."""
+        return not self.problem and bool(B.host.isfinite(self.got).all() and B.host.isfinite(self.want).all())
 
 
 class Judge:
@@ -279,25 +286,59 @@ class Judge:
             self._judge_number(claim, verdict, got, want)
             return
         samples = [_Sample(base, got, want)]
-        if not self.tolerance.close(got, want).all():
-            samples += self._nearby_samples(claim, source)
-            verdict.diagnosis = self._diagnose(claim, samples, self._exact_match, several_points=True)
+        exact = self.tolerance.close(got, want)
+        if not exact.all():
+            samples += [s for s in self._nearby_samples(claim, source, got.ndim) if s.clean]
+            verdict.diagnosis = _finite_against_not(got, want, exact, _label(claim)) or \
+                self._diagnose(claim, samples, self._exact_match, several_points=True) or \
+                _not_matched(got, want, exact, _label(claim))
             return
-        nearby = self._nearby_samples(claim, source)
-        for sample in nearby:
-            if not self.tolerance.close(sample.got, sample.want).all():
+        # Right here. Nearby, it must agree wherever the truth is finite: a claim that is NaN, infinite or
+        # fails where the truth is a number is wrong there (else 4 + 0*exp(1e6*(x - 2)^2) would pass at x = 2,
+        # every nearby point skipped). Where the truth is not finite nothing is compared.
+        compared = 0
+        confirmed = B.host.isfinite(want)  # entries compared with a finite value somewhere
+        for sample in self._nearby_samples(claim, source, got.ndim):
+            agrees = self._agrees_nearby(sample)
+            if agrees is False:
                 verdict.diagnosis = self._only_here(claim, sample)
                 return
+            if agrees:
+                compared += 1
+                confirmed = confirmed | B.host.isfinite(sample.want)
+        if self.points and not confirmed.all():
+            # Compared only as infinities (or NaN): inf = inf says nothing of which expression it is.
+            where = f" at {int((~confirmed).sum())} of {confirmed.size} entries" if confirmed.ndim else ""
+            verdict.diagnosis = (f"not confirmed: {_label(claim)} is not finite{where} at the program's values "
+                                 f"({_short(want)}) nor at any nearby point, so the claim was compared there only "
+                                 f"with infinities or NaN, which any expression infinite there matches")
+            return
         verdict.status = "right"
-        verdict.note = (f"holds at the program's values and at {len(nearby)} nearby point{'s' * (len(nearby) != 1)}"
-                        if nearby else "checked at the program's values only" + (
+        verdict.note = (f"holds at the program's values and at {compared} nearby point{'s' * (compared != 1)}"
+                        if compared else "checked at the program's values only" + (
                             " (--points 0)" if self.points == 0 else ": no nearby point could be used"))
+
+    def _agrees_nearby(self, sample: _Sample) -> bool | None:
+        """Whether the claim equals the truth at a nearby point wherever the truth is finite there
+        (None: it is finite nowhere there, so nothing could be compared)."""
+        want = sample.want
+        finite = B.host.isfinite(want)
+        if not finite.any():
+            return None
+        if sample.problem:
+            return False
+        got = B.host.broadcast_to(sample.got, want.shape)
+        return bool(self.tolerance.close(got[finite], want[finite]).all())
 
     def _judge_number(self, claim: S.Claim, verdict: Verdict, got: Any, want: Any) -> None:
         units = None if self.tolerance.given else _units(claim.claimed)
         exact = self.tolerance.close(got, want)
-        if exact.all():
+        if exact.all():  # an infinite value equals only the same infinity, NaN only NaN (written inf, nan)
             verdict.status = "right"
+            return
+        finite_claim = _finite_against_not(got, want, exact, _label(claim))
+        if finite_claim:  # a number is never right for an infinite or undefined value, to any digits
+            verdict.diagnosis = finite_claim
             return
         if units is not None:
             rounded, truncated = _to_digits(got, want, units)
@@ -328,7 +369,7 @@ class Judge:
 
         samples = [_Sample(self.run, got, want)]
         verdict.diagnosis = self._diagnose(claim, samples, matches, several_points=False, matches_sum=matches_sum) \
-            or _last_digit(got, want, units)
+            or _not_matched(got, want, exact, _label(claim)) or _last_digit(got, want, units)
 
     def _exact_match(self, value: Any, sample: _Sample) -> bool:
         return bool(self.tolerance.close(sample.got, value).all())
@@ -393,17 +434,23 @@ class Judge:
                 continue  # the program fails there (a count that must be whole, a domain): another point
         return runs
 
-    def _nearby_samples(self, claim: S.Claim, source: Source) -> list[_Sample]:
+    def _nearby_samples(self, claim: S.Claim, source: Source, rank: int) -> list[_Sample]:
+        """Both sides at each nearby point where the truth exists (rank: the claim's ndim at the program's
+        values); where the claim fails there, or has another shape, its sample says why."""
         samples = []
         for run in self._nearby_runs(claim.of):
+            got, problem = None, ""
             try:
                 got = run.evaluate(claim.claimed, source)
-                want = self._truth(run, claim, got.ndim)
+            except GradcalcError as exc:
+                problem = f"the claim cannot be evaluated ({exc.message})"
+            try:
+                want = self._truth(run, claim, rank if got is None else got.ndim)
             except GradcalcError:
-                continue
-            finite = B.host.isfinite(got).all() and B.host.isfinite(want).all()
-            if finite and _broadcasts(got.shape, want.shape):
-                samples.append(_Sample(run, got, want))
+                continue  # the key has no derivative there: nothing to compare with
+            if got is not None and not _broadcasts(got.shape, want.shape):
+                problem = f"the claim has shape {_shape(got.shape)}"
+            samples.append(_Sample(run, got, want, problem))
         return samples
 
     # --- explaining a wrong answer --------------------------------------------------------------
@@ -412,8 +459,9 @@ class Judge:
         moved = [(name, node.value) for name, node in sample.run.leaves.items() if node.value.shape == ()]
         where = ", ".join(f"{name} = {float(value):.3g}" for name, value in moved[:SHOWN_LEAVES])
         where += ", …" if len(moved) > SHOWN_LEAVES else ""
+        gives = sample.problem or f"the claim gives {_short(sample.got)}"
         return (f"right at the program's values only: it is not an identity. Nearby, at {where or 'moved leaves'}, "
-                f"the claim gives {_short(sample.got)} but {_label(claim)} = {_short(sample.want)}")
+                f"{gives} but {_label(claim)} = {_short(sample.want)}")
 
     def _shape_diagnosis(self, claim: S.Claim, got: Any, want: Any) -> str:
         if got.ndim == 2 and got.shape == want.shape[::-1] and self.tolerance.close(got.T, want).all():
@@ -634,7 +682,7 @@ def _ratio(factor: float) -> str:
 def _to_digits(got: Any, want: Any, units: Any) -> tuple[Any, Any]:
     """Elementwise: got is want rounded, or truncated, to the last digit written (units > 0 only)."""
     error = B.host.abs(got - want)
-    written = units > 0
+    written = (units > 0) & B.host.isfinite(got) & B.host.isfinite(want)  # inf is no number rounded: inf - x <= inf
     rounded = written & (error <= 0.5 * units * (1 + 1e-9) + 1e-12 * B.host.abs(want))
     short = B.host.abs(want) - B.host.abs(got)  # truncation cuts toward zero, by less than one unit
     truncated = written & (got * want >= 0) & (short >= 0) & (short < units * (1 - 1e-9))
@@ -656,6 +704,32 @@ def _last_digit(got: Any, want: Any, units: Any) -> str:
     places = round(-math.log10(unit))
     shown = f"{value:.{places}f}" if places > 0 else f"{round(value / unit) * unit:g}"
     return f"off in the last digit written: to the digits written, the value is {shown}"
+
+
+def _finite_against_not(got: Any, want: Any, exact: Any, label: str) -> str:
+    """Where the value is infinite or NaN and the claim a finite number: say so (no digits make that right)."""
+    want = B.host.broadcast_to(want, exact.shape)
+    finite = B.host.broadcast_to(B.host.isfinite(got), exact.shape)
+    return _not_finite_story(~B.host.isfinite(want) & finite & ~exact, want, label)
+
+
+def _not_matched(got: Any, want: Any, exact: Any, label: str) -> str:
+    """Where the value is infinite or NaN and the claim is not that same value (-inf for inf, inf for nan)."""
+    want = B.host.broadcast_to(want, exact.shape)
+    return _not_finite_story(~B.host.isfinite(want) & ~exact, want, label)
+
+
+def _not_finite_story(missed: Any, want: Any, label: str) -> str:
+    if not missed.any():
+        return ""
+    nan = bool(B.host.isnan(want[missed]).any())
+    infinite = bool(B.host.isinf(want[missed]).any())
+    kind = "infinite or not a number" if nan and infinite else "not a number (NaN)" if nan else "infinite"
+    where = f" at {int(missed.sum())} of {missed.size} entries" if want.ndim else ""
+    matched_by = "nan (a NaN) and an infinity by the same infinity" if nan and infinite else \
+        "nan" if nan else "an infinite claim of the same sign (inf or -inf)"
+    return (f"the true value is {kind}{where}: {label} = {_short(want)} at the program's values, "
+            f"and only {matched_by} matches it")
 
 
 def _scientific_text(whole: float) -> str:

@@ -1497,6 +1497,83 @@ def test_latex_sums_with_limits_are_an_error_that_says_what_is_read() -> None:
     assert r"\sum x" in verdict["error"]["hint"], verdict
 
 
+# exp(x^6) at x = 3: x^6 = 729 > log(max float) = 709.8, so ∂L/∂x = 6x^5·exp(x^6) is inf.
+INFINITE_KEY = "x = 3; L = exp(x^6)"
+# (y·x)/x at x = 0: ∂L/∂y = (1/x)·x = inf·0, NaN (autograd's value; x/x is 1 only where x ≠ 0).
+NAN_KEY = "x = 0; y = 2; L = y*x/x"
+
+
+@pytest.mark.parametrize(("key", "claim", "right", "note"), [
+    (INFINITE_KEY, "dL/dx = 1e-2", False, "the true value is infinite"),  # was right: '(the value is inf)'
+    (INFINITE_KEY, "dL/dx = 2", False, "the true value is infinite"),
+    (INFINITE_KEY, "dL/dx = 1.79e308", False, "the true value is infinite"),
+    (INFINITE_KEY, "dL/dx = nan", False, "the true value is infinite"),
+    (INFINITE_KEY, "dL/dx = -inf", False, "sign error"),
+    (INFINITE_KEY, "dL/dx = inf", True, ""),
+    (INFINITE_KEY, "dL/dx = 1e309", True, ""),  # the literal overflows to inf, as in a program
+    (NAN_KEY, "dL/dy = 1", False, "the true value is not a number"),
+    (NAN_KEY, "dL/dy = 0", False, "the true value is not a number"),
+    (NAN_KEY, "dL/dy = inf", False, "the true value is not a number"),
+    (NAN_KEY, "dL/dy = nan", True, ""),
+    (NAN_KEY, "dL/dy = 0/0", True, ""),
+])
+def test_a_number_against_an_infinite_or_nan_value_is_judged_by_what_it_is(key: str, claim: str, right: bool,
+                                                                           note: str) -> None:
+    """An infinite value is matched only by an infinity of its sign, NaN only by NaN: no digits of a finite
+    number are 'rounded' inf (|inf - 0.01| <= 1e-12·inf held, so 1e-2 was right 'rounded to 1 digit')."""
+    verdict = one_expr(key, claim)
+    assert verdict["status"] == ("right" if right else "wrong"), verdict
+    assert verdict["kind"] == "number"
+    assert verdict.get("diagnosis", "").startswith(note), verdict
+    assert "rounded" not in verdict.get("note", "") and "truncated" not in verdict.get("note", ""), verdict
+
+
+def test_a_tensor_against_an_infinite_entry_is_judged_entrywise() -> None:
+    key = "x = [1, 3]; L = sum(exp(x^6))"  # ∂L/∂x = 6x^5·exp(x^6) = [6e, inf]
+    wrong = one_expr(key, "dL/dx = [6*e, 1e300]")
+    assert_wrong(wrong)
+    assert wrong["diagnosis"].startswith("the true value is infinite at 1 of 2 entries"), wrong
+    assert_right(one_expr(key, "dL/dx = [6*e, inf]"))
+    assert_right(one_expr(key, "dL/dx = 6*x^5*exp(x^6)"))  # finite at x = 1 and nearby 3: confirmed there
+
+
+def test_an_expression_equal_only_as_infinities_is_not_right() -> None:
+    """exp(x^6) is inf where ∂L/∂x is: equal there, but not the derivative. At x = 3 the nearby points below
+    x = 2.99 are finite and tell them apart; at x = 5 every nearby point (x in [4, 6]) is infinite too, so
+    no expression is confirmed: it must not be right because every comparison was inf = inf."""
+    wrong = one_expr(INFINITE_KEY, "dL/dx = exp(x^6)")
+    assert_wrong(wrong)
+    assert wrong["diagnosis"].startswith("right at the program's values only"), wrong
+    assert_right(one_expr(INFINITE_KEY, "dL/dx = 6*x^5*exp(x^6)"))
+    for claim in ("dL/dx = exp(x^6)", "dL/dx = 6*x^5*exp(x^6)", "dL/dx = 1e300*exp(x^6)"):
+        verdict = one_expr("x = 5; L = exp(x^6)", claim)
+        assert_wrong(verdict)
+        assert verdict["diagnosis"].startswith("not confirmed"), verdict
+    assert_right(one_expr("x = 5; L = exp(x^6)", "dL/dx = inf"))  # a number: inf is what it is
+
+
+@pytest.mark.parametrize("claim", [
+    "dL/dx = 4 + 0*exp(1e6*(x - 2)^2)",  # 0·inf is NaN at every point but x = 2
+    "dL/dx = 4 + (exp(1e6*(x - 2)^2) - exp(1e6*(x - 2)^2))",  # inf - inf
+    "dL/dx = 4 + sum(zeros(round(abs(x - 2)*-1e6)))",  # zeros(0) at x = 2, a negative size elsewhere
+])
+def test_a_claim_that_is_no_number_nearby_is_not_right_by_being_skipped(claim: str) -> None:
+    """∂(x²)/∂x = 2x = 4 at x = 2, and so is the claim; nearby it is NaN or fails where 2x is a number. Such
+    points were skipped, and with all of them skipped the claim was right ('checked at the program's values
+    only'): now a claim must agree wherever the derivative is finite."""
+    verdict = one_expr("x = 2; L = x^2", claim)
+    assert_wrong(verdict)
+    assert verdict["diagnosis"].startswith("right at the program's values only"), verdict
+
+
+def test_points_where_the_derivative_is_not_finite_are_still_skipped() -> None:
+    """∂L/∂x = sqrt(a) + 2x at a = 0, x = 2 is 4; a moves to [-0.5, 0.5], where sqrt(a) is NaN for a < 0:
+    those points say nothing, the others confirm the claim."""
+    verdict = one_expr("a = 0; x = 2; L = x*sqrt(a) + x^2", "dL/dx = sqrt(a) + 2*x")
+    assert_right(verdict)
+    assert "nearby point" in verdict["note"], verdict
+
+
 @pytest.mark.parametrize("number", ["1e-308", "-1e-308", "2.5e-309", "5e-324", "1e-400", "1e308", "1.79e308",
                                     "1" + "0" * 400, "8.07e-310", "1e-323*x", "[1e308, 1e-308]"])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
