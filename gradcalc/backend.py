@@ -325,5 +325,5 @@ def is_symmetric(matrix: Any) -> bool:
 
 
 def close(a: Any, b: Any) -> bool:
-    """Equal to rounding (a path sum against autograd's gradient)."""
-    return bool(numpy.allclose(to_host(a), to_host(b), rtol=1e-9, atol=1e-12))
+    """Equal to rounding (a path sum against autograd's gradient); NaN equals NaN, as both are undefined."""
+    return bool(numpy.allclose(to_host(a), to_host(b), rtol=1e-9, atol=1e-12, equal_nan=True))

@@ -1157,10 +1157,30 @@ class Derivative:
     evaluable: bool  # False when a tensor operation has no gradcalc syntax (scatter)
 
 
+def _as_computed(expr: Expr, value: Any, algebra: Algebra) -> Expr:
+    """A derivative that folded to a constant, as the value autograd computed wherever they differ.
+
+    Folding x/x to 1 and x - x to 0 is right except where x is 0 or infinite, and there autograd's
+    value is NaN: printing 1 would say the derivative is 1 where it is undefined (0/0). An expression
+    in the variables keeps its form (its value here is printed beside it); a constant is only a value.
+    """
+    if _symbols_in(expr):
+        return expr
+    host = B.to_host(value)
+    folded = _unbroadcast(expr)
+    if isinstance(folded, Num):
+        if bool(((host == folded.value) | (B.host.isnan(host) & math.isnan(folded.value))).all()):
+            return expr
+    elif bool(B.host.isfinite(host).all()):  # a tensor constant: folding makes no NaN of finite numbers
+        return expr
+    return algebra.const(host)
+
+
 def text_of(node: Node, symbols: dict[Node, str], taken: set[str]) -> str:
     """Just the gradcalc text of a graph node's expression, shared parts inlined as `where` (the graph view)."""
     algebra = Algebra()
     (expr,) = read([node], symbols, algebra)
+    expr = _as_computed(expr, node.value, algebra)
     names = shared([expr], taken)
     printer = Printer(names)
     text = printer.top(expr)
@@ -1180,7 +1200,7 @@ def describe(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str]
     adjoints = {a: name for a, name in (adjoints or {}).items() if a is not node}
     algebra = Algebra()
     (expr,) = read([node], {**symbols, **adjoints}, algebra)
-    expr = algebra.tidy(expr)
+    expr = _as_computed(algebra.tidy(expr), node.value, algebra)
     names = shared([expr], taken)
     pulled = frozenset(adjoints.values())  # ∂L/∂a = dL_dd*(...): the kept node's gradient in front
     text_printer, latex_printer = Printer(names, pulled), LatexPrinter(names, pulled)

@@ -1528,6 +1528,16 @@ def test_a_number_against_an_infinite_or_nan_value_is_judged_by_what_it_is(key: 
     assert "rounded" not in verdict.get("note", "") and "truncated" not in verdict.get("note", ""), verdict
 
 
+def test_the_correct_derivative_of_a_0_over_0_is_nan_not_the_folded_constant() -> None:
+    """∂(x/x)/∂x = 0 where x ≠ 0, but at x = 0 it is 0/0: the claim 0 is wrong, and the correct derivative
+    shown is NaN, autograd's value (it was 'correct: ∂L/∂x = 0', the simplifier's x/x = 1 folded)."""
+    verdict = one_expr("x = 0; L = x/x", "dL/dx = 0")
+    assert_wrong(verdict)
+    assert (verdict["expected"], verdict["derivative"]) == ("NaN", "nan"), verdict
+    human = check("-e", "x = 0; L = x/x", "--claim", "dL/dx = 0").stdout
+    assert "correct: ∂L/∂x = nan" in human and "correct: ∂L/∂x = 0" not in human, human
+
+
 def test_a_tensor_against_an_infinite_entry_is_judged_entrywise() -> None:
     key = "x = [1, 3]; L = sum(exp(x^6))"  # ∂L/∂x = 6x^5·exp(x^6) = [6e, inf]
     wrong = one_expr(key, "dL/dx = [6*e, 1e300]")

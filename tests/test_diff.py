@@ -1143,3 +1143,33 @@ def test_the_derivative_by_an_empty_tensor_has_its_shape(program: str, wrt: str,
         assert doc["value"] == []
     result = gradcalc.parse_program(program).run().diff("x", [wrt])[0]
     assert evaluate_derivative(result, {}).shape == tuple(shape)
+
+
+@pytest.mark.parametrize(("program", "wrt", "text", "value"), [
+    # ∂(y·x/x)/∂y = x/x: 1 where x ≠ 0, 0/0 (NaN) at x = 0; the simplifier folds x/x to 1
+    ("x = 0; y = 2; L = y*x/x", "y", "nan", "NaN"),
+    ("x = 2; y = 2; L = y*x/x", "y", "1", 1.0),
+    # ∂(x/x)/∂x = 1/x - x/x² = 0 where x ≠ 0, inf - inf (NaN) at x = 0
+    ("x = 0; L = x/x", "x", "nan", "NaN"),
+    ("x = [0, 1]; L = sum(x/x)", "x", "[nan, 0]", ["NaN", 0.0]),
+    # ∂(x²/x)/∂x: 1 where x ≠ 0; autograd: 2x/x - x²/x² = 0/0 - 0/0 at x = 0
+    ("x = 0; L = x^2/x", "x", "nan", "NaN"),
+])
+def test_a_derivative_folded_to_a_constant_prints_as_its_value_where_that_is_nan(program: str, wrt: str, text: str,
+                                                                               value: Any) -> None:
+    """Folding x/x to 1 is right except at x = 0, where the derivative is 0/0: there the printed derivative
+    is autograd's value, NaN, not the folded constant (check printed 'correct: ∂L/∂x = 0')."""
+    doc = json_ok("diff", "-e", program, "--wrt", wrt)
+    assert (doc["derivative"], doc["value"]) == (text, value), doc
+    again = json_ok("eval", "-e", f"{program}\nD_ = {text}")["values"]["D_"]
+    assert again == value  # still gradcalc syntax
+
+
+def test_graph_and_explain_show_a_0_over_0_local_derivative_as_nan() -> None:
+    program = "x = 0; y = 2; L = y*x/x"  # ∂L/∂y = x/x = 0/0 at x = 0
+    edges = json_ok("graph", "-e", program)["edges"]
+    (edge,) = [e for e in edges if e["derivative"] in ("nan", "1")]
+    assert (edge["derivative"], edge["value"]) == ("nan", "NaN"), edges
+    doc = json_ok("explain", "-e", program, "--wrt", "y")
+    assert (doc["sum"], doc["gradient"], doc["agrees"]) == ("NaN", "NaN", True), doc  # NaN is NaN, not ≠
+    assert "✓ equals" in run_cli("explain", "-e", program, "--wrt", "y").stdout
