@@ -33,12 +33,17 @@ from .errors import (
     error_text,
 )
 from .parser import parse, parse_claims
+from .symbolic import TooLong, operations
 
 POINTS = 4  # nearby points where an expression claim must hold too
 SPREAD = 0.2  # a leaf moves by up to 20% of its size (by up to 0.5 where it is 0): signs and domains hold
 ZERO_SPREAD = 0.5
 PATHS_TRIED = 10  # the missing-path diagnosis tries subsets of up to this many chain-rule paths
 SHOWN_LEAVES = 5  # leaves listed where a claim fails at a nearby point
+# A wrong claim is shown the correct derivative as diff prints it, if it is read from at most this many
+# operations: reading costs about 0.1 ms an operation, so a wrong answer costs about what a right one does
+# (a loop of 5,000 steps has some 20,000: 2 s, and its text is 5,000 lines no one reads in feedback).
+DERIVATIVE_BUDGET = 2000
 _CHECK_STATEMENT = re.compile(r"(^|;)\s*check\b", re.MULTILINE)
 
 
@@ -226,7 +231,7 @@ class Judge:
         self._gradients: dict[tuple[int, str], dict[str, Any]] = {}
         self._jacobians: dict[tuple[int, str, str], Any] = {}
         self._paths: dict[tuple[int, str, str], list[tuple[str, Any]] | None] = {}
-        self._derivatives: dict[tuple[str, str], str] = {}
+        self._derivatives: dict[tuple[str, str], tuple[str, str]] = {}  # (text, why there is none)
 
     def report(self, name: str, *groups: tuple[list[S.Claim] | list[S.Claim | Unreadable], Source]) -> Report:
         """Judge each group of claims (claims and the source they were written in) as one submission."""
@@ -234,7 +239,8 @@ class Judge:
                     for claims, source in groups for claim in claims]
         for verdict in verdicts:  # a wrong derivative is shown with the right one
             if verdict.status == "wrong" and verdict.wrt is not None:
-                verdict.derivative = self.derivative(verdict.of, verdict.wrt, verdict.wrt2)
+                verdict.derivative, why = self._derivative(verdict.of, verdict.wrt, verdict.wrt2)
+                verdict.note = verdict.note or why
         return Report(name, verdicts, self._first_wrong(verdicts))
 
     def verdict(self, claim: S.Claim, source: Source) -> Verdict:
@@ -560,11 +566,15 @@ class Judge:
         return ""
 
     def _path_values(self, run: Run, of: str, wrt: str) -> list[tuple[str, Any]] | None:
-        """Each chain-rule path from of to wrt (its text, its product here), or None past PATHS_TRIED."""
+        """Each chain-rule path from of to wrt (its text, its product here), or None past PATHS_TRIED,
+        or where the program's graph has more than DERIVATIVE_BUDGET operations (the graph view that
+        explain builds costs some 0.5 ms a variable: a loop of 10,000 steps took 6 s)."""
         key = (id(run), of, wrt)
         if key not in self._paths:
             found: list[tuple[str, Any]] | None = None
             try:
+                if operations(run.node(of), {}, DERIVATIVE_BUDGET) > DERIVATIVE_BUDGET:
+                    raise TooLong(DERIVATIVE_BUDGET)
                 explanation, view = run.explain(of, wrt, PATHS_TRIED)
                 if explanation.paths and len(explanation.paths) <= PATHS_TRIED:
                     found = [(" → ".join([of, *(view.nodes[e.target].label for e in path.edges)]), path.value)
@@ -577,18 +587,27 @@ class Judge:
         return self._paths[key]
 
     def derivative(self, of: str, wrt: str, wrt2: str | None = None) -> str:
-        """The correct derivative as gradcalc diff prints it ('' where diff cannot: a vector output)."""
+        """The correct derivative as gradcalc diff prints it ('' where diff cannot: a vector output,
+        or one past DERIVATIVE_BUDGET operations)."""
+        return self._derivative(of, wrt, wrt2)[0]
+
+    def _derivative(self, of: str, wrt: str, wrt2: str | None = None) -> tuple[str, str]:
+        """The derivative's text, or '' and why not where it is too long to show (else '')."""
         key = (of, wrt if wrt2 is None else f"{wrt}\0{wrt2}")
         if key not in self._derivatives:
+            why = ""
             try:
                 if wrt2 is None:
-                    (found,) = self.run.diff(of, [wrt])
+                    (found,) = self.run.diff(of, [wrt], budget=DERIVATIVE_BUDGET)
                 else:  # diff's second order: each pair of the names given, in order; ours is the pair (wrt, wrt2)
-                    found = self.run.diff(of, list(dict.fromkeys([wrt, wrt2])), order=2)[1 if wrt2 != wrt else 0]
+                    found = self.run.diff(of, list(dict.fromkeys([wrt, wrt2])), order=2,
+                                          budget=DERIVATIVE_BUDGET)[1 if wrt2 != wrt else 0]
                 text = found.text + "".join(f"\n  where {name} = {body}" for name, body, _ in found.where)
+            except TooLong as exc:
+                text, why = "", exc.message
             except GradcalcError:
                 text = ""
-            self._derivatives[key] = text
+            self._derivatives[key] = text, why
         return self._derivatives[key]
 
     def _first_wrong(self, verdicts: list[Verdict]) -> str | None:

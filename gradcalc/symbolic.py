@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import backend as B
+from .errors import LimitExceeded
 from .graph import Node
 
 
@@ -480,6 +481,34 @@ def read(roots: list[Node], symbols: dict[Node, str], algebra: Algebra) -> list[
                 continue
             memo[node] = _translate(node, [memo[p] for p in node.inputs], algebra)
     return [memo[root] for root in roots]
+
+
+class TooLong(LimitExceeded):
+    """A derivative with more operations than a caller's budget: not read (check's feedback must stay cheap)."""
+
+    def __init__(self, operations: int) -> None:
+        super().__init__(f"the derivative is too long to print here ({operations:,} operations); "
+                         "gradcalc diff prints it")
+        self.operations = operations
+
+
+def operations(node: Node, symbols: dict[Node, str], budget: int | None = None) -> int:
+    """How many operations the expression of a graph node is read from (counted up to budget + 1)."""
+    seen: set[Node] = set()
+    stack = [node]
+    while stack and (budget is None or len(seen) <= budget):
+        current = stack.pop()
+        if current in seen or current in symbols or current.op is None:
+            continue
+        seen.add(current)
+        stack.extend(current.inputs)
+    return len(seen)
+
+
+def within(node: Node, symbols: dict[Node, str], budget: int | None) -> None:
+    """Refuse (TooLong) a derivative past a budget of operations, before anything is read."""
+    if budget is not None and operations(node, symbols, budget) > budget:
+        raise TooLong(operations(node, symbols))
 
 
 def _uses(roots: list[Node], symbols: dict[Node, str]) -> dict[Node, int]:

@@ -1584,6 +1584,37 @@ def test_points_where_the_derivative_is_not_finite_are_still_skipped() -> None:
     assert "nearby point" in verdict["note"], verdict
 
 
+def test_a_wrong_claim_about_a_long_loop_costs_about_what_a_right_one_does() -> None:
+    """Grading gives each submission the same time limit, so a wrong answer's feedback must not cost much more
+    than judging a right one: the correct derivative is shown only where it has at most DERIVATIVE_BUDGET
+    operations (a 3,000-step loop's took 10 s and 1 GB to print as feedback; judging took 0.3 s)."""
+    steps, x, c = 3000, 1.0001, 0.001
+    key = gradcalc.parse_program(f"x = {x}\ny = x\nfor i in range({steps}) {{ y = y * x + 0.001 }}\nL = y")
+    # by hand: y_n = x^(n+1) + c·Σ_{j<n} x^j, so dy_n/dx = (n+1)·x^n + c·Σ_{1<=j<n} j·x^(j-1)
+    value = (steps + 1) * x ** steps + c * sum(j * x ** (j - 1) for j in range(1, steps))
+    judged = []
+    for claim in (f"dL/dx = {value:.8g}", "dL/dx = 3"):
+        judge = C.Judge(key.run(keep_values=True))
+        started = time.perf_counter()
+        report = judge.report("x", C.parse_claim_option(claim))
+        judged.append((time.perf_counter() - started, report))
+    (right_time, right), (wrong_time, wrong) = judged
+    assert right.verdicts[0].status == "right" and wrong.verdicts[0].status == "wrong"
+    verdict = wrong.verdicts[0]
+    assert verdict.derivative == "", verdict
+    assert re.fullmatch(r"the derivative is too long to print here \([\d,]+ operations\); gradcalc diff prints it",
+                        verdict.note), verdict.note
+    assert wrong_time < 3 * right_time + 2, (wrong_time, right_time)
+    human = check("-e", "x = 1.0001; y = x; for i in range(3000) { y = y * x + 0.001 }; L = y",
+                  "--claim", "dL/dx = 3").stdout
+    assert "correct: ∂L/∂x = " in human and "too long to print here" in human, human
+
+
+def test_a_wrong_claim_about_a_small_program_still_gets_the_derivative() -> None:
+    verdict = one(NEURON, "dL/dw1 = 1")  # ∂L/∂w1 = -w3·a
+    assert verdict["derivative"] == "-a*w3" and "note" not in verdict, verdict
+
+
 @pytest.mark.parametrize("number", ["1e-308", "-1e-308", "2.5e-309", "5e-324", "1e-400", "1e308", "1.79e308",
                                     "1" + "0" * 400, "8.07e-310", "1e-323*x", "[1e308, 1e-308]"])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])

@@ -1209,3 +1209,14 @@ def test_a_gradient_summed_over_a_long_loop_is_read_in_linear_memory() -> None:
     assert peak < 40 * 2**20, f"peak {peak / 2**20:.0f} MiB reading a 1,500-step derivative"
     assert float(result.value) == pytest.approx(_loop_derivative(1500), rel=1e-9)
     assert len(result.where) > 1000  # still printed whole by diff: the steps are named t1, t2, ...
+
+
+def test_a_budget_refuses_a_derivative_with_more_operations_before_reading_it() -> None:
+    from gradcalc.symbolic import TooLong
+
+    run = gradcalc.parse_program(_loop_program(1000)).run()
+    with pytest.raises(TooLong) as caught:
+        run.diff("L", ["x"], budget=500)
+    assert caught.value.operations > 500 and "gradcalc diff prints it" in caught.value.message
+    (small,) = gradcalc.parse_program("x = 2; L = x^3").run().diff("L", ["x"], budget=500)
+    assert small.text == "3*x^2"
