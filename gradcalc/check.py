@@ -38,6 +38,7 @@ from .symbolic import TooLong, operations
 POINTS = 4  # nearby points where an expression claim must hold too
 SPREAD = 0.2  # a leaf moves by up to 20% of its size (by up to 0.5 where it is 0): signs and domains hold
 ZERO_SPREAD = 0.5
+NICE_POWER = 1e6  # a power of ten up to this names a slip of units (1000 for ms and s); 1e30 names none
 PATHS_TRIED = 10  # the missing-path diagnosis tries subsets of up to this many chain-rule paths
 SHOWN_LEAVES = 5  # leaves listed where a claim fails at a nearby point
 # A wrong claim is shown the correct derivative as diff prints it, if it is read from at most this many
@@ -686,14 +687,15 @@ def _nice(factor: float) -> bool:
         whole = round(value)
         if 2 <= whole <= 10 and abs(value - whole) < 1e-9 * whole:
             return True
-        if value > 1 and abs(math.log10(value) - round(math.log10(value))) < 1e-9:
+        if 1 < value <= NICE_POWER and abs(math.log10(value) - round(math.log10(value))) < 1e-9:
             return True
     return False
 
 
 def _ratio(factor: float) -> str:
+    """1/2, 1/1000 for small factors, else the number (1e-308, not 1 over a 309-digit integer)."""
     inverse = 1 / factor
-    if abs(factor) < 1 and math.isfinite(inverse) and abs(inverse - round(inverse)) < 1e-9:
+    if abs(factor) < 1 and abs(inverse) <= NICE_POWER and abs(inverse - round(inverse)) < 1e-9:
         return f"{'-' if factor < 0 else ''}1/{abs(round(inverse))}"
     return B.format_number(factor)
 
@@ -721,7 +723,15 @@ def _last_digit(got: Any, want: Any, units: Any) -> str:
     if not math.isfinite(value) or abs(float(got) - value) > 3 * unit:
         return ""
     places = round(-math.log10(unit))
-    shown = f"{value:.{places}f}" if places > 0 else f"{round(value / unit) * unit:g}"
+    rounded = round(value / unit) * unit
+    if rounded == 0:  # -1e30 for -1: the value has no digit there, so every digit written is off, not the last
+        return ""
+    if 0 < places <= 15:
+        shown = f"{value:.{places}f}"
+    elif places <= 0 and rounded < 1e15:
+        shown = f"{rounded:g}"
+    else:  # 1.6e-300, not 300 zeros: the digits written, in scientific notation
+        shown = f"{rounded:.{max(1, math.floor(math.log10(abs(rounded))) + places + 1)}g}"
     return f"off in the last digit written: to the digits written, the value is {shown}"
 
 

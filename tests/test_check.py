@@ -1626,6 +1626,21 @@ def test_numbers_at_the_ends_of_the_floats_are_judged_wrong_not_an_internal_erro
     assert verdict["expected"] == 4
 
 
+@pytest.mark.parametrize(("key", "claim", "diagnosis"), [
+    (NEURON_PROGRAM, "dL/dw1 = -1e-308*w3*a", "a factor off: the claim is 1e-308 × ∂L/∂w1"),  # not 1/(309 digits)
+    (NEURON_PROGRAM, "dL/dw1 = -1e-30*w3*a", "a factor off: the claim is 1e-30 × ∂L/∂w1"),
+    (NEURON_PROGRAM, "dL/dw1 = -1000*w3*a", "a factor off: the claim is 1000 × ∂L/∂w1"),
+    (NEURON_PROGRAM, "dL/dw1 = 1e-308", ""),  # -1 is no power of ten times 1e-308 worth naming
+    (NEURON_PROGRAM, "dL/dw1 = -1e30", ""),  # not 'off in the last digit: the value is 0'
+    ("x = 1.62e300; L = x", "L = 1.5e300",
+     "off in the last digit written: to the digits written, the value is 1.6e+300"),
+])
+def test_diagnoses_of_numbers_far_out_are_short(key: str, claim: str, diagnosis: str) -> None:
+    verdict = one_expr(key, claim)
+    assert_wrong(verdict)
+    assert verdict.get("diagnosis", "") == diagnosis, verdict
+
+
 @pytest.mark.parametrize("claim", ["dy/dx = 1e400", "y = 1e309", r"dy/dx = 1.5 \times 10^{400}"])
 def test_a_number_too_large_for_a_float_is_judged_wrong(claim: str) -> None:
     """1e400 is inf: wrong (it was an OverflowError, exit 3, and every other claim lost)."""
