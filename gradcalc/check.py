@@ -43,7 +43,7 @@ PATHS_TRIED = 10  # the missing-path diagnosis tries subsets of up to this many 
 SHOWN_LEAVES = 5  # leaves listed where a claim fails at a nearby point
 # A wrong claim is shown the correct derivative as diff prints it, if it is read from at most this many
 # operations: reading costs about 0.1 ms an operation, so a wrong answer costs about what a right one does
-# (a loop of 5,000 steps has some 20,000: 2 s, and its text is 5,000 lines no one reads in feedback).
+# (a loop of 5,000 steps has some 25,000: 2 s, and its text is 5,000 lines no one reads in feedback).
 DERIVATIVE_BUDGET = 2000
 _CHECK_STATEMENT = re.compile(r"(^|;)\s*check\b", re.MULTILINE)
 
