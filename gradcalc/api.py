@@ -317,11 +317,12 @@ class Run:
         return Tangents(of, B.to_host(output.value), wrt, B.to_host(direction), B.to_host(result))
 
     def diff(self, of: str | None = None, wrt: Sequence[str] | None = None, order: int = 1,
-             keep: Sequence[str] = (), intermediates: bool = False) -> list[Derivative]:
+             keep: Sequence[str] = (), intermediates: bool = False, budget: int | None = None) -> list[Derivative]:
         """Each derivative as an expression: in the leaves, or keeping named intermediates.
 
         The expression is the differentiable backward pass (the same rules as `grad`)
-        read back as algebra, along the path this run executed.
+        read back as algebra, along the path this run executed. With a budget, a derivative
+        recorded with more operations than that is not read: symbolic.TooLong says how many.
         """
         from . import symbolic
 
@@ -352,6 +353,7 @@ class Run:
                 results = []
                 for name, target in zip(names, targets):
                     gradient = first.get(target, constant(B.xp.zeros(target.shape, dtype=B.dtype)))
+                    symbolic.within(gradient, symbols, budget)
                     if order == 1:
                         results.append(symbolic.describe(of, (name,), gradient, symbols, taken, adjoints))
                         continue
@@ -362,6 +364,7 @@ class Run:
                         if gradient.requires_grad else {}
                     for other_name, other in zip(names, targets):
                         found = second.get(other, constant(B.xp.zeros(other.shape, dtype=B.dtype)))
+                        symbolic.within(found, symbols, budget)
                         results.append(symbolic.describe(of, (name, other_name), found, symbols, taken))
         return results
 

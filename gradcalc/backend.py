@@ -132,13 +132,27 @@ def dtype_name() -> str:
 
 
 def check_size(shape: tuple[int, ...], what: str) -> None:
-    """Refuse, before allocating, a tensor larger than --max-elements."""
+    """Refuse, before allocating, a tensor larger than --max-elements.
+
+    One size past the limit is refused too, though another size of 0 leaves no elements
+    (zeros(0, 10^20)): the library cannot represent such a dimension, and no tensor needs it."""
     size = math.prod(shape)
-    if size > max_elements:
+    longest = max(shape, default=0)
+    if size > max_elements or longest > max_elements:
+        shown = "(" + ", ".join(_count(n, grouped=False) for n in shape) + ("," if len(shape) == 1 else "") + ")"
+        problem = f"would have {_count(size)} elements" if size > max_elements else f"has a size of {_count(longest)}"
         raise LimitExceeded(
-            f"{what} would have {size:,} elements (shape {shape}), more than the limit of {max_elements:,}",
+            f"{what} {problem} (shape {shown}), more than the limit of {max_elements:,} elements",
             "make it smaller, or raise the limit with --max-elements",
         )
+
+
+def _count(n: int, grouped: bool = True) -> str:
+    """A size as people read it: 1,000,000; or about 1.00e+20 past 15 digits (a size may have hundreds)."""
+    digits = str(n)
+    if len(digits) > 15:
+        return f"about {digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
+    return f"{n:,}" if grouped else digits
 
 
 def scalar(value: float) -> Array:
@@ -403,5 +417,5 @@ def is_symmetric(matrix: Any) -> bool:
 
 
 def close(a: Any, b: Any) -> bool:
-    """Equal to rounding (a path sum against autograd's gradient)."""
-    return bool(numpy.allclose(to_host(a), to_host(b), rtol=1e-9, atol=1e-12))
+    """Equal to rounding (a path sum against autograd's gradient); NaN equals NaN, as both are undefined."""
+    return bool(numpy.allclose(to_host(a), to_host(b), rtol=1e-9, atol=1e-12, equal_nan=True))

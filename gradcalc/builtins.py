@@ -90,7 +90,7 @@ def as_shape(values: tuple[Node, ...], what: str) -> tuple[int, ...]:
     shape = _sizes(values, f"{what} size")
     if any(n < 0 for n in shape):
         raise ValueProblem(f"{what} sizes must not be negative, got {shape}", "give sizes of 0 or more")
-    B.check_size(shape, f"{what}{shape}")
+    B.check_size(shape, what)  # the message shows the shape
     return shape
 
 
@@ -157,6 +157,7 @@ def _reshape(x: Node, *sizes: Node) -> Node:
     ):
         raise ValueProblem(f"cannot reshape a tensor of shape {x.shape} ({size} elements) to {shape}",
                            "the sizes must multiply to the same number of elements (one size may be -1)")
+    B.check_size(shape, "reshape")  # reshape(zeros(0), 0, 1e20): no elements, but a size past the limit
     return ops.reshape(x, shape)
 
 
@@ -335,4 +336,5 @@ def _table() -> dict[str, Builtin]:
 
 BUILTINS = _table()
 RANDOM = frozenset({"randn", "rand"})
-CONSTANTS = {"pi": math.pi, "π": math.pi, "e": math.e, "True": 1.0, "False": 0.0}  # keepdims=True, as NumPy writes
+# True and False for keepdims=True, as NumPy writes; inf and nan as diff prints infinite and undefined values
+CONSTANTS = {"pi": math.pi, "π": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan, "True": 1.0, "False": 0.0}

@@ -1,10 +1,11 @@
 """gradcalc check: judge claimed derivatives and values against autograd, and say what is wrong.
 
 A number is compared at the program's values, to the digits it was written
-with (0.39 is right for 0.3932). An expression must be an identity: it is
-compared there and at a few seeded random points nearby, where the program
-runs again with its leaves moved; a point where either side is not finite is
-skipped. Nothing is simplified symbolically, so judging cannot hang.
+with (0.39 is right for 0.3932); an infinite or NaN value only with the same.
+An expression must be an identity: it is compared there and at a few seeded
+random points nearby, where the program runs again with its leaves moved,
+wherever the derivative is finite there; a claim compared only with infinities
+is not confirmed. Nothing is simplified symbolically, so judging cannot hang.
 """
 
 from __future__ import annotations
@@ -34,13 +35,19 @@ from .errors import (
 )
 from .files import DEFAULT_MAX_FILE_SIZE, entry_problem, read_text
 from .parser import parse, parse_claims
+from .symbolic import TooLong, operations
 
 POINTS = 4  # nearby points where an expression claim must hold too
 SPREAD = 0.2  # a leaf moves by up to 20% of its size (by up to 0.5 where it is 0): signs and domains hold
 ZERO_SPREAD = 0.5
+NICE_POWER = 1e6  # a power of ten up to this names a slip of units (1000 for ms and s); 1e30 names none
 PATHS_TRIED = 10  # the missing-path diagnosis tries subsets of up to this many chain-rule paths
 SHOWN_LEAVES = 5  # leaves listed where a claim fails at a nearby point
 REPORTED_ENTRIES = 10_000  # grading sends back values up to this size: the parent grows by the class, not its data
+# A wrong claim is shown the correct derivative as diff prints it, if it is read from at most this many
+# operations: reading costs about 0.1 ms an operation, so a wrong answer costs about what a right one does
+# (a loop of 5,000 steps has some 25,000: 2 s, and its text is 5,000 lines no one reads in feedback).
+DERIVATIVE_BUDGET = 2000
 _CHECK_STATEMENT = re.compile(r"(^|;)\s*check\b", re.MULTILINE)
 
 
@@ -217,6 +224,12 @@ class _Sample:
     run: Run
     got: Any
     want: Any
+    problem: str = ""  # why the claim has no value to compare here (it fails there, or has another shape)
+
+    @property
+    def clean(self) -> bool:
+        """Both sides finite and of fitting shapes: a point a diagnosis can use."""
+        return not self.problem and bool(B.host.isfinite(self.got).all() and B.host.isfinite(self.want).all())
 
 
 class Judge:
@@ -235,7 +248,7 @@ class Judge:
         self._gradients: dict[tuple[int, str], dict[str, Any]] = {}
         self._jacobians: dict[tuple[int, str, str], Any] = {}
         self._paths: dict[tuple[int, str, str], list[tuple[str, Any]] | None] = {}
-        self._derivatives: dict[tuple[str, str], str] = {}
+        self._derivatives: dict[tuple[str, str], tuple[str, str]] = {}  # (text, why there is none)
 
     def report(self, name: str, *groups: tuple[list[S.Claim] | list[S.Claim | Unreadable], Source]) -> Report:
         """Judge each group of claims (claims and the source they were written in) as one submission."""
@@ -243,7 +256,8 @@ class Judge:
                     for claims, source in groups for claim in claims]
         for verdict in verdicts:  # a wrong derivative is shown with the right one
             if verdict.status == "wrong" and verdict.wrt is not None:
-                verdict.derivative = self.derivative(verdict.of, verdict.wrt, verdict.wrt2)
+                verdict.derivative, why = self._derivative(verdict.of, verdict.wrt, verdict.wrt2)
+                verdict.note = verdict.note or why
         return Report(name, verdicts, self._first_wrong(verdicts))
 
     def verdict(self, claim: S.Claim, source: Source) -> Verdict:
@@ -266,10 +280,15 @@ class Judge:
 
     def _check_names(self, claim: S.Claim) -> None:
         frame = self.run.frame
+        known = list(frame)
+        for name in (claim.of, claim.wrt, claim.wrt2):  # what is differentiated, and by what: variables only
+            if name is not None and name not in frame and name in CONSTANTS:
+                raise NameNotFound(f"'{name}' is a constant ({B.format_number(CONSTANTS[name])}), not a variable "
+                                   "of the program: a claim is about a variable's value or derivative",
+                                   "name one of its variables: " + ", ".join(known[:12]), claim.pos)
         for name, pos in [(claim.of, claim.pos), (claim.wrt, claim.pos), (claim.wrt2, claim.pos)] + \
                 [(n.name, n.pos) for n in S.walk(claim.claimed) if isinstance(n, S.Name)]:
             if name is not None and name not in frame and name not in CONSTANTS:
-                known = list(frame)
                 raise NameNotFound(f"the claim names '{name}', which the program does not have",
                                    did_you_mean(name, known) or "its variables are: " + ", ".join(known[:12]), pos)
 
@@ -290,25 +309,59 @@ class Judge:
             self._judge_number(claim, verdict, got, want)
             return
         samples = [_Sample(base, got, want)]
-        if not self.tolerance.close(got, want).all():
-            samples += self._nearby_samples(claim, source)
-            verdict.diagnosis = self._diagnose(claim, samples, self._exact_match, several_points=True)
+        exact = self.tolerance.close(got, want)
+        if not exact.all():
+            samples += [s for s in self._nearby_samples(claim, source, got.ndim) if s.clean]
+            verdict.diagnosis = _finite_against_not(got, want, exact, _label(claim)) or \
+                self._diagnose(claim, samples, self._exact_match, several_points=True) or \
+                _not_matched(got, want, exact, _label(claim))
             return
-        nearby = self._nearby_samples(claim, source)
-        for sample in nearby:
-            if not self.tolerance.close(sample.got, sample.want).all():
+        # Right here. Nearby, it must agree wherever the truth is finite: a claim that is NaN, infinite or
+        # fails where the truth is a number is wrong there (else 4 + 0*exp(1e6*(x - 2)^2) would pass at x = 2,
+        # every nearby point skipped). Where the truth is not finite nothing is compared.
+        compared = 0
+        confirmed = B.host.isfinite(want)  # entries compared with a finite value somewhere
+        for sample in self._nearby_samples(claim, source, got.ndim):
+            agrees = self._agrees_nearby(sample)
+            if agrees is False:
                 verdict.diagnosis = self._only_here(claim, sample)
                 return
+            if agrees:
+                compared += 1
+                confirmed = confirmed | B.host.isfinite(sample.want)
+        if self.points and not confirmed.all():
+            # Compared only as infinities (or NaN): inf = inf says nothing of which expression it is.
+            where = f" at {int((~confirmed).sum())} of {confirmed.size} entries" if confirmed.ndim else ""
+            verdict.diagnosis = (f"not confirmed: {_label(claim)} is not finite{where} at the program's values "
+                                 f"({_short(want)}) nor at any nearby point, so the claim was compared there only "
+                                 f"with infinities or NaN, which any expression infinite there matches")
+            return
         verdict.status = "right"
-        verdict.note = (f"holds at the program's values and at {len(nearby)} nearby point{'s' * (len(nearby) != 1)}"
-                        if nearby else "checked at the program's values only" + (
+        verdict.note = (f"holds at the program's values and at {compared} nearby point{'s' * (compared != 1)}"
+                        if compared else "checked at the program's values only" + (
                             " (--points 0)" if self.points == 0 else ": no nearby point could be used"))
+
+    def _agrees_nearby(self, sample: _Sample) -> bool | None:
+        """Whether the claim equals the truth at a nearby point wherever the truth is finite there
+        (None: it is finite nowhere there, so nothing could be compared)."""
+        want = sample.want
+        finite = B.host.isfinite(want)
+        if not finite.any():
+            return None
+        if sample.problem:
+            return False
+        got = B.host.broadcast_to(sample.got, want.shape)
+        return bool(self.tolerance.close(got[finite], want[finite]).all())
 
     def _judge_number(self, claim: S.Claim, verdict: Verdict, got: Any, want: Any) -> None:
         units = None if self.tolerance.given else _units(claim.claimed)
         exact = self.tolerance.close(got, want)
-        if exact.all():
+        if exact.all():  # an infinite value equals only the same infinity, NaN only NaN (written inf, nan)
             verdict.status = "right"
+            return
+        finite_claim = _finite_against_not(got, want, exact, _label(claim))
+        if finite_claim:  # a number is never right for an infinite or undefined value, to any digits
+            verdict.diagnosis = finite_claim
             return
         if units is not None:
             rounded, truncated = _to_digits(got, want, units)
@@ -339,7 +392,7 @@ class Judge:
 
         samples = [_Sample(self.run, got, want)]
         verdict.diagnosis = self._diagnose(claim, samples, matches, several_points=False, matches_sum=matches_sum) \
-            or _last_digit(got, want, units)
+            or _not_matched(got, want, exact, _label(claim)) or _last_digit(got, want, units)
 
     def _exact_match(self, value: Any, sample: _Sample) -> bool:
         return bool(self.tolerance.close(sample.got, value).all())
@@ -404,17 +457,23 @@ class Judge:
                 continue  # the program fails there (a count that must be whole, a domain): another point
         return runs
 
-    def _nearby_samples(self, claim: S.Claim, source: Source) -> list[_Sample]:
+    def _nearby_samples(self, claim: S.Claim, source: Source, rank: int) -> list[_Sample]:
+        """Both sides at each nearby point where the truth exists (rank: the claim's ndim at the program's
+        values); where the claim fails there, or has another shape, its sample says why."""
         samples = []
         for run in self._nearby_runs(claim.of):
+            got, problem = None, ""
             try:
                 got = run.evaluate(claim.claimed, source)
-                want = self._truth(run, claim, got.ndim)
+            except GradcalcError as exc:
+                problem = f"the claim cannot be evaluated ({exc.message})"
+            try:
+                want = self._truth(run, claim, rank if got is None else got.ndim)
             except GradcalcError:
-                continue
-            finite = B.host.isfinite(got).all() and B.host.isfinite(want).all()
-            if finite and _broadcasts(got.shape, want.shape):
-                samples.append(_Sample(run, got, want))
+                continue  # the key has no derivative there: nothing to compare with
+            if got is not None and not _broadcasts(got.shape, want.shape):
+                problem = f"the claim has shape {_shape(got.shape)}"
+            samples.append(_Sample(run, got, want, problem))
         return samples
 
     # --- explaining a wrong answer --------------------------------------------------------------
@@ -423,8 +482,9 @@ class Judge:
         moved = [(name, node.value) for name, node in sample.run.leaves.items() if node.value.shape == ()]
         where = ", ".join(f"{name} = {float(value):.3g}" for name, value in moved[:SHOWN_LEAVES])
         where += ", …" if len(moved) > SHOWN_LEAVES else ""
+        gives = sample.problem or f"the claim gives {_short(sample.got)}"
         return (f"right at the program's values only: it is not an identity. Nearby, at {where or 'moved leaves'}, "
-                f"the claim gives {_short(sample.got)} but {_label(claim)} = {_short(sample.want)}")
+                f"{gives} but {_label(claim)} = {_short(sample.want)}")
 
     def _shape_diagnosis(self, claim: S.Claim, got: Any, want: Any) -> str:
         if got.ndim == 2 and got.shape == want.shape[::-1] and self.tolerance.close(got.T, want).all():
@@ -523,11 +583,15 @@ class Judge:
         return ""
 
     def _path_values(self, run: Run, of: str, wrt: str) -> list[tuple[str, Any]] | None:
-        """Each chain-rule path from of to wrt (its text, its product here), or None past PATHS_TRIED."""
+        """Each chain-rule path from of to wrt (its text, its product here), or None past PATHS_TRIED,
+        or where the program's graph has more than DERIVATIVE_BUDGET operations (the graph view that
+        explain builds costs some 0.5 ms a variable: a loop of 10,000 steps took 6 s)."""
         key = (id(run), of, wrt)
         if key not in self._paths:
             found: list[tuple[str, Any]] | None = None
             try:
+                if operations(run.node(of), {}, DERIVATIVE_BUDGET) > DERIVATIVE_BUDGET:
+                    raise TooLong(DERIVATIVE_BUDGET)
                 explanation, view = run.explain(of, wrt, PATHS_TRIED)
                 if explanation.paths and len(explanation.paths) <= PATHS_TRIED:
                     found = [(" → ".join([of, *(view.nodes[e.target].label for e in path.edges)]), path.value)
@@ -540,18 +604,27 @@ class Judge:
         return self._paths[key]
 
     def derivative(self, of: str, wrt: str, wrt2: str | None = None) -> str:
-        """The correct derivative as gradcalc diff prints it ('' where diff cannot: a vector output)."""
+        """The correct derivative as gradcalc diff prints it ('' where diff cannot: a vector output,
+        or one past DERIVATIVE_BUDGET operations)."""
+        return self._derivative(of, wrt, wrt2)[0]
+
+    def _derivative(self, of: str, wrt: str, wrt2: str | None = None) -> tuple[str, str]:
+        """The derivative's text, or '' and why not where it is too long to show (else '')."""
         key = (of, wrt if wrt2 is None else f"{wrt}\0{wrt2}")
         if key not in self._derivatives:
+            why = ""
             try:
                 if wrt2 is None:
-                    (found,) = self.run.diff(of, [wrt])
+                    (found,) = self.run.diff(of, [wrt], budget=DERIVATIVE_BUDGET)
                 else:  # diff's second order: each pair of the names given, in order; ours is the pair (wrt, wrt2)
-                    found = self.run.diff(of, list(dict.fromkeys([wrt, wrt2])), order=2)[1 if wrt2 != wrt else 0]
+                    found = self.run.diff(of, list(dict.fromkeys([wrt, wrt2])), order=2,
+                                          budget=DERIVATIVE_BUDGET)[1 if wrt2 != wrt else 0]
                 text = found.text + "".join(f"\n  where {name} = {body}" for name, body, _ in found.where)
+            except TooLong as exc:
+                text, why = "", exc.message
             except GradcalcError:
                 text = ""
-            self._derivatives[key] = text
+            self._derivatives[key] = text, why
         return self._derivatives[key]
 
     def _first_wrong(self, verdicts: list[Verdict]) -> str | None:
@@ -625,17 +698,20 @@ def _factor(sample: _Sample) -> float | None:
 def _nice(factor: float) -> bool:
     """2, 1/2, 10, 1/10, -3 ...: factors that name a slip (one point cannot tell a factor from any wrong number)."""
     for value in (abs(factor), 1 / abs(factor)):
+        if not math.isfinite(value):  # 1/2.5e-309 overflows: no nice factor that far out
+            continue
         whole = round(value)
         if 2 <= whole <= 10 and abs(value - whole) < 1e-9 * whole:
             return True
-        if value > 1 and abs(math.log10(value) - round(math.log10(value))) < 1e-9:
+        if 1 < value <= NICE_POWER and abs(math.log10(value) - round(math.log10(value))) < 1e-9:
             return True
     return False
 
 
 def _ratio(factor: float) -> str:
+    """1/2, 1/1000 for small factors, else the number (1e-308, not 1 over a 309-digit integer)."""
     inverse = 1 / factor
-    if abs(factor) < 1 and abs(inverse - round(inverse)) < 1e-9:
+    if abs(factor) < 1 and abs(inverse) <= NICE_POWER and abs(inverse - round(inverse)) < 1e-9:
         return f"{'-' if factor < 0 else ''}1/{abs(round(inverse))}"
     return B.format_number(factor)
 
@@ -643,7 +719,7 @@ def _ratio(factor: float) -> str:
 def _to_digits(got: Any, want: Any, units: Any) -> tuple[Any, Any]:
     """Elementwise: got is want rounded, or truncated, to the last digit written (units > 0 only)."""
     error = B.host.abs(got - want)
-    written = units > 0
+    written = (units > 0) & B.host.isfinite(got) & B.host.isfinite(want)  # inf is no number rounded: inf - x <= inf
     rounded = written & (error <= 0.5 * units * (1 + 1e-9) + 1e-12 * B.host.abs(want))
     short = B.host.abs(want) - B.host.abs(got)  # truncation cuts toward zero, by less than one unit
     truncated = written & (got * want >= 0) & (short >= 0) & (short < units * (1 - 1e-9))
@@ -663,8 +739,42 @@ def _last_digit(got: Any, want: Any, units: Any) -> str:
     if not math.isfinite(value) or abs(float(got) - value) > 3 * unit:
         return ""
     places = round(-math.log10(unit))
-    shown = f"{value:.{places}f}" if places > 0 else f"{round(value / unit) * unit:g}"
+    rounded = round(value / unit) * unit
+    if rounded == 0:  # -1e30 for -1: the value has no digit there, so every digit written is off, not the last
+        return ""
+    if 0 < places <= 15:
+        shown = f"{value:.{places}f}"
+    elif places <= 0 and rounded < 1e15:
+        shown = f"{rounded:g}"
+    else:  # 1.6e-300, not 300 zeros: the digits written, in scientific notation
+        shown = f"{rounded:.{max(1, math.floor(math.log10(abs(rounded))) + places + 1)}g}"
     return f"off in the last digit written: to the digits written, the value is {shown}"
+
+
+def _finite_against_not(got: Any, want: Any, exact: Any, label: str) -> str:
+    """Where the value is infinite or NaN and the claim a finite number: say so (no digits make that right)."""
+    want = B.host.broadcast_to(want, exact.shape)
+    finite = B.host.broadcast_to(B.host.isfinite(got), exact.shape)
+    return _not_finite_story(~B.host.isfinite(want) & finite & ~exact, want, label)
+
+
+def _not_matched(got: Any, want: Any, exact: Any, label: str) -> str:
+    """Where the value is infinite or NaN and the claim is not that same value (-inf for inf, inf for nan)."""
+    want = B.host.broadcast_to(want, exact.shape)
+    return _not_finite_story(~B.host.isfinite(want) & ~exact, want, label)
+
+
+def _not_finite_story(missed: Any, want: Any, label: str) -> str:
+    if not missed.any():
+        return ""
+    nan = bool(B.host.isnan(want[missed]).any())
+    infinite = bool(B.host.isinf(want[missed]).any())
+    kind = "infinite or not a number" if nan and infinite else "not a number (NaN)" if nan else "infinite"
+    where = f" at {int(missed.sum())} of {missed.size} entries" if want.ndim else ""
+    matched_by = "nan (a NaN) and an infinity by the same infinity" if nan and infinite else \
+        "nan" if nan else "an infinite claim of the same sign (inf or -inf)"
+    return (f"the true value is {kind}{where}: {label} = {_short(want)} at the program's values, "
+            f"and only {matched_by} matches it")
 
 
 def _scientific_text(whole: float) -> str:

@@ -447,6 +447,8 @@ def _verdict_detail(verdict: Any, full: bool, errors_apart: bool = False) -> Ren
     else:
         prefix = f"  correct: {verdict.label} = "
         lines.append(Text(prefix + correct.replace("\n", "\n" + " " * len(prefix))))
+        if verdict.note:  # why no expression is shown (too long to print here)
+            lines.append(Text(f"  ({verdict.note})", style="dim"))
     return Group(*lines)
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import backend as B
+from .errors import LimitExceeded
 from .graph import Node
 
 
@@ -316,7 +317,9 @@ class Algebra:
             if isinstance(base, Pow) and isinstance(base.exponent, Num) and float(e).is_integer():
                 return self.pow(base.base, self.num(base.exponent.value * e))
             if isinstance(base, Mul) and float(e).is_integer():
-                return self.mul(self.num(base.coefficient ** e), *(self.pow(f, exponent) for f in base.factors))
+                scale = _fold(lambda: base.coefficient ** e)  # (1e-320*x)^-1: 1e320 overflows; kept as a power
+                if scale is not None:
+                    return self.mul(self.num(scale), *(self.pow(f, exponent) for f in base.factors))
         key = ("^", id(base), id(exponent))
         return self._intern(key, lambda: Pow(base, exponent), _broadcast(base.shape, exponent.shape), base.order)
 
@@ -453,6 +456,9 @@ _UNARY = {"exp", "log", "log2", "log10", "sqrt", "sin", "cos", "tan", "asin", "a
 def read(roots: list[Node], symbols: dict[Node, str], algebra: Algebra) -> list[Expr]:
     """The expressions of graph nodes; nodes in `symbols` stay as their names (leaves, kept intermediates)."""
     memo: dict[Node, Expr] = {}
+    uses = _uses(roots, symbols)
+    keep = set(roots)
+    terms: dict[Node, list[Node]] = {}  # a sum's terms, through the sums only it uses (read as one sum)
     for root in roots:
         stack: list[tuple[Node, bool]] = [(root, False)]
         while stack:  # post-order without recursion: deep programs make deep graphs
@@ -465,10 +471,80 @@ def read(roots: list[Node], symbols: dict[Node, str], algebra: Algebra) -> list[
                 continue
             if not ready:
                 stack.append((node, True))
-                stack.extend((parent, False) for parent in node.inputs if parent not in memo)
+                parents = node.inputs
+                if node.op.name == "add":
+                    parents = terms[node] = _terms(node, symbols, uses, keep)
+                stack.extend((parent, False) for parent in parents if parent not in memo)
+                continue
+            if node in terms:
+                memo[node] = algebra.add(*(memo[t] for t in terms.pop(node)))
                 continue
             memo[node] = _translate(node, [memo[p] for p in node.inputs], algebra)
     return [memo[root] for root in roots]
+
+
+class TooLong(LimitExceeded):
+    """A derivative with more operations than a caller's budget: not read (check's feedback must stay cheap)."""
+
+    def __init__(self, operations: int) -> None:
+        super().__init__(f"the derivative is too long to print here ({operations:,} operations); "
+                         "gradcalc diff prints it")
+        self.operations = operations
+
+
+def operations(node: Node, symbols: dict[Node, str], budget: int | None = None) -> int:
+    """How many operations the expression of a graph node is read from (counted up to budget + 1)."""
+    seen: set[Node] = set()
+    stack = [node]
+    while stack and (budget is None or len(seen) <= budget):
+        current = stack.pop()
+        if current in seen or current in symbols or current.op is None:
+            continue
+        seen.add(current)
+        stack.extend(current.inputs)
+    return len(seen)
+
+
+def within(node: Node, symbols: dict[Node, str], budget: int | None) -> None:
+    """Refuse (TooLong) a derivative past a budget of operations, before anything is read."""
+    if budget is not None and operations(node, symbols, budget) > budget:
+        raise TooLong(operations(node, symbols))
+
+
+def _uses(roots: list[Node], symbols: dict[Node, str]) -> dict[Node, int]:
+    """How many times each node is an input in the graph below the roots (symbols are not looked into)."""
+    uses: dict[Node, int] = {}
+    seen: set[Node] = set()
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if node in seen or node in symbols or node.op is None:
+            continue
+        seen.add(node)
+        for parent in node.inputs:
+            uses[parent] = uses.get(parent, 0) + 1
+            stack.append(parent)
+    return uses
+
+
+def _terms(node: Node, symbols: dict[Node, str], uses: dict[Node, int], keep: set[Node]) -> list[Node]:
+    """The terms of a sum, left to right, looking through the sums used nowhere else.
+
+    A gradient that many paths reach is accumulated one term at a time, ((a + b) + c) + ...: read
+    one addition at a time, each partial sum copies all the terms before it, n² work and memory for
+    n terms (a loop of 5,000 steps took 20 s and 0.7 GB). Read as one sum it is n, and the same sum:
+    the terms meet in the same order.
+    """
+    found: list[Node] = []
+    stack = list(reversed(node.inputs))
+    while stack:
+        current = stack.pop()
+        if current.op is not None and current.op.name == "add" and uses.get(current) == 1 \
+                and current not in symbols and current not in keep:
+            stack.extend(reversed(current.inputs))
+        else:
+            found.append(current)
+    return found
 
 
 def _translate(node: Node, args: list[Expr], algebra: Algebra) -> Expr:
@@ -599,7 +675,12 @@ _NAMED = {math.e: ("e", "e"), math.pi: ("pi", r"\pi"), math.log(2): ("log(2)", r
 
 
 def number(value: float, latex: bool = False) -> str:
-    """Exact and short: repr's shortest round-trip digits, without a trailing .0; e, pi, log(2) by name."""
+    """Exact and short: repr's shortest round-trip digits, without a trailing .0; e, pi, log(2) by name;
+    infinities and NaN as the constants inf and nan (1e309 in a program is inf)."""
+    if not math.isfinite(value):
+        if math.isnan(value):
+            return r"\mathrm{NaN}" if latex else "nan"
+        return ("-" if value < 0 else "") + (r"\infty" if latex else "inf")
     if value == int(value) and abs(value) < 1e15:
         return str(int(value))
     named = _NAMED.get(abs(value))
@@ -610,7 +691,7 @@ def number(value: float, latex: bool = False) -> str:
 
 def ratio(value: float) -> tuple[int, int] | None:
     """(p, q) where value is exactly the double p/q gives, q small and the decimal long (2/3, not 0.5)."""
-    if value == int(value) or len(repr(abs(value))) <= 8 or not math.isfinite(value):
+    if not math.isfinite(value) or value == int(value) or len(repr(abs(value))) <= 8:
         return None
     # The continued fraction's convergents p/q (Fraction.limit_denominator does the same, 4x slower).
     target, x = abs(value), abs(value)
@@ -660,9 +741,12 @@ class Printer:
 
     def _text(self, expr: Expr) -> tuple[str, int]:
         if isinstance(expr, Num):
-            return coefficient(expr.value), (9 if expr.value >= 0 and ratio(expr.value) is None else 2)
+            alone = (expr.value >= 0 or math.isnan(expr.value)) and ratio(expr.value) is None  # 2, inf, nan
+            return coefficient(expr.value), (9 if alone else 2)
         if isinstance(expr, Sym):
             return expr.name, 9
+        if isinstance(expr, Const) and expr.array.size == 0:  # no entries to write: its shape is all there is
+            return f"zeros({', '.join(map(str, expr.shape))})", 9
         if isinstance(expr, Const):
             return _literal(B.to_host(expr.array).tolist()), 9
         if isinstance(expr, Add):
@@ -908,6 +992,8 @@ def _common_coefficient(expr: Add) -> float | None:
     if len(magnitudes) != 1 or len(expr.terms) + bool(expr.constant) < 2:
         return None
     (common,) = magnitudes
+    if not math.isfinite(common) or common == 0:  # inf*x + inf*y: no factor to take out (inf/inf is nan)
+        return None
     return common if common != 1 and (common == int(common) or ratio(common) is not None) else None
 
 
@@ -977,6 +1063,10 @@ class LatexPrinter(Printer):
     def _text(self, expr: Expr) -> tuple[str, int]:
         if isinstance(expr, Num) and ratio(expr.value) is not None:
             return _latex_coefficient(expr.value), 2
+        if isinstance(expr, Num) and not math.isfinite(expr.value):  # \infty, -\infty, \mathrm{NaN}
+            return number(expr.value, latex=True), 2 if expr.value < 0 else 9
+        if isinstance(expr, Const) and expr.array.size == 0:
+            return rf"\operatorname{{zeros}}\left({', '.join(map(str, expr.shape))}\right)", 9
         if isinstance(expr, Num) and abs(expr.value) in _NAMED:  # e, \pi stand alone; \ln 2, \frac{1}{\ln 2}: products
             return number(expr.value, latex=True), 9 if expr.value in (math.e, math.pi) else 2
         if isinstance(expr, Sym):
@@ -1141,10 +1231,30 @@ class Derivative:
     evaluable: bool  # False when a tensor operation has no gradcalc syntax (scatter)
 
 
+def _as_computed(expr: Expr, value: Any, algebra: Algebra) -> Expr:
+    """A derivative that folded to a constant, as the value autograd computed wherever they differ.
+
+    Folding x/x to 1 and x - x to 0 is right except where x is 0 or infinite, and there autograd's
+    value is NaN: printing 1 would say the derivative is 1 where it is undefined (0/0). An expression
+    in the variables keeps its form (its value here is printed beside it); a constant is only a value.
+    """
+    if _symbols_in(expr):
+        return expr
+    host = B.to_host(value)
+    folded = _unbroadcast(expr)
+    if isinstance(folded, Num):
+        if bool(((host == folded.value) | (B.host.isnan(host) & math.isnan(folded.value))).all()):
+            return expr
+    elif bool(B.host.isfinite(host).all()):  # a tensor constant: folding makes no NaN of finite numbers
+        return expr
+    return algebra.const(host)
+
+
 def text_of(node: Node, symbols: dict[Node, str], taken: set[str]) -> str:
     """Just the gradcalc text of a graph node's expression, shared parts inlined as `where` (the graph view)."""
     algebra = Algebra()
     (expr,) = read([node], symbols, algebra)
+    expr = _as_computed(expr, node.value, algebra)
     names = shared([expr], taken)
     printer = Printer(names)
     text = printer.top(expr)
@@ -1164,7 +1274,7 @@ def describe(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str]
     adjoints = {a: name for a, name in (adjoints or {}).items() if a is not node}
     algebra = Algebra()
     (expr,) = read([node], {**symbols, **adjoints}, algebra)
-    expr = algebra.tidy(expr)
+    expr = _as_computed(algebra.tidy(expr), node.value, algebra)
     names = shared([expr], taken)
     pulled = frozenset(adjoints.values())  # ∂L/∂a = dL_dd*(...): the kept node's gradient in front
     text_printer, latex_printer = Printer(names, pulled), LatexPrinter(names, pulled)

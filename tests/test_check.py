@@ -613,6 +613,28 @@ def test_unknown_name_is_invalid_with_a_suggestion(text: str, name: str, suggest
     assert strict_json(result.stderr) == {"error": error}
 
 
+@pytest.mark.parametrize(("text", "name"), [
+    ("dL/dpi = 0", "pi"), ("dL/de = 0", "e"), ("dL/dπ = 0", "π"), ("dpi/da = 0", "pi"), ("pi = 3.14", "pi"),
+    ("d²L/da de = 0", "e"), ("dL/dFalse = 0", "False"),
+])
+def test_a_constant_is_no_variable_to_differentiate(text: str, name: str) -> None:
+    """pi and e are constants, not the program's variables: the claim is invalid, its error points at the claim
+    (not at the key's first line), and the other claims are still judged. It was an internal error (KeyError)."""
+    result = check(NEURON, "--claim", "dL/dw1 = -w3*a", "--claim", text, "--json")
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    right, invalid = strict_json(result.stdout)["results"]
+    assert right["status"] == "right"
+    assert invalid["status"] == "invalid" and invalid["claim"] == text
+    error = invalid["error"]
+    assert (error["file"], error["line"], error["column"]) == ("--claim", 1, 1), error
+    assert f"'{name}' is a constant" in error["message"] and "not a variable" in error["message"], error
+    assert "w1" in error["hint"], error
+
+
+def test_a_constant_the_program_assigns_is_its_variable() -> None:
+    assert_right(one_expr("e = 3; L = e^2", "dL/de = 6"))  # 2e at e = 3
+
+
 def test_invalid_claim_in_an_answers_file_has_its_line(tmp_path: Path) -> None:
     answers = write(tmp_path / "a.txt", "dL/dw1 = -1\n\ndL/dw2 = -w4*A\n")
     result = check(NEURON, answers, "--json")
@@ -1473,6 +1495,150 @@ def test_latex_sums_with_limits_are_an_error_that_says_what_is_read() -> None:
     (verdict,) = strict_json(result.stdout)["results"]
     assert verdict["status"] == "invalid" and "\\sum_{...}" in verdict["error"]["message"], verdict
     assert r"\sum x" in verdict["error"]["hint"], verdict
+
+
+# exp(x^6) at x = 3: x^6 = 729 > log(max float) = 709.8, so ∂L/∂x = 6x^5·exp(x^6) is inf.
+INFINITE_KEY = "x = 3; L = exp(x^6)"
+# (y·x)/x at x = 0: ∂L/∂y = (1/x)·x = inf·0, NaN (autograd's value; x/x is 1 only where x ≠ 0).
+NAN_KEY = "x = 0; y = 2; L = y*x/x"
+
+
+@pytest.mark.parametrize(("key", "claim", "right", "note"), [
+    (INFINITE_KEY, "dL/dx = 1e-2", False, "the true value is infinite"),  # was right: '(the value is inf)'
+    (INFINITE_KEY, "dL/dx = 2", False, "the true value is infinite"),
+    (INFINITE_KEY, "dL/dx = 1.79e308", False, "the true value is infinite"),
+    (INFINITE_KEY, "dL/dx = nan", False, "the true value is infinite"),
+    (INFINITE_KEY, "dL/dx = -inf", False, "sign error"),
+    (INFINITE_KEY, "dL/dx = inf", True, ""),
+    (INFINITE_KEY, "dL/dx = 1e309", True, ""),  # the literal overflows to inf, as in a program
+    (NAN_KEY, "dL/dy = 1", False, "the true value is not a number"),
+    (NAN_KEY, "dL/dy = 0", False, "the true value is not a number"),
+    (NAN_KEY, "dL/dy = inf", False, "the true value is not a number"),
+    (NAN_KEY, "dL/dy = nan", True, ""),
+    (NAN_KEY, "dL/dy = 0/0", True, ""),
+])
+def test_a_number_against_an_infinite_or_nan_value_is_judged_by_what_it_is(key: str, claim: str, right: bool,
+                                                                           note: str) -> None:
+    """An infinite value is matched only by an infinity of its sign, NaN only by NaN: no digits of a finite
+    number are 'rounded' inf (|inf - 0.01| <= 1e-12·inf held, so 1e-2 was right 'rounded to 1 digit')."""
+    verdict = one_expr(key, claim)
+    assert verdict["status"] == ("right" if right else "wrong"), verdict
+    assert verdict["kind"] == "number"
+    assert verdict.get("diagnosis", "").startswith(note), verdict
+    assert "rounded" not in verdict.get("note", "") and "truncated" not in verdict.get("note", ""), verdict
+
+
+def test_the_correct_derivative_of_a_0_over_0_is_nan_not_the_folded_constant() -> None:
+    """∂(x/x)/∂x = 0 where x ≠ 0, but at x = 0 it is 0/0: the claim 0 is wrong, and the correct derivative
+    shown is NaN, autograd's value (it was 'correct: ∂L/∂x = 0', the simplifier's x/x = 1 folded)."""
+    verdict = one_expr("x = 0; L = x/x", "dL/dx = 0")
+    assert_wrong(verdict)
+    assert (verdict["expected"], verdict["derivative"]) == ("NaN", "nan"), verdict
+    human = check("-e", "x = 0; L = x/x", "--claim", "dL/dx = 0").stdout
+    assert "correct: ∂L/∂x = nan" in human and "correct: ∂L/∂x = 0" not in human, human
+
+
+def test_a_tensor_against_an_infinite_entry_is_judged_entrywise() -> None:
+    key = "x = [1, 3]; L = sum(exp(x^6))"  # ∂L/∂x = 6x^5·exp(x^6) = [6e, inf]
+    wrong = one_expr(key, "dL/dx = [6*e, 1e300]")
+    assert_wrong(wrong)
+    assert wrong["diagnosis"].startswith("the true value is infinite at 1 of 2 entries"), wrong
+    assert_right(one_expr(key, "dL/dx = [6*e, inf]"))
+    assert_right(one_expr(key, "dL/dx = 6*x^5*exp(x^6)"))  # finite at x = 1 and nearby 3: confirmed there
+
+
+def test_an_expression_equal_only_as_infinities_is_not_right() -> None:
+    """exp(x^6) is inf where ∂L/∂x is: equal there, but not the derivative. At x = 3 the nearby points below
+    x = 2.99 are finite and tell them apart; at x = 5 every nearby point (x in [4, 6]) is infinite too, so
+    no expression is confirmed: it must not be right because every comparison was inf = inf."""
+    wrong = one_expr(INFINITE_KEY, "dL/dx = exp(x^6)")
+    assert_wrong(wrong)
+    assert wrong["diagnosis"].startswith("right at the program's values only"), wrong
+    assert_right(one_expr(INFINITE_KEY, "dL/dx = 6*x^5*exp(x^6)"))
+    for claim in ("dL/dx = exp(x^6)", "dL/dx = 6*x^5*exp(x^6)", "dL/dx = 1e300*exp(x^6)"):
+        verdict = one_expr("x = 5; L = exp(x^6)", claim)
+        assert_wrong(verdict)
+        assert verdict["diagnosis"].startswith("not confirmed"), verdict
+    assert_right(one_expr("x = 5; L = exp(x^6)", "dL/dx = inf"))  # a number: inf is what it is
+
+
+@pytest.mark.parametrize("claim", [
+    "dL/dx = 4 + 0*exp(1e6*(x - 2)^2)",  # 0·inf is NaN at every point but x = 2
+    "dL/dx = 4 + (exp(1e6*(x - 2)^2) - exp(1e6*(x - 2)^2))",  # inf - inf
+    "dL/dx = 4 + sum(zeros(round(abs(x - 2)*-1e6)))",  # zeros(0) at x = 2, a negative size elsewhere
+])
+def test_a_claim_that_is_no_number_nearby_is_not_right_by_being_skipped(claim: str) -> None:
+    """∂(x²)/∂x = 2x = 4 at x = 2, and so is the claim; nearby it is NaN or fails where 2x is a number. Such
+    points were skipped, and with all of them skipped the claim was right ('checked at the program's values
+    only'): now a claim must agree wherever the derivative is finite."""
+    verdict = one_expr("x = 2; L = x^2", claim)
+    assert_wrong(verdict)
+    assert verdict["diagnosis"].startswith("right at the program's values only"), verdict
+
+
+def test_points_where_the_derivative_is_not_finite_are_still_skipped() -> None:
+    """∂L/∂x = sqrt(a) + 2x at a = 0, x = 2 is 4; a moves to [-0.5, 0.5], where sqrt(a) is NaN for a < 0:
+    those points say nothing, the others confirm the claim."""
+    verdict = one_expr("a = 0; x = 2; L = x*sqrt(a) + x^2", "dL/dx = sqrt(a) + 2*x")
+    assert_right(verdict)
+    assert "nearby point" in verdict["note"], verdict
+
+
+def test_a_wrong_claim_about_a_long_loop_costs_about_what_a_right_one_does() -> None:
+    """Grading gives each submission the same time limit, so a wrong answer's feedback must not cost much more
+    than judging a right one: the correct derivative is shown only where it has at most DERIVATIVE_BUDGET
+    operations (a 3,000-step loop's took 10 s and 1 GB to print as feedback; judging took 0.3 s)."""
+    steps, x, c = 3000, 1.0001, 0.001
+    key = gradcalc.parse_program(f"x = {x}\ny = x\nfor i in range({steps}) {{ y = y * x + 0.001 }}\nL = y")
+    # by hand: y_n = x^(n+1) + c·Σ_{j<n} x^j, so dy_n/dx = (n+1)·x^n + c·Σ_{1<=j<n} j·x^(j-1)
+    value = (steps + 1) * x ** steps + c * sum(j * x ** (j - 1) for j in range(1, steps))
+    judged = []
+    for claim in (f"dL/dx = {value:.8g}", "dL/dx = 3"):
+        judge = C.Judge(key.run(keep_values=True))
+        started = time.perf_counter()
+        report = judge.report("x", C.parse_claim_option(claim))
+        judged.append((time.perf_counter() - started, report))
+    (right_time, right), (wrong_time, wrong) = judged
+    assert right.verdicts[0].status == "right" and wrong.verdicts[0].status == "wrong"
+    verdict = wrong.verdicts[0]
+    assert verdict.derivative == "", verdict
+    assert re.fullmatch(r"the derivative is too long to print here \([\d,]+ operations\); gradcalc diff prints it",
+                        verdict.note), verdict.note
+    assert wrong_time < 3 * right_time + 2, (wrong_time, right_time)
+    human = check("-e", "x = 1.0001; y = x; for i in range(3000) { y = y * x + 0.001 }; L = y",
+                  "--claim", "dL/dx = 3").stdout
+    assert "correct: ∂L/∂x = " in human and "too long to print here" in human, human
+
+
+def test_a_wrong_claim_about_a_small_program_still_gets_the_derivative() -> None:
+    verdict = one(NEURON, "dL/dw1 = 1")  # ∂L/∂w1 = -w3·a
+    assert verdict["derivative"] == "-a*w3" and "note" not in verdict, verdict
+
+
+@pytest.mark.parametrize("number", ["1e-308", "-1e-308", "2.5e-309", "5e-324", "1e-400", "1e308", "1.79e308",
+                                    "1" + "0" * 400, "8.07e-310", "1e-323*x", "[1e308, 1e-308]"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_numbers_at_the_ends_of_the_floats_are_judged_wrong_not_an_internal_error(number: str, dtype: str) -> None:
+    """∂(x²)/∂x = 2x = 4 at x = 2, which none of these is. The ratio of a subnormal claim to 4 has an inverse
+    past the floats, which made the factor-off diagnosis an internal error (OverflowError)."""
+    verdict = one_expr("x = 2; L = x^2", f"dL/dx = {number}", "--dtype", dtype)
+    assert_wrong(verdict)
+    assert verdict["expected"] == 4
+
+
+@pytest.mark.parametrize(("key", "claim", "diagnosis"), [
+    (NEURON_PROGRAM, "dL/dw1 = -1e-308*w3*a", "a factor off: the claim is 1e-308 × ∂L/∂w1"),  # not 1/(309 digits)
+    (NEURON_PROGRAM, "dL/dw1 = -1e-30*w3*a", "a factor off: the claim is 1e-30 × ∂L/∂w1"),
+    (NEURON_PROGRAM, "dL/dw1 = -1000*w3*a", "a factor off: the claim is 1000 × ∂L/∂w1"),
+    (NEURON_PROGRAM, "dL/dw1 = 1e-308", ""),  # -1 is no power of ten times 1e-308 worth naming
+    (NEURON_PROGRAM, "dL/dw1 = -1e30", ""),  # not 'off in the last digit: the value is 0'
+    ("x = 1.62e300; L = x", "L = 1.5e300",
+     "off in the last digit written: to the digits written, the value is 1.6e+300"),
+])
+def test_diagnoses_of_numbers_far_out_are_short(key: str, claim: str, diagnosis: str) -> None:
+    verdict = one_expr(key, claim)
+    assert_wrong(verdict)
+    assert verdict.get("diagnosis", "") == diagnosis, verdict
 
 
 @pytest.mark.parametrize("claim", ["dy/dx = 1e400", "y = 1e309", r"dy/dx = 1.5 \times 10^{400}"])

@@ -319,6 +319,33 @@ def test_json_infinite_gradient() -> None:
     assert doc["grad"]["x"] == "Infinity"
 
 
+EXTREME_PROGRAMS = [
+    "x = 1; L = x * 1e309",  # an infinite literal
+    "x = 1; L = x * 1e309 - x * 1e309",  # inf - inf: NaN
+    "x = [1, 2]; L = sum(x * -1e309)",
+    "x = 2; L = 1/(x*1e-320)",  # a subnormal literal, raised to -1 by the quotient rule
+    "x = 2; L = (x*1e200)^-2 + (1e-300*x)^3",
+    "x = 5e-324; L = 1/x",
+    "x = 2; L = x*1" + "0" * 400,  # an integer past the floats, written out
+    "x = 0.5; L = x^1e308",
+    "y = -1; w = eye(0); x = y",  # an empty matrix
+    "y = -1; w = zeros(0, 3); x = y * w[0:0, 0:1]",
+]
+EXTREME_COMMANDS = [["eval"], ["grad"], ["diff"], ["diff", "--latex"], ["diff", "--order", "2"], ["graph"],
+                    ["graph", "--json"], ["explain", "--wrt", "x"], ["jacobian", "--wrt", "x"], ["gradcheck"]]
+
+
+@pytest.mark.parametrize("program", EXTREME_PROGRAMS)
+def test_numbers_at_the_ends_of_the_floats_are_never_an_internal_error(program: str) -> None:
+    """Infinite and subnormal literals, integers past the floats and empty tensors are ordinary input:
+    each command answers (exit 0 or 1) or refuses them (exit 2), never exit 3 (they were, in diff, graph
+    and explain: OverflowError and ValueError in the printing of derivatives)."""
+    for command, dtype in ((c, d) for c in EXTREME_COMMANDS for d in ([], ["--dtype", "float32"])):
+        result = run_cli(*command, "-e", program, *dtype)
+        assert result.exit_code in (0, 1, 2), (command, dtype, result.output)
+        assert "internal error" not in result.output and "Traceback" not in result.output, (command, result.output)
+
+
 def test_json_is_one_line_document_on_stdout_only() -> None:
     result = run_cli("grad", NEURON, "--json")
     assert result.exit_code == EXIT_OK

@@ -140,6 +140,13 @@ CASES = [
          args=("--max-elements", "10")),
     Case("max-elements-literal", "x = [1, 2, 3, 4]\ny = x", 1, (5,), ("LimitError",), hint_says=("--max-elements",),
          args=("--max-elements", "2")),
+    # no elements, but one size past the limit: NumPy cannot make the dimension (it was an internal error)
+    Case("max-elements-empty-huge-size", "y = ones(0, 1e20)", 1, (5,), ("LimitError",), ("size",),
+         ("--max-elements",)),
+    Case("max-elements-empty-huge-reshape", "y = reshape(zeros(0), [1e20, 0])", 1, (5,), ("LimitError",), ("size",),
+         ("--max-elements",)),
+    Case("max-elements-empty-huge-eye", "y = eye(0, 2^70)", 1, (5,), ("LimitError",), ("size",),
+         ("--max-elements",)),
     Case("max-depth-lowered", "y = ((((1))))", 1, (5, 6, 7, 8, 9), ("LimitError", "SyntaxError"),
          hint_says=("--max-depth",), args=("--max-depth", "3")),
 ]
@@ -201,6 +208,22 @@ def test_max_elements_is_checked_before_allocating() -> None:
     assert "--max-elements" in result.stderr
     assert elapsed < 3, f"took {elapsed:.1f} s: was the tensor allocated?"
     assert peak < 200 * 2**20, f"peak {peak / 2**20:.0f} MiB: the 3.2 GB tensor was (partly) allocated"
+
+
+@pytest.mark.parametrize("program", ["y = zeros(0, 1e20)", "y = full(1e20, 0, 7)", "y = randn(0, 1e20)",
+                                     "y = rand(1e300, 0)", "y = zeros(0, 1e300, 1e300)", "y = x", "y = sum(x)"])
+def test_a_size_past_the_limit_is_refused_though_the_tensor_is_empty(program: str) -> None:
+    """The limit is on elements, and an empty tensor has none; but no library can make a dimension
+    of 10^20 (NumPy: 'Maximum allowed dimension exceeded'), so any single size past it is refused too."""
+    for command in ("eval", "grad", "diff"):
+        result = run_cli(command, "-e", program, "--set", "x=zeros(0, 1e20)")
+        assert_bad_input(result)
+        assert "--max-elements" in result.stderr and "size" in result.stderr, result.stderr
+        assert len(result.stderr) < 600, result.stderr  # 1e300 is not written out digit by digit
+
+
+def test_sizes_up_to_the_limit_still_make_empty_tensors() -> None:
+    assert json_ok("eval", "-e", "y = zeros(0, 100)", "--max-elements", "100")["values"]["y"] == []
 
 
 def test_max_elements_raised_allows_it() -> None:
