@@ -325,6 +325,9 @@ def read_values(path: str, max_text: int) -> dict[str, Any]:
     return data
 
 
+JSON_BLOCK = 1 << 13  # entries: an array up to this size becomes lists at once; a larger one is written in blocks
+
+
 class JsonArray:
     """A host array on its way to JSON: jsonout.write writes it a block of rows at a time.
 
@@ -338,7 +341,7 @@ class JsonArray:
     def __init__(self, array: Any) -> None:
         self.array = array
 
-    def chunks(self, block: int = 1 << 13) -> Any:
+    def chunks(self, block: int = JSON_BLOCK) -> Any:
         """The JSON text, in pieces of about `block` entries: what json.dumps(the nested lists) gives."""
         import json
 
@@ -372,11 +375,12 @@ def _plain(host: Any) -> Any:
 
 
 def to_json(value: Any) -> Any:
-    """A value for JSON: a number (or "NaN", "Infinity", "-Infinity"), or a JsonArray that jsonout writes as lists."""
+    """A value for JSON: a number (or "NaN", "Infinity", "-Infinity"), nested lists, or, for a large
+    array, a JsonArray that jsonout writes block by block."""
     host = to_host(value)
     if host.dtype.kind == "b":
         host = host.astype(numpy.float64)
-    if host.ndim == 0:
+    if host.size <= JSON_BLOCK:
         return _plain(host)
     return JsonArray(host)
 

@@ -68,6 +68,12 @@ class Tolerance:
 
     def close(self, got: Any, want: Any) -> Any:
         """Elementwise: got equals want (NaN equals NaN; infinities equal themselves)."""
+        if got.ndim == 0 and want.ndim == 0 and got.dtype == want.dtype == B.host.float64:  # most claims: 70 µs
+            # a call of NumPy's isclose on two numbers, the same test in Python well under one
+            g, w = float(got), float(want)
+            if g == w or (math.isnan(g) and math.isnan(w)):
+                return B.host.bool_(True)
+            return B.host.bool_(math.isfinite(g) and math.isfinite(w) and abs(g - w) <= self.atol + self.rtol * abs(w))
         return B.host.isclose(got, want, rtol=self.rtol, atol=self.atol, equal_nan=True)
 
 

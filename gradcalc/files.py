@@ -9,6 +9,7 @@ checked against the limits before its data is.
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import sys
@@ -56,6 +57,12 @@ class Outside(FileProblem):
         self.real = real
 
 
+@functools.lru_cache(maxsize=64)
+def _real_root(root: str) -> str:
+    """A folder's real path (grading asks for the same one for every submission in it)."""
+    return os.path.realpath(root)
+
+
 def inside(path: str, roots: tuple[str, ...]) -> str:
     """The real path of `path`, which must lie inside one of `roots` once every link is followed."""
     try:
@@ -63,7 +70,7 @@ def inside(path: str, roots: tuple[str, ...]) -> str:
     except (ValueError, OSError) as exc:  # an embedded NUL byte, a loop of links
         raise FileProblem(f"{path}: not a usable file name ({exc})", "name a file in the folder") from None
     for root in roots:
-        real_root = os.path.realpath(root)
+        real_root = _real_root(root)
         if os.path.commonpath([real, real_root]) == real_root:
             return real
     raise Outside(path, real)

@@ -185,9 +185,22 @@ def write(doc: dict[str, Any], stream: TextIO) -> None:
     JSON may leave raw but a terminal obeys (DEL, C1, bidi overrides) are written as \\u escapes:
     a document piped to a screen cannot drive it, and parses to the same strings.
     """
-    for piece in _pieces(doc):
-        stream.write(inert_json(piece))  # each piece holds whole strings: escaping it alone is exact
+    try:  # a document of small values (most: backend.to_json gives lists up to a block) in one call
+        stream.write(inert_json(json.dumps(doc, allow_nan=False, ensure_ascii=False, default=_streamed)))
+    except _Large:
+        for piece in _pieces(doc):
+            stream.write(inert_json(piece))  # each piece holds whole strings: escaping it alone is exact
     stream.write("\n")
+
+
+class _Large(Exception):
+    """The document holds an array large enough to be written block by block."""
+
+
+def _streamed(value: Any) -> Any:
+    if isinstance(value, B.JsonArray):
+        raise _Large
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def _pieces(value: Any) -> Iterator[str]:
