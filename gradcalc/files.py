@@ -15,7 +15,7 @@ import stat
 import sys
 from typing import BinaryIO
 
-from .errors import FileProblem, UsageError
+from .errors import FileProblem, GradcalcError, UsageError
 
 DEFAULT_MAX_FILE_SIZE = 10 * 2**20  # 10 MiB: far more than any program or answers file, far less than memory
 _CHUNK = 2**16
@@ -85,13 +85,8 @@ def open_regular(path: str, roots: tuple[str, ...] | None = None) -> BinaryIO:
         flags |= getattr(os, "O_NOFOLLOW", 0)  # resolved above: a link now is one swapped in since
     try:
         descriptor = os.open(real, flags)
-    except FileNotFoundError:
-        raise FileProblem(f"no such file: {path}", "check the path") from None
-    except IsADirectoryError:
-        raise FileProblem(f"{path} is a folder, not a file", "give the path of a file") from None
     except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise FileProblem(f"cannot read {path}: {reason}", "check the file's name and permissions") from None
+        raise _unopened(FileProblem, path, exc, "check the path", "a file") from None
     mode = os.fstat(descriptor).st_mode
     if not stat.S_ISREG(mode):
         os.close(descriptor)
@@ -137,13 +132,20 @@ def _read_named(path: str, limit: int) -> bytes:
     try:
         with open(path, "rb") as handle:
             return read_bounded(handle, limit, path)
-    except FileNotFoundError:
-        raise UsageError(f"no such file: {path}", "check the path, or pass the program with -e 'TEXT'") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path} is a folder, not a program file", "give the path of a .eq file") from None
     except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise UsageError(f"cannot read {path}: {reason}", "check the file's permissions") from None
+        raise _unopened(UsageError, path, exc, "check the path, or pass the program with -e 'TEXT'",
+                        "a program file", "a .eq file") from None
+
+
+def _unopened(kind: type[GradcalcError], path: str, exc: Exception, missing: str, what: str,
+              wanted: str = "a file") -> GradcalcError:
+    """Why `path` could not be opened, as an error of `kind`."""
+    if isinstance(exc, FileNotFoundError):
+        return kind(f"no such file: {path}", missing)
+    if isinstance(exc, IsADirectoryError):
+        return kind(f"{path} is a folder, not {what}", f"give the path of {wanted}")
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return kind(f"cannot read {path}: {reason}", "check the file's name and permissions")
 
 
 def entry_problem(path: str, root: str) -> str | None:

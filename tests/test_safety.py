@@ -243,16 +243,22 @@ def hostile(tmp_path: Path) -> dict[str, Any]:
 GRADE_LIMITS = ("--jobs", "2", "--max-file-size", "1K", "--max-memory", "300M")
 
 
+def grade_hostile(hostile: dict[str, Any], *flags: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Grade the hostile class: it exits 1 (some submission is not all right), with no traceback or secret."""
+    start = time.monotonic()
+    done = gradcalc("check", hostile["key"], hostile["folder"], *GRADE_LIMITS, *flags, env=hostile["env"])
+    elapsed = time.monotonic() - start
+    assert done.returncode == EXIT_WRONG, f"exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    assert_no_traceback(as_result(done))
+    no_secret([done.stdout, done.stderr], hostile["secrets"])
+    return done, elapsed
+
+
 @pytest.mark.skipif(not LINUX, reason="FIFOs, sockets, /proc and RLIMIT_DATA: Linux")
 def test_a_hostile_class_graded_as_json(hostile: dict[str, Any]) -> None:
     """Each submission once, with its status and reason; exact totals; no secret; strict JSON, real names."""
     expected: dict[str, Expected] = hostile["expected"]
-    start = time.monotonic()
-    done = gradcalc("check", hostile["key"], hostile["folder"], *GRADE_LIMITS, "--json", env=hostile["env"])
-    elapsed = time.monotonic() - start
-    assert done.returncode == EXIT_WRONG, f"exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-    no_secret([done.stdout, done.stderr], hostile["secrets"])
-    assert_no_traceback(as_result(done))
+    done, elapsed = grade_hostile(hostile, "--json")
     assert done.stderr == "" or one_json_error(done.stderr), done.stderr
     # the raw JSON text holds no control or bidi character either: only escapes of them
     no_control(done.stdout.rstrip("\n"), "the JSON on stdout")
@@ -297,12 +303,7 @@ def test_a_hostile_class_graded_as_json(hostile: dict[str, Any]) -> None:
 def test_a_hostile_class_graded_as_text(hostile: dict[str, Any]) -> None:
     """One row per submission (a newline in a name forges none), no control character, no secret."""
     expected: dict[str, Expected] = hostile["expected"]
-    start = time.monotonic()
-    done = gradcalc("check", hostile["key"], hostile["folder"], *GRADE_LIMITS, "-v", env=hostile["env"])
-    elapsed = time.monotonic() - start
-    assert done.returncode == EXIT_WRONG, f"exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-    assert_no_traceback(as_result(done))
-    no_secret([done.stdout, done.stderr], hostile["secrets"])
+    done, elapsed = grade_hostile(hostile, "-v")
     no_control(done.stdout, "stdout")
     no_control(done.stderr, "stderr")
     rows = table_rows(done.stdout)
@@ -685,21 +686,27 @@ def _start(*args: str) -> subprocess.Popen[str]:
 @pytest.mark.skipif(not LINUX, reason="reads /proc to know the program is running")
 def test_ctrl_c_with_json_is_one_json_document() -> None:
     process = _start("eval", "-e", ENDLESS, "--json")
-    try:
-        deadline = time.monotonic() + 30
-        while _cpu_seconds(process.pid) < 1.2 and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)  # start-up takes ~0.5 s of CPU: past 1.2 s it is running the program
-        assert process.poll() is None, process.communicate()
-        process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=20)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    # start-up takes ~0.5 s of CPU: past 1.2 s it is running the program
+    out, err = _interrupt(process, lambda: _cpu_seconds(process.pid) >= 1.2)
     assert process.returncode == EXIT_INTERRUPTED, err
     assert out == ""
     body = one_json_error(err)
     assert "interrupted" in body["message"], body
+
+
+def _interrupt(process: subprocess.Popen[str], ready: Callable[[], bool]) -> tuple[str, str]:
+    """Ctrl-C the running command once `ready()` holds; its output. It is killed if it outlives the test."""
+    try:
+        deadline = time.monotonic() + 30
+        while not ready() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert process.poll() is None, process.communicate()
+        process.send_signal(signal.SIGINT)
+        return process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 def _numpy_mapped(pid: int) -> bool:
@@ -716,19 +723,11 @@ def test_ctrl_c_during_start_up_prints_no_traceback(when: str | float) -> None:
     if isinstance(when, str) and not LINUX:
         pytest.skip("reads /proc to see NumPy load")
     process = _start("eval", "-e", ENDLESS)
-    try:
-        if isinstance(when, str):
-            deadline = time.monotonic() + 30
-            while not _numpy_mapped(process.pid) and time.monotonic() < deadline:
-                time.sleep(0.001)
-        else:
-            time.sleep(when)
-        process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=20)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    if isinstance(when, str):
+        out, err = _interrupt(process, lambda: _numpy_mapped(process.pid))
+    else:
+        time.sleep(when)
+        out, err = _interrupt(process, lambda: True)
     assert process.returncode == EXIT_INTERRUPTED, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert err.strip() == "interrupted", err
