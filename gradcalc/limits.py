@@ -105,7 +105,11 @@ def disarm() -> None:
 
 
 def limit_cpu(limit: float) -> None:
-    """From now on the process may use `limit` more seconds of CPU (the kernel stops it past that)."""
+    """From now on the process may run `limit` more seconds on every core (the kernel stops it past that).
+
+    A backstop behind the parent's wall-clock limit: NumPy's threads may use several cores at
+    once, so a submission within its wall-clock time must not run out of CPU time first.
+    """
     try:
         import resource
     except ImportError:  # not on Windows
@@ -115,7 +119,7 @@ def limit_cpu(limit: float) -> None:
     times = os.times()
     used = times.user + times.system
     hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
-    wanted = math.ceil(used + limit) + 1
+    wanted = math.ceil(used + limit * (os.cpu_count() or 1)) + 1
     if hard != resource.RLIM_INFINITY:
         wanted = min(wanted, hard)
     with contextlib.suppress(ValueError, OSError):
