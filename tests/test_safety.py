@@ -824,3 +824,14 @@ def test_the_last_guard_escapes_what_a_view_did_not() -> None:
     out = io.StringIO()
     Console(file=out, width=80, color_system=None, markup=False).print(view)
     assert out.getvalue() == "x\\x1b[2J\\u202ey\\x9bz\nsecond line\n"
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGXCPU"), reason="RLIMIT_CPU: POSIX")
+def test_a_worker_nobody_kills_is_stopped_by_its_cpu_limit() -> None:
+    """limits.limit_cpu: the kernel stops a process that runs past its CPU time (grading's backstop)."""
+    code = "from gradcalc.limits import limit_cpu\nlimit_cpu(0.1)\nwhile True:\n    pass\n"
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, check=False,
+                          env=process_env())
+    assert done.returncode == -signal.SIGXCPU, (done.returncode, done.stderr[-500:])
+    assert time.monotonic() - start < 30
