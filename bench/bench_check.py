@@ -197,9 +197,9 @@ def child_main(argv: list[str]) -> None:
         raise SystemExit(f"unknown child {kind}")
     os.chdir(REPO)
     started = time.perf_counter()
-    from gradcalc import check as C
-    from gradcalc import jsonout
-    from gradcalc.api import load
+    from gradcalc.cli import jsonout
+    from gradcalc.program.api import load
+    from gradcalc.tools.homework import check as C
 
     imported = time.perf_counter()
     run = load(KEY).run(keep_values=True)

@@ -16,7 +16,7 @@ import time
 import benchkit
 
 import gradcalc
-from gradcalc.api import Program
+from gradcalc.program.api import Program
 
 QUICK = "--quick" in sys.argv
 N = 10_000 if QUICK else 100_000

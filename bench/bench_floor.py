@@ -30,10 +30,10 @@ from typing import Any
 import benchkit
 import numpy as np
 
-from gradcalc import ops
-from gradcalc import syntax as S
-from gradcalc.api import Program
-from gradcalc.parser import parse
+from gradcalc.engine import ops
+from gradcalc.language import syntax as S
+from gradcalc.language.parser import parse
+from gradcalc.program.api import Program
 
 LINE = "y = sin(y)*0.999 + 0.01*y*y"
 OPS = 5

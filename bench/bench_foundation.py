@@ -112,8 +112,8 @@ def chain_text(n: int) -> str:
 
 def child_chain_gradcalc(n: int, reps: int, parse_reps: int, direct_reps: int, trace: bool) -> dict[str, Any]:
     import gradcalc
-    from gradcalc.api import Program
-    from gradcalc.parser import parse
+    from gradcalc.language.parser import parse
+    from gradcalc.program.api import Program
 
     text = chain_text(n)
     out: dict[str, Any] = {"version": getattr(gradcalc, "__version__", "?")}
@@ -249,7 +249,7 @@ def child_big_time(side: str, size: int, reps: int, warmup: bool) -> dict[str, A
 
     x = _big_x(size)
     if side == "gradcalc":
-        from gradcalc.api import Program
+        from gradcalc.program.api import Program
 
         program = Program(BIG_PROGRAM)
 
@@ -300,7 +300,7 @@ def child_big_mem(side: str, size: int, work: bool) -> dict[str, Any]:
     if side == "gradcalc":
         import tracemalloc
 
-        from gradcalc.api import Program
+        from gradcalc.program.api import Program
 
         program = Program(BIG_PROGRAM)
         if work:
@@ -615,7 +615,7 @@ def profile(quick: bool) -> None:
     import io
     import pstats
 
-    from gradcalc.api import Program
+    from gradcalc.program.api import Program
 
     def show(title: str, prof: cProfile.Profile) -> None:
         stream = io.StringIO()

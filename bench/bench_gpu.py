@@ -65,7 +65,7 @@ def _inputs(workload: str, size: int) -> dict[str, Any]:
 def gradcalc_side(workload: str, size: int, device: str, repeats: int, resident: bool = False,
                   profile: bool = False) -> float | None:
     import gradcalc
-    from gradcalc import backend as B
+    from gradcalc.engine import backend as B
 
     try:
         B.use(device)

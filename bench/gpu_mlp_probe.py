@@ -19,7 +19,7 @@ import torch
 from cupyx.profiler import benchmark
 
 import gradcalc
-from gradcalc import backend as B
+from gradcalc.engine import backend as B
 
 WRT = ["W1", "b1", "W2", "b2"]
 

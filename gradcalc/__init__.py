@@ -10,15 +10,15 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .api import Gradients, Program, Run, load, parse_program
     from .errors import GradcalcError
+    from .program.api import Gradients, Program, Run, load, parse_program
 
 __version__ = "0.1.0"
 
 __all__ = ["GradcalcError", "Gradients", "Program", "Run", "__version__", "load", "parse_program"]
 
-_HOMES = {"Gradients": "api", "Program": "api", "Run": "api", "load": "api", "parse_program": "api",
-          "GradcalcError": "errors"}
+_HOMES = {"Gradients": "program.api", "Program": "program.api", "Run": "program.api", "load": "program.api",
+          "parse_program": "program.api", "GradcalcError": "errors"}
 
 
 def __getattr__(name: str) -> Any:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import settings
 
 import gradcalc  # noqa: F401  (installs the derivative table on the primitives)
-from gradcalc import backend, graph
+from gradcalc.engine import backend, graph
 
 # The property tests draw the same examples on every run, so that a CI result can be reproduced and a
 # landing does not depend on luck; `pytest --hypothesis-profile=explore` searches new examples.

@@ -11,7 +11,7 @@ It also counts the copies between host and device (`transfers`): on a real GPU e
 waits for the kernels queued before it, so a test can hold the engine to none.
 
 So the engine run with `--device gpu` over this module fails wherever code
-outside gradcalc/backend.py reaches for NumPy on a device value.
+outside gradcalc/engine/backend.py reaches for NumPy on a device value.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from gradcalc.cli import app
+from gradcalc.cli.app import app
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "samples"

@@ -37,9 +37,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from strategies import scalar_cases
 
 import gradcalc
-from gradcalc import check as C
 from gradcalc.errors import Source
-from gradcalc.parser import DEFAULT_MAX_DEPTH, parse_expression, raise_recursion_limit
+from gradcalc.language.parser import DEFAULT_MAX_DEPTH, parse_expression, raise_recursion_limit
+from gradcalc.tools.homework import check as C
 
 raise_recursion_limit(DEFAULT_MAX_DEPTH)  # before Hypothesis runs, so it does not see the limit change
 

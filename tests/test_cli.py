@@ -34,7 +34,7 @@ from helpers import (
 )
 
 import gradcalc
-from gradcalc.cli import app
+from gradcalc.cli.app import app
 
 NEURON_TEXT = "a = 2; w1 = 3; w2 = -1; w3 = 0.5; w4 = 4\nb = w1*a\nc = w2*a\nd = w3*b + w4*c\nL = 10 - d\n"
 
@@ -378,8 +378,8 @@ BLOCK = 1 << 13  # the entries JSON arrays are written in at a time: the shapes 
 @pytest.mark.parametrize("kind", ["float64", "float32", "nonfinite", "bool"])
 def test_json_arrays_written_in_blocks_are_the_same_text(shape: tuple[int, ...], kind: str) -> None:
     """Arrays are written a block of rows at a time: the text is json.dumps of the whole nested lists."""
-    from gradcalc import backend as B
-    from gradcalc import jsonout
+    from gradcalc.cli import jsonout
+    from gradcalc.engine import backend as B
 
     array = np.random.default_rng(len(shape) + sum(shape)).standard_normal(shape)
     if kind == "float32":
@@ -412,7 +412,7 @@ class Sink:
 
 def test_json_of_a_large_jacobian_streams_in_about_its_own_size() -> None:
     """--json of a 10^8-entry Jacobian needed over 6 GB: nested lists of floats, then the text whole."""
-    from gradcalc import jsonout
+    from gradcalc.cli import jsonout
 
     n = 450  # small enough to trace quickly: the lists took 5 times the array, a block takes a fixed 1 MiB
     result = gradcalc.parse_program(f"x = ones({n}); y = x*2").run({}).jacobian(of="y", wrt=["x"])
@@ -787,7 +787,7 @@ def test_top_level_help_lists_every_command_and_a_typo_gets_a_suggestion() -> No
     for name in ("eval", "grad", "jacobian", "hessian", "jvp", "diff", "graph", "explain", "check", "gradcheck",
                  "doctor"):
         assert name in listed, name
-    from gradcalc.builtins import BUILTINS
+    from gradcalc.program.builtins import BUILTINS
 
     words = set(listed.split())  # an unknown function's error says the builtins are listed here: they are
     assert "functions:" in words and all(name in words or f"{name};" in words for name in BUILTINS), listed

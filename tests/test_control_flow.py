@@ -34,12 +34,12 @@ SEED4_X = np.array([-0.9618, -3.3220, -0.6637])
 SEED4_V = np.array([0.1, 1.0, 0.0001])
 
 
-def execute(text: str, values: Mapping[str, Any] | None = None, **options: Any) -> gradcalc.api.Run:
+def execute(text: str, values: Mapping[str, Any] | None = None, **options: Any) -> gradcalc.program.api.Run:
     return gradcalc.parse_program(text).run(dict(values or {}), **options)
 
 
 def gradient(text: str, of: str, wrt: list[str], values: Mapping[str, Any] | None = None,
-             vector: Any = None) -> gradcalc.api.Gradients:
+             vector: Any = None) -> gradcalc.program.api.Gradients:
     return execute(text, values).grad(of=of, wrt=wrt, vector=vector)
 
 

@@ -38,7 +38,7 @@ from strategies import scalar_cases
 
 import gradcalc
 from gradcalc.errors import GradcalcError
-from gradcalc.parser import DEFAULT_MAX_DEPTH, raise_recursion_limit
+from gradcalc.language.parser import DEFAULT_MAX_DEPTH, raise_recursion_limit
 
 # gradcalc raises the recursion limit on its first run; do it now, so Hypothesis does not see it change.
 raise_recursion_limit(DEFAULT_MAX_DEPTH)
@@ -513,7 +513,7 @@ def test_fraction_found_as_python_s_fractions_would(value: float) -> None:
     """ratio() walks the continued fraction in floats; Fraction.limit_denominator does it exactly."""
     from fractions import Fraction
 
-    from gradcalc.symbolic import ratio
+    from gradcalc.engine.symbolic import ratio
 
     best = Fraction(value).limit_denominator(100)
     exact = best.denominator > 1 and best.numerator / best.denominator == value
@@ -527,7 +527,7 @@ def test_fraction_found_as_python_s_fractions_would(value: float) -> None:
     (1 / 101, repr(1 / 101)),  # a denominator past 100: a decimal
 ])
 def test_coefficients_print_as_short_exact_fractions(value: float, text: str) -> None:
-    from gradcalc.symbolic import coefficient
+    from gradcalc.engine.symbolic import coefficient
 
     assert coefficient(value) == text
     assert eval(text) == value  # the printed text is the same double
@@ -1212,7 +1212,7 @@ def test_a_gradient_summed_over_a_long_loop_is_read_in_linear_memory() -> None:
 
 
 def test_a_budget_refuses_a_derivative_with_more_operations_before_reading_it() -> None:
-    from gradcalc.symbolic import TooLong
+    from gradcalc.engine.symbolic import TooLong
 
     run = gradcalc.parse_program(_loop_program(1000)).run()
     with pytest.raises(TooLong) as caught:

@@ -16,9 +16,9 @@ import pytest
 from helpers import central_difference
 
 import gradcalc
-from gradcalc import ops
-from gradcalc.autodiff import backward
-from gradcalc.graph import leaf
+from gradcalc.engine import ops
+from gradcalc.engine.autodiff import backward
+from gradcalc.engine.graph import leaf
 
 TOY = """
 a = 2; w1 = 3; w2 = -1; w3 = 0.5; w4 = 4

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import token_soup
 
-from gradcalc.builtins import BUILTINS
 from gradcalc.errors import GradcalcError
-from gradcalc.parser import DEFAULT_MAX_DEPTH, parse, parse_claims, parse_expression, raise_recursion_limit
+from gradcalc.language.parser import DEFAULT_MAX_DEPTH, parse, parse_claims, parse_expression, raise_recursion_limit
+from gradcalc.program.builtins import BUILTINS
 
 # gradcalc raises the recursion limit on its first run; do it now, so that Hypothesis does not see it
 # change in the middle of a test (and warn).

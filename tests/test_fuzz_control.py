@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import gradcalc
 from gradcalc.errors import GradcalcError
-from gradcalc.parser import DEFAULT_MAX_DEPTH, parse, raise_recursion_limit
+from gradcalc.language.parser import DEFAULT_MAX_DEPTH, parse, raise_recursion_limit
 
 # gradcalc raises Python's recursion limit on first use; do it now, not inside a Hypothesis test (which warns).
 raise_recursion_limit(DEFAULT_MAX_DEPTH)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from helpers import MEAN, NEURON, NEURON_TENSOR, SAMPLES, json_ok, run_cli, strict_json
 
-from gradcalc import graph, ops, rules
+from gradcalc.engine import graph, ops, rules
 
 EPS, RTOL, ATOL = 1e-6, 1e-3, 1e-5  # gradcheck's documented defaults (torch.autograd.gradcheck's)
 OK, WRONG, BAD_INPUT = 0, 1, 2

@@ -36,8 +36,9 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 import gradcalc
-from gradcalc import drawing, graphview, render
-from gradcalc.parser import DEFAULT_MAX_DEPTH, raise_recursion_limit
+from gradcalc.cli import drawing, render
+from gradcalc.engine import graphview
+from gradcalc.language.parser import DEFAULT_MAX_DEPTH, raise_recursion_limit
 
 # gradcalc raises the recursion limit on its first run; do it now, so that Hypothesis does not see it change.
 raise_recursion_limit(DEFAULT_MAX_DEPTH)
@@ -424,7 +425,7 @@ def test_a_loop_past_the_view_limit_is_collapsed_in_every_format(monkeypatch: py
 
 
 def json_text(doc: Any) -> str:
-    from gradcalc import jsonout
+    from gradcalc.cli import jsonout
 
     out = io.StringIO()
     jsonout.write(doc, out)

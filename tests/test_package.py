@@ -25,7 +25,7 @@ def test_wheel_runs_outside_the_checkout(tmp_path: Path) -> None:
     target = tmp_path / "site"
     install = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)]
     subprocess.run(install, check=True, capture_output=True, timeout=300)
-    assert (target / "gradcalc" / "grammars" / "gradcalc.lark").is_file()
+    assert (target / "gradcalc" / "language" / "gradcalc.lark").is_file()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     program = elsewhere / "net.eq"
@@ -43,13 +43,14 @@ def test_wheel_runs_outside_the_checkout(tmp_path: Path) -> None:
 
 def test_grad_json_loads_only_what_it_needs() -> None:
     """Start-up is imports (#2 (a)): `grad --json` loads neither Rich nor the modules of other commands."""
-    probe = ("import sys\nfrom gradcalc.cli import main\n"
+    probe = ("import sys\nfrom gradcalc.cli.app import main\n"
              "sys.argv = ['gradcalc', 'grad', 'samples/neuron.eq', '--json']\n"
              "try:\n    main()\nexcept SystemExit:\n    pass\nprint(' '.join(sorted(sys.modules)), file=sys.stderr)")
     result = subprocess.run([sys.executable, "-c", probe], check=False, cwd=ROOT, capture_output=True, text=True,
                             timeout=60)
     assert json.loads(result.stdout)["value"] == 15
     loaded = set(result.stderr.split())
-    for module in ("symbolic", "check", "gradcheck", "grading", "graphview", "render", "latex", "drawing"):
+    for module in ("engine.symbolic", "tools.homework.check", "tools.gradcheck", "tools.homework.grading",
+                   "engine.graphview", "cli.render", "language.latex", "cli.drawing"):
         assert f"gradcalc.{module}" not in loaded
     assert "rich" not in loaded

@@ -1,6 +1,6 @@
 """The fast LALR loop against Lark's own parser: the same syntax tree for every program, the same error otherwise.
 
-gradcalc/parser.py runs Lark's parse table with a lean loop and hands a text it rejects back to Lark for
+gradcalc/language/parser.py runs Lark's parse table with a lean loop and hands a text it rejects back to Lark for
 the error message. These tests parse each text both ways (Lark alone by making the fast loop reject
 everything) and compare the trees, or the errors, field by field, positions included.
 """
@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import expressions, token_soup
 
-from gradcalc import parser as P
 from gradcalc.errors import GradcalcError
+from gradcalc.language import parser as P
 
 EVERY_CONSTRUCT = """
 # comments, statements, compound assignment, reassignment

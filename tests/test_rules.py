@@ -16,9 +16,9 @@ import pytest
 from helpers import central_difference
 
 import gradcalc  # noqa: F401  (installs the derivative table)
-from gradcalc import ops, rules
-from gradcalc.autodiff import backward, hessian, jacobian_fwd, jacobian_rev
-from gradcalc.graph import Node, constant, leaf
+from gradcalc.engine import ops, rules
+from gradcalc.engine.autodiff import backward, hessian, jacobian_fwd, jacobian_rev
+from gradcalc.engine.graph import Node, constant, leaf
 
 RNG = np.random.default_rng(20240611)
 

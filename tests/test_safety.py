@@ -48,7 +48,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numpy.lib import format as npy
 
-from gradcalc.parser import DEFAULT_MAX_DEPTH, raise_recursion_limit
+from gradcalc.language.parser import DEFAULT_MAX_DEPTH, raise_recursion_limit
 
 raise_recursion_limit(DEFAULT_MAX_DEPTH)  # before Hypothesis runs, so it does not see the limit change
 
@@ -810,7 +810,7 @@ def test_the_last_guard_escapes_what_a_view_did_not() -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from gradcalc.render import Inert
+    from gradcalc.cli.render import Inert
 
     table = Table()
     table.add_column("name")
@@ -829,7 +829,7 @@ def test_the_last_guard_escapes_what_a_view_did_not() -> None:
 @pytest.mark.skipif(not hasattr(signal, "SIGXCPU"), reason="RLIMIT_CPU: POSIX")
 def test_a_worker_nobody_kills_is_stopped_by_its_cpu_limit() -> None:
     """limits.limit_cpu: the kernel stops a process that runs past its CPU time (grading's backstop)."""
-    code = "from gradcalc.limits import limit_cpu\nlimit_cpu(0.1)\nwhile True:\n    pass\n"
+    code = "from gradcalc.program.limits import limit_cpu\nlimit_cpu(0.1)\nwhile True:\n    pass\n"
     start = time.monotonic()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, check=False,
                           env=process_env())

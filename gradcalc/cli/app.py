@@ -17,8 +17,8 @@ from typing import Annotated, Any, Optional
 import typer
 import typer.core
 
-from . import __version__
-from .errors import GradcalcError, LimitExceeded, UsageError, error_json, error_text, out_of_memory
+from .. import __version__
+from ..errors import GradcalcError, LimitExceeded, UsageError, error_json, error_text, out_of_memory
 
 EXIT_OK, EXIT_WRONG, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader closed the pipe
@@ -50,7 +50,7 @@ class _Group(typer.core.TyperGroup):
 
 def _builtins_epilog() -> str:
     """The builtin functions, for the top-level help (an unknown function's error points here)."""
-    from .builtins import BUILTINS
+    from ..program.builtins import BUILTINS
 
     return "[bold]Builtin functions[/bold]: " + " ".join(sorted(BUILTINS, key=str.lower)) + \
         "; constants pi (π) and e. See the README for what each does."
@@ -101,12 +101,12 @@ class Common:
     timeout: Optional[float]
 
     def file_limit(self) -> int:
-        from .files import parse_size
+        from ..files import parse_size
 
         return parse_size(self.max_file_size, "--max-file-size")
 
     def memory_limit(self) -> int:
-        from .files import parse_size
+        from ..files import parse_size
 
         return parse_size(self.max_memory, "--max-memory")
 
@@ -177,7 +177,7 @@ def command(examples: str) -> Callable[[Callable[..., None]], Callable[..., None
 
 def _limited(common: Common, body: Callable[[], None]) -> None:
     """Run a command within its time and memory limits (the memory budget is the kernel's: CPU only)."""
-    from .limits import deadline, memory_budget, seconds
+    from ..program.limits import deadline, memory_budget, seconds
 
     timeout = seconds(common.timeout)
     budget = common.memory_limit() if common.device is Device.cpu else None
@@ -235,8 +235,8 @@ def _guarded(json_mode: bool, body: Callable[[], None]) -> None:
 
 
 def _program(common: Common) -> Any:
-    from .api import Program
-    from .files import read_text
+    from ..files import read_text
+    from ..program.api import Program
 
     if common.expr is not None:
         if common.file is not None:
@@ -252,8 +252,8 @@ def _program(common: Common) -> Any:
 def _inputs(common: Common) -> dict[str, Any]:
     values: dict[str, Any] = {}
     if common.values:
-        from . import backend
-        from .files import describe
+        from ..engine import backend
+        from ..files import describe
 
         try:
             values.update(backend.read_values(common.values, common.file_limit()))
@@ -563,7 +563,7 @@ def check(
                                       "in parallel.")] = 1,
 ) -> None:
     """Judge claimed derivatives (numbers or expressions) right or wrong, say what is wrong, or grade many."""
-    from . import check as C
+    from ..tools.homework import check as C
     from . import jsonout
 
     if common.expr is not None and common.file is not None:  # -e takes the program: FILE is the first answers
@@ -572,7 +572,7 @@ def check(
         raise UsageError("standard input ('-') can be read once", "give the program or the answers as a file")
     grading = len(answers) > 1 or any(os.path.isdir(path) for path in answers)
     if grading:
-        from .limits import disarm
+        from ..program.limits import disarm
 
         disarm()  # grading: --timeout is each submission's, not the command's
     program = _program(common)
@@ -582,7 +582,7 @@ def check(
         if claim:
             raise UsageError("--claim cannot be combined with grading several submissions",
                              "put the claims in each submission, or check one answers file")
-        from .grading import DEFAULT_TIMEOUT, grade
+        from ..tools.homework.grading import DEFAULT_TIMEOUT, grade
 
         items = C.submissions(answers)
         if not items:
@@ -639,8 +639,8 @@ def gradcheck(
     order: Annotated[int, typer.Option(min=1, max=2, help="1: gradients (Jacobians); 2: Hessians.")] = 1,
 ) -> None:
     """Check autograd against central finite differences, per variable and element; exit 1 past tolerance."""
+    from ..tools.gradcheck import gradcheck as check_gradients
     from . import jsonout
-    from .gradcheck import gradcheck as check_gradients
 
     warning = ("in float32, finite differences are good to about 1e-3 at best: the defaults are --eps 1e-3 "
                "--rtol 1e-2 --atol 1e-3; float64 (the default dtype) checks to 1e-6") \
@@ -661,7 +661,7 @@ def doctor(json_: Annotated[bool, typer.Option("--json", help="Print one JSON do
     import platform
     import shutil
 
-    from . import backend
+    from ..engine import backend
 
     def body() -> None:
         found = backend.devices()

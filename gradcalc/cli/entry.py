@@ -19,6 +19,6 @@ def _interrupted(signum: int, frame: object) -> None:
 
 def main() -> None:
     signal.signal(signal.SIGINT, _interrupted)
-    from .cli import main as run
+    from .app import main as run
 
     run()

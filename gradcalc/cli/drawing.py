@@ -6,9 +6,9 @@ import shutil
 import subprocess
 from typing import Any
 
-from . import backend as B
-from .errors import GradcalcError, UsageError
-from .graphview import SUMMARIES, View, ViewEdge, ViewNode
+from ..engine import backend as B
+from ..engine.graphview import SUMMARIES, View, ViewEdge, ViewNode
+from ..errors import GradcalcError, UsageError
 
 
 def node_lines(view: View, node: ViewNode) -> list[str]:

@@ -19,11 +19,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import backend as B
-from . import syntax as S
-from .api import Run, differentiable_inputs, tolerance
-from .builtins import BUILTINS, CONSTANTS
-from .errors import (
+from ...engine import backend as B
+from ...engine.symbolic import TooLong, operations
+from ...errors import (
     GradcalcError,
     GradcalcSyntaxError,
     NameNotFound,
@@ -33,9 +31,11 @@ from .errors import (
     error_json,
     error_text,
 )
-from .files import DEFAULT_MAX_FILE_SIZE, entry_problem, read_text
-from .parser import parse, parse_claims
-from .symbolic import TooLong, operations
+from ...files import DEFAULT_MAX_FILE_SIZE, entry_problem, read_text
+from ...language import syntax as S
+from ...language.parser import parse, parse_claims
+from ...program.api import Run, differentiable_inputs, tolerance
+from ...program.builtins import BUILTINS, CONSTANTS
 
 POINTS = 4  # nearby points where an expression claim must hold too
 SPREAD = 0.2  # a leaf moves by up to 20% of its size (by up to 0.5 where it is 0): signs and domains hold

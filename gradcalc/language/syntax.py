@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .errors import Pos
+from ..errors import Pos
 
 # The operator of a product written side by side in a claim (2x, W x, δ xᵀ): INVISIBLE TIMES, as
 # Unicode writes an implied product. Programs never have it; builder.py gives it math's meaning.

@@ -17,16 +17,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import autodiff
-from . import backend as B
+from ..engine import autodiff
+from ..engine import backend as B
+from ..engine.graph import Node, constant
+from ..errors import GradcalcError, NameNotFound, Source, UsageError, did_you_mean
+from ..files import DEFAULT_MAX_FILE_SIZE, read_text
+from ..language.parser import DEFAULT_MAX_DEPTH, parse, parse_expression, raise_recursion_limit
 from .builder import Executed, Limits, claim_context, execute, make_context
-from .errors import GradcalcError, NameNotFound, Source, UsageError, did_you_mean
-from .files import DEFAULT_MAX_FILE_SIZE, read_text
-from .graph import Node, constant
-from .parser import DEFAULT_MAX_DEPTH, parse, parse_expression, raise_recursion_limit
 
 if TYPE_CHECKING:  # diff's module is loaded by diff alone: the grad and eval paths do not need it
-    from .symbolic import Derivative
+    from ..engine.symbolic import Derivative
 
 
 @contextlib.contextmanager
@@ -126,10 +126,10 @@ def to_array(label: str, value: Any, seed: int = 0) -> Any:
 
 def _constant_expression(label: str, text: str, seed: int) -> Any:
     """Evaluate the text of a constant expression (`randn(3, 3)`, `[1, 2]`, `2*pi`)."""
+    from ..language.syntax import Module, walk
+    from ..language.syntax import Name as SyntaxName
     from .builder import Interpreter, State
     from .builtins import CONSTANTS
-    from .syntax import Module, walk
-    from .syntax import Name as SyntaxName
 
     source = Source(text.strip(), label)
     try:
@@ -183,7 +183,7 @@ class Run:
         A claim reads no file (a submission's reach is its own), and its randn/rand draw from a
         generator of its own, seeded by its text: the same numbers whatever the grading order.
         """
-        from . import graph
+        from ..engine import graph
 
         interpreter = self.interpreter
         previous, graph.recording, graph.history = graph.recording, False, False
@@ -324,7 +324,7 @@ class Run:
         read back as algebra, along the path this run executed. With a budget, a derivative
         recorded with more operations than that is not read: symbolic.TooLong says how many.
         """
-        from . import symbolic
+        from ..engine import symbolic
 
         if order not in (1, 2):
             raise UsageError(f"--order {order} is not supported", "use --order 1 or --order 2")
@@ -370,7 +370,7 @@ class Run:
 
     def graph(self, of: str | None = None) -> Any:
         """The computation graph as the tutorials draw it (graphview.View): needs run(keep_values=True)."""
-        from . import graphview
+        from ..engine import graphview
 
         of = self._check_graph(of)
         with self._located(of), paused_gc(), B.errstate():
@@ -378,7 +378,7 @@ class Run:
 
     def explain(self, of: str | None, wrt: str, limit: int | None = None) -> tuple[Any, Any]:
         """The chain rule for ∂of/∂wrt as a sum over paths (graphview.Explanation, and the view)."""
-        from . import graphview
+        from ..engine import graphview
 
         limit = limit or graphview.PATH_LIMIT
         graphview.check_limit(limit)  # before the graph is built

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
-from .errors import GradcalcSyntaxError, Pos, line_starts, pos_at
+from ..errors import GradcalcSyntaxError, Pos, line_starts, pos_at
 from .parser import is_function
 
 # Commands that are a word or a sign of gradcalc's own.

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import LimitExceeded
 from . import backend as B
-from .errors import LimitExceeded
 from .graph import Node
 
 

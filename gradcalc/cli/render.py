@@ -11,10 +11,10 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from . import backend as B
-from .api import Gradients, Run
-from .graph import Node
-from .inert import inert, inert_lines
+from ..engine import backend as B
+from ..engine.graph import Node
+from ..inert import inert, inert_lines
+from ..program.api import Gradients, Run
 
 
 class Inert:
@@ -173,7 +173,7 @@ def jvp_view(run: Run, result: Any, full: bool = False) -> RenderableType:
 
 def diff_view(run: Run, results: list[Any], latex: bool, placeholders: list[str], full: bool = False) -> RenderableType:
     """`diff`: each derivative as an expression, its shared parts, and its value here."""
-    from .symbolic import latex_name
+    from ..engine.symbolic import latex_name
 
     parts: list[RenderableType] = []
     for result in results:
@@ -209,7 +209,7 @@ def diff_view(run: Run, results: list[Any], latex: bool, placeholders: list[str]
 
 def _branched(run: Run) -> bool:
     """Whether the program has an if anywhere, function bodies included."""
-    from . import syntax as S
+    from ..language import syntax as S
 
     stack: list[S.Stmt] = list(run.program.module.body)
     while stack:
@@ -285,7 +285,7 @@ def _collapse_run(view: Any, start: Any, into: Any) -> tuple[int, Any, Any]:
 
     Returns how many were skipped, the node to draw next, and the edge into it.
     """
-    from .graphview import SAME_RUN, SUMMARIES
+    from ..engine.graphview import SAME_RUN, SUMMARIES
 
     def same(node: Any) -> list[Any]:  # the inputs that continue the run (not a summary: it is drawn as one)
         return [e for e in view.children.get(node.id, []) if not e.detached and
@@ -306,7 +306,7 @@ def _collapse_run(view: Any, start: Any, into: Any) -> tuple[int, Any, Any]:
 
 def count_text(count: int) -> str:
     """A path count for people: 1,024 exactly; past 2^53 - 1 three digits and a power of ten (2.04e90)."""
-    from .graphview import EXACT_COUNTS
+    from ..engine.graphview import EXACT_COUNTS
 
     if count <= EXACT_COUNTS:
         return f"{count:,}"
@@ -320,7 +320,7 @@ def count_text(count: int) -> str:
 
 def explain_view(explanation: Any, view: Any) -> RenderableType:
     """`explain`: each path's product of local derivatives, their sum, and autograd's answer."""
-    from .graphview import STEPS_CEILING
+    from ..engine.graphview import STEPS_CEILING
 
     of, wrt = explanation.of, explanation.wrt
     parts: list[RenderableType] = []

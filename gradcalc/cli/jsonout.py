@@ -6,14 +6,14 @@ import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
-from . import backend as B
-from .api import Gradients, Hessians, Jacobians, Run, Tangents
-from .inert import inert_json
+from ..engine import backend as B
+from ..inert import inert_json
+from ..program.api import Gradients, Hessians, Jacobians, Run, Tangents
 
 if TYPE_CHECKING:  # only their types: the grad and eval paths do not load the checking or symbolic modules
-    from .check import Report, Verdict
-    from .gradcheck import GradCheck
-    from .symbolic import Derivative
+    from ..engine.symbolic import Derivative
+    from ..tools.gradcheck import GradCheck
+    from ..tools.homework.check import Report, Verdict
 
 
 def values_doc(run: Run) -> dict[str, Any]:
@@ -83,7 +83,7 @@ def explain_doc(explanation: Any, view: Any) -> dict[str, Any]:
     A path count past 2^53 - 1 is a string of its digits: a JSON number that large loses its
     last digits in JavaScript and jq (doubles), as protobuf's JSON writes 64-bit integers.
     """
-    from .graphview import EXACT_COUNTS
+    from ..engine.graphview import EXACT_COUNTS
 
     def number(value: Any) -> Any:
         return None if value is None else B.to_json(value)

@@ -1,4 +1,4 @@
-"""Text to syntax tree: one LALR parser built once from grammars/gradcalc.lark.
+"""Text to syntax tree: one LALR parser built once from gradcalc.lark (beside this module).
 
 The Transformer runs inside the parser (Lark's `transformer=` option), so no
 parse tree is built: each grammar alias has one short method returning a
@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from functools import lru_cache
 from importlib import resources
 from itertools import chain
-from pathlib import Path
 from typing import Any
 
 from lark import Lark, Token, Transformer, v_args
@@ -23,8 +22,8 @@ from lark.parse_tree_builder import ExpandSingleChild
 from lark.parsers.lalr_analysis import Shift
 from lark.visitors import _vargs_inline, _VArgsWrapper
 
+from ..errors import GradcalcError, GradcalcSyntaxError, Pos, did_you_mean, line_starts, pos_at
 from . import syntax as S
-from .errors import GradcalcError, GradcalcSyntaxError, Pos, did_you_mean, line_starts, pos_at
 
 _OPEN = {"LPAR": "(", "LSQB": "[", "LBRACE": "{"}
 _CLOSE = {"RPAR": "(", "RSQB": "[", "RBRACE": "{"}
@@ -76,12 +75,8 @@ def _pos(token: Token) -> Pos:
 
 
 def grammar_text() -> str:
-    """The grammar: shipped inside the package, or the checkout's grammars/ folder."""
-    packaged = resources.files("gradcalc").joinpath("grammars", "gradcalc.lark")
-    if packaged.is_file():
-        return packaged.read_text(encoding="utf-8")
-    checkout = Path(__file__).resolve().parent.parent / "grammars" / "gradcalc.lark"
-    return checkout.read_text(encoding="utf-8")
+    """The grammar: gradcalc.lark, shipped beside this module (in a checkout and in the wheel alike)."""
+    return resources.files(__package__).joinpath("gradcalc.lark").read_text(encoding="utf-8")
 
 
 class _Brackets:
@@ -183,7 +178,7 @@ def _attached(previous: Token, token: Token) -> bool:
 
 def is_function(name: str) -> bool:
     """Whether a name is a builtin function (claims read sin x as sin(x), and latex.py its powers)."""
-    from .builtins import BUILTINS  # only claims with juxtaposed names need it: not imported at start-up
+    from ..program.builtins import BUILTINS  # only claims with juxtaposed names need it: not imported at start-up
 
     return name in BUILTINS
 

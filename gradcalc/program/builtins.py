@@ -8,11 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import backend as B
-from . import ops
-from .errors import ArgumentError, FileProblem, GradcalcError, ValueProblem
-from .files import DEFAULT_MAX_FILE_SIZE, Outside, describe, open_regular
-from .graph import Node, constant, host_value, leaf
+from ..engine import backend as B
+from ..engine import ops
+from ..engine.graph import Node, constant, host_value, leaf
+from ..errors import ArgumentError, FileProblem, GradcalcError, ValueProblem
+from ..files import DEFAULT_MAX_FILE_SIZE, Outside, describe, open_regular
 
 
 @dataclass

@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from . import backend as B
-from . import graph, ops
-from . import syntax as S
-from .builtins import BUILTINS, CONSTANTS, RANDOM, Builtin, Context, as_int
-from .errors import (
+from ..engine import backend as B
+from ..engine import graph, ops
+from ..engine.graph import Node, constant, leaf
+from ..errors import (
     ArgumentError,
     GradcalcError,
     GradcalcSyntaxError,
@@ -34,8 +33,9 @@ from .errors import (
     ValueProblem,
     did_you_mean,
 )
-from .files import DEFAULT_MAX_FILE_SIZE
-from .graph import Node, constant, leaf
+from ..files import DEFAULT_MAX_FILE_SIZE
+from ..language import syntax as S
+from .builtins import BUILTINS, CONSTANTS, RANDOM, Builtin, Context, as_int
 
 Frame = dict[str, Node]
 

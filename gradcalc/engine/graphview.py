@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import LimitExceeded, UsageError
 from . import autodiff, symbolic
 from . import backend as B
-from .errors import LimitExceeded, UsageError
 from .graph import Node, constant, leaf
 
 PATH_LIMIT = 24  # more paths than this are grouped by the adjoints of the variable's users

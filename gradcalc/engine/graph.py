@@ -11,8 +11,8 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import GradcalcError
 from . import backend as B
-from .errors import GradcalcError
 
 _next_seq = itertools.count().__next__
 
@@ -205,7 +205,7 @@ def apply(prim: Primitive, inputs: tuple[Node, ...], params: tuple = ()) -> Node
 
 def operation_error(prim: Primitive, inputs: Sequence[Node], exc: Exception) -> GradcalcError:
     """A NumPy failure as a message naming the operation and the shapes."""
-    from .errors import ShapeError, ValueProblem, out_of_memory
+    from ..errors import ShapeError, ValueProblem, out_of_memory
 
     shapes = " and ".join(str(tuple(node.value.shape)) for node in inputs)
     text = str(exc).split("\n")[0]

@@ -15,9 +15,9 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import GradcalcError, UsageError, ValueProblem
 from . import backend as B
 from . import batching, graph, ops
-from .errors import GradcalcError, UsageError, ValueProblem
 from .graph import Node, Released, constant, operation_error
 
 

@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 
 import numpy
 
-from .errors import GradcalcError, LimitExceeded, UsageError
+from ..errors import GradcalcError, LimitExceeded, UsageError
 
 xp: Any = numpy  # the array namespace in use: numpy, or cupy after use("gpu")
 host: Any = numpy  # the namespace of values moved to the host (to_host) for output and judging
@@ -241,7 +241,7 @@ def load_file(handle: BinaryIO, name: str, member: str | None, shown: str, max_t
     """
     import json
 
-    from .files import read_bounded
+    from ..files import read_bounded
 
     lower = name.lower()
     if lower.endswith(".npy"):
@@ -314,7 +314,7 @@ def read_values(path: str, max_text: int) -> dict[str, Any]:
     """A --values file: a JSON object of numbers and arrays, or an .npz archive."""
     import json
 
-    from .files import open_regular, read_bounded
+    from ..files import open_regular, read_bounded
 
     with open_regular(path) as handle:
         if path.lower().endswith(".npz"):

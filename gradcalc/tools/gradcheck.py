@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from . import backend as B
-from .api import Run, tolerance
-from .errors import GradcalcError, UsageError
+from ..engine import backend as B
+from ..errors import GradcalcError, UsageError
+from ..program.api import Run, tolerance
 
 EPS, RTOL, ATOL = 1e-6, 1e-3, 1e-5  # torch.autograd.gradcheck's defaults
 # In float32 central differences are good to about 1e-3 at best: the defaults there are coarser.

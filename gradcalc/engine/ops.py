@@ -18,9 +18,9 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
+from ..errors import ShapeError, ValueProblem
 from . import backend as B
 from . import graph
-from .errors import ShapeError, ValueProblem
 from .graph import Node, Primitive, apply, constant, new_node
 
 PRIMITIVES: dict[str, Primitive] = {}

@@ -23,10 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import backend as B
+from ...engine import backend as B
+from ...errors import GradcalcError, error_json, error_text, out_of_memory
+from ...program.limits import limit_cpu, memory_budget
 from .check import Judge, Report, Submission, judge_file
-from .errors import GradcalcError, error_json, error_text, out_of_memory
-from .limits import limit_cpu, memory_budget
 
 DEFAULT_TIMEOUT = 10.0
 GPU_START_METHOD = "spawn"  # a CUDA context does not survive fork: GPU workers start fresh and run the key again

@@ -19,7 +19,7 @@ import sys
 import threading
 from collections.abc import Iterator
 
-from .errors import LimitExceeded, UsageError
+from ..errors import LimitExceeded, UsageError
 
 DEFAULT_MAX_MEMORY = 4 * 2**30  # a run's own data beyond what gradcalc itself uses at start
 
