@@ -7,6 +7,7 @@ everything) and compare the trees, or the errors, field by field, positions incl
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 from unittest import mock
 
@@ -149,11 +150,17 @@ BLANKS = ["y = 1 \\\n  + 2  # after a continuation\n", "y = 1\t\\  \n\t+ 2\r\nz 
           "b = [1,\n  2]  \\\n\n", "s = \"a\nb\"\n t = 1", "x=1;y=x#c\n#d", "  \t", "", "# nothing\n", "w = 1 \\\n"]
 
 
-def lark_tokens(text: str) -> list[tuple]:
-    """Lark's standard lexer on the same grammar: the reference for gradcalc's one-regex lexer."""
+@functools.cache
+def lark_lexer() -> Any:
+    """Lark's standard lexer on the same grammar (built once: building it takes a tenth of a second)."""
     from lark import Lark
 
-    lark = Lark(P.grammar_text(), parser="lalr", lexer="basic")
+    return Lark(P.grammar_text(), parser="lalr", lexer="basic")
+
+
+def lark_tokens(text: str) -> list[tuple]:
+    """Lark's standard lexer on the same grammar: the reference for gradcalc's one-regex lexer."""
+    lark = lark_lexer()
     return [(t.type, P._composed(t.value.translate(P._SUBSCRIPTS)) if t.type == "NAME" else t.value,
              t.start_pos, t.line, t.column) for t in lark.lex(text)]
 
