@@ -105,6 +105,24 @@ class LimitExceeded(GradcalcError):
     kind = "LimitError"
 
 
+class TimedOut(LimitExceeded):
+    """Past --timeout: a command, or one submission while grading (kind TimeoutError, as grading counts it)."""
+
+    kind = "TimeoutError"
+
+
+class Interrupted(GradcalcError):
+    """Ctrl-C (reported only with --json: without it, the word "interrupted", as Unix tools say it)."""
+
+    kind = "Interrupted"
+
+
+class InternalError(GradcalcError):
+    """A bug in gradcalc, reported without a traceback (exit 3)."""
+
+    kind = "InternalError"
+
+
 class UsageError(GradcalcError):
     """A bad option: an unknown --of, a --set of a computed variable, a missing --vector."""
 

@@ -18,7 +18,16 @@ import typer
 import typer.core
 
 from .. import __version__
-from ..errors import GradcalcError, LimitExceeded, UsageError, error_json, error_text, out_of_memory
+from ..errors import (
+    GradcalcError,
+    InternalError,
+    Interrupted,
+    LimitExceeded,
+    UsageError,
+    error_json,
+    error_text,
+    out_of_memory,
+)
 
 EXIT_OK, EXIT_WRONG, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader closed the pipe
@@ -40,8 +49,7 @@ class _Group(typer.core.TyperGroup):
         except _ClickError as error:
             from .jsonout import write
 
-            write({"error": {"type": "UsageError", "message": error.format_message(), "line": None,
-                             "column": None}}, sys.stderr)
+            write(error_json(UsageError(error.format_message())), sys.stderr)
             sys.exit(EXIT_BAD_INPUT)
         except typer.Abort:
             sys.exit(130)
@@ -207,12 +215,8 @@ def _guarded(json_mode: bool, body: Callable[[], None]) -> None:
         raise _report(json_mode, error, EXIT_BAD_INPUT) from None
     except KeyboardInterrupt:
         if json_mode:
-            from .jsonout import write
-
-            write({"error": {"type": "Interrupted", "message": "interrupted", "line": None, "column": None}},
-                  sys.stderr)
-        else:
-            sys.stderr.write("interrupted\n")
+            raise _report(json_mode, Interrupted("interrupted"), 130) from None
+        sys.stderr.write("interrupted\n")  # as Unix tools say it: no "error:"
         raise typer.Exit(130) from None
     except BrokenPipeError:  # the reader went away (`gradcalc ... | head`): stop quietly, as Unix tools do
         try:
@@ -228,9 +232,8 @@ def _guarded(json_mode: bool, body: Callable[[], None]) -> None:
     except MemoryError:
         raise _report(json_mode, out_of_memory(), EXIT_BAD_INPUT) from None
     except Exception as exc:  # a bug in gradcalc: say so plainly, without a traceback
-        bug = GradcalcError(f"internal error: {type(exc).__name__}: {exc}",
+        bug = InternalError(f"internal error: {type(exc).__name__}: {exc}",
                             "this is a bug in gradcalc; please report it with the program that caused it")
-        bug.kind = "InternalError"
         raise _report(json_mode, bug, EXIT_BUG) from None
 
 

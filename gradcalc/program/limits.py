@@ -19,13 +19,9 @@ import sys
 import threading
 from collections.abc import Iterator
 
-from ..errors import LimitExceeded, UsageError
+from ..errors import TimedOut, UsageError
 
 DEFAULT_MAX_MEMORY = 4 * 2**30  # a run's own data beyond what gradcalc itself uses at start
-
-
-class TimedOut(LimitExceeded):
-    """A command ran past --timeout."""
 
 
 def seconds(value: float | None, flag: str = "--timeout") -> float | None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...engine import backend as B
-from ...errors import GradcalcError, error_json, error_text, out_of_memory
+from ...errors import FileProblem, GradcalcError, InternalError, TimedOut, error_json, error_text, out_of_memory
 from ...program.limits import limit_cpu, memory_budget
 from .check import Judge, Report, Submission, judge_file
 
@@ -62,7 +62,7 @@ def _judge_each(judge: Judge, connection: Any, timeout: float) -> None:
         except MemoryError:
             report = _failed(name, out_of_memory())
         except Exception as exc:  # a bug met on one submission must not stop the others
-            report = _not_judged(name, "InternalError", f"internal error: {type(exc).__name__}: {exc}")
+            report = _failed(name, InternalError(f"internal error: {type(exc).__name__}: {exc}"))
         connection.send((index, report))
 
 
@@ -70,19 +70,13 @@ def _failed(name: str, error: GradcalcError) -> Report:
     return Report(name, error=error_json(error)["error"], error_message=error_text(error))
 
 
-def _not_judged(name: str, kind: str, why: str) -> Report:
-    error = GradcalcError(why)
-    error.kind = kind
-    return _failed(name, error)
-
-
-def _died(process: Any, budget: int | None) -> tuple[str, str]:
-    """Why a worker stopped without a word: the kind and message reported for its submission."""
+def _died(process: Any, budget: int | None) -> GradcalcError:
+    """Why a worker stopped without a word: the error reported for its submission."""
     code = process.exitcode
     if code == -getattr(signal, "SIGXCPU", -1000):
-        return "TimeoutError", "used more CPU time than --timeout allows"
+        return TimedOut("used more CPU time than --timeout allows")
     memory = "over the memory limit (--max-memory)" if budget is not None else "out of memory?"
-    return "InternalError", f"the worker judging it stopped ({memory}; exit status {code})"
+    return InternalError(f"the worker judging it stopped ({memory}; exit status {code})")
 
 
 def grade(make_judge: Callable[[], Judge], items: list[Submission], jobs: int = 1,
@@ -97,7 +91,7 @@ def grade(make_judge: Callable[[], Judge], items: list[Submission], jobs: int = 
     results: list[Report | None] = [None] * len(items)
     for index, item in enumerate(items):  # refused before any worker reads it: a link out, a device
         if item.problem is not None:
-            results[index] = _not_judged(item.name, "FileError", item.problem)
+            results[index] = _failed(item.name, FileProblem(item.problem))
     pending = [i for i, result in enumerate(results) if result is None][::-1]
     workers: list[_Worker] = []
 
@@ -117,11 +111,10 @@ def grade(make_judge: Callable[[], Judge], items: list[Submission], jobs: int = 
         else:
             worker.task = None
 
-    def replace(worker: _Worker, kind: str, why: str) -> None:
+    def replace(worker: _Worker, why: GradcalcError) -> None:
         """Report the worker's submission as not judged, and put a fresh worker in its place."""
         assert worker.task is not None
-        name = items[worker.task].name
-        results[worker.task] = _not_judged(name, kind, why)
+        results[worker.task] = _failed(items[worker.task].name, why)
         worker.process.kill()
         worker.process.join()
         worker.connection.close()
@@ -143,12 +136,12 @@ def grade(make_judge: Callable[[], Judge], items: list[Submission], jobs: int = 
                         index, report = worker.connection.recv()
                     except (EOFError, OSError):
                         worker.process.join(timeout=1)
-                        replace(worker, *_died(worker.process, budget))
+                        replace(worker, _died(worker.process, budget))
                         continue
                     results[index] = report
                     assign(worker)
                 elif time.monotonic() >= worker.deadline:
-                    replace(worker, "TimeoutError", f"timed out after {timeout:g} s (raise --timeout)")
+                    replace(worker, TimedOut(f"timed out after {timeout:g} s (raise --timeout)"))
     finally:
         for worker in workers:
             try:
