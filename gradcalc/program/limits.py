@@ -52,8 +52,8 @@ def memory_budget(budget: int | None) -> Iterator[bool]:
 
     Linux only (other systems do not enforce RLIMIT_DATA); the previous limit is restored after.
     """
-    used = _data_in_use() if budget is not None and sys.platform.startswith("linux") else None
-    if used is None:
+    used = _data_in_use() if sys.platform.startswith("linux") else None
+    if budget is None or used is None:
         yield False
         return
     import resource
