@@ -8,6 +8,7 @@ b = 6, c = -2, d = -5, L = 15; ∂L/∂w1 = -w3·a = -1, ∂L/∂w2 = -w4·a = -
 
 from __future__ import annotations
 
+import io
 import math
 import random
 import re
@@ -1711,3 +1712,94 @@ def test_a_root_before_a_name_and_a_bracket_is_ambiguous() -> None:
     (verdict,) = strict_json(result.stdout)["results"]
     assert verdict["status"] == "invalid", verdict
     assert "'√x(...)' is ambiguous" in verdict["error"]["message"] and "√(x*(...))" in verdict["error"]["hint"]
+
+
+# --- the diagnosis registry ------------------------------------------------------------------------
+
+TRANSPOSE_KEY = "W = [[1, 2], [3, 4]]; x = [0.5, -1]; h = tanh(W @ x); L = sum(h^2)"
+UNFIT_KEY = "W = [[1, 2], [3, 4], [5, 6]]; x = [0.5, -1]; h = tanh(W @ x); y = [1.0, 0, 2]; L = sum((h - y)^2)"
+MEAN_LOSS_KEY = ("X = [[1.0, 2], [0.5, -1], [2, 0], [-1, 1]]; w = [0.3, -0.2]; b = 0.1; y = [1, 0, 1, 0]; "
+                 "p = sigmoid(X @ w + b); L = -mean(y*log(p) + (1 - y)*log(1 - p))")
+# ∂L/∂x = 17 at x = 1, the sum of three paths: through a (2b = 6), through b (3a = 6), through c (5)
+THREE_PATHS_KEY = "x = 1; a = 2*x; b = 3*x; c = 5*x; L = a*b + c"
+
+# Each claim's mistake, worked out by hand on the neuron (∂L/∂w1 = -w3·a = -1; ∂L/∂a = -w3·w1 - w4·w2 = 2.5,
+# the paths L → d → b → a (-1.5) and L → d → c → a (4)), and the summary the grading table shows for it.
+DIAGNOSED = [
+    (NEURON_PROGRAM, "dL/dw1 = w3*a", "sign", "sign error"),  # -(-1)
+    (NEURON_PROGRAM, "dL/dw1 = -2*w3*a", "factor", "a factor off"),  # 2 × (-1)
+    (NEURON_PROGRAM, "dL/da = -w3*w1", "missing_path", "a missing chain-rule path"),  # L → d → c → a left out
+    (THREE_PATHS_KEY, "dL/dx = 5", "missing_path", "missing chain-rule paths"),  # only the path through c
+    (NEURON_PROGRAM, "dL/da = 0", "all_paths_missing", "the claim leaves out every chain-rule path"),
+    (NEURON_PROGRAM, "dL/da = -(w3*w1 + 2*w4*w2)", "double_counted_path", "a chain-rule path counted twice"),
+    (MLP_LAYER, "dL/dW = (1 - H^2).T @ X", "transposed", "transposed"),  # square: the shape fits
+    (TANH_PROGRAM, "dL/dW = outer(x, 1 - tanh(W @ x)^2)", "transposed", "transposed"),  # (3, 2) for (2, 3)
+    (MLP_LAYER, "dL/db = 1 - H^2", "not_summed", "not summed"),  # one row per example: (3, 2) for (2,)
+    (MEAN_LOSS_KEY, "dL/db = sigmoid(X@w + b) - y", "not_averaged", "not averaged"),  # 4 per-example values
+    (TANH_PROGRAM, "dL/dW = ones(3, 2)", "shape", "the claim has shape (3, 2) but ∂L/∂W has shape (2, 3)"),
+    (NEURON_PROGRAM, "dw1/dL = -w3*a", "upside_down", "upside down"),  # ∂L/∂w1 written as ∂w1/∂L
+    (TRANSPOSE_KEY, "dL/dx = W(2h(1 - h²))", "transpose_slip", "a transpose slip"),  # Wᵀ(…) is right
+    (UNFIT_KEY, "dL/dx = W (2(h - y)(1 - h²))", "transpose_slip", "a transpose slip"),  # 3×2 times 3: unfit
+    (INFINITE_KEY, "dL/dx = 2", "not_finite", "the true value is infinite"),  # 6x^5·exp(729) overflows
+    (NAN_KEY, "dL/dy = 1", "not_finite", "the true value is not a number (NaN)"),
+    ("x = 2; L = x^2", "dL/dx = 4 + 0*exp(1e6*(x - 2)^2)", "only_here", "right at the program's values only"),
+    ("x = 5; L = exp(x^6)", "dL/dx = exp(x^6)", "not_confirmed", "not confirmed"),  # inf everywhere it is tried
+    ("x = 0.3932; y = x^2/2", "dy/dx = 0.40", "last_digit", "off in the last digit written"),  # 0.39
+    ("x = 3; y = exp(2*x)", "dy/dx = 807", "exact_integer",
+     "an integer means exactly 807; the value is 806.858 (to say it is rounded, write 807. or 8.07e2)"),
+]
+
+
+@pytest.mark.parametrize(("key", "claim", "code", "summary"), DIAGNOSED)
+def test_each_diagnosis_has_its_code_in_the_json(key: str, claim: str, code: str, summary: str) -> None:
+    verdict = one_expr(key, claim)
+    assert_wrong(verdict)
+    assert verdict["diagnosis_code"] == code, verdict
+    assert verdict["diagnosis"] == summary or verdict["diagnosis"].startswith(summary + ": "), verdict
+    assert list(verdict).index("diagnosis_code") == list(verdict).index("diagnosis") + 1, verdict  # beside it
+
+
+def test_every_diagnosis_in_the_registry_is_produced_by_a_claim() -> None:
+    assert {code for _, _, code, _ in DIAGNOSED} == {entry.code for entry in C.DIAGNOSES}
+
+
+def test_the_registry_codes_are_unique_snake_case_and_the_readmes() -> None:
+    codes = [entry.code for entry in C.DIAGNOSES]
+    assert len(codes) == len(set(codes)), codes
+    assert all(re.fullmatch(r"[a-z]+(_[a-z]+)*", code) for code in codes), codes
+    readme = (Path(gradcalc.__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    listed = readme.split('`"diagnosis_code"` is one of:', 1)[1].split("\n\n", 1)[0]
+    assert re.findall(r"^  - `([a-z_]+)`: \S", listed, re.MULTILINE) == codes
+
+
+def test_no_diagnosis_no_code() -> None:
+    doc = check_json(NEURON, *claims("dL/dw1 = -w3*a", "dL/dw1 = -3.7", "dL/dq = 1"), code=None)
+    for verdict in doc["results"]:
+        assert "diagnosis" not in verdict and "diagnosis_code" not in verdict, verdict
+
+
+def test_grading_summarises_by_the_diagnosis_summary() -> None:
+    doc = check_json(NEURON, SAMPLES / "submissions", code=EXIT_WRONG)
+    problems = {s["submission"]: s["first_problem"] for s in doc["submissions"]}
+    assert problems["bob.txt"] == "∂L/∂d wrong: sign error", problems
+    assert problems["carol.eq"] == "∂L/∂a wrong: a missing chain-rule path", problems
+    codes = {r.get("diagnosis_code") for s in doc["submissions"] for r in s["results"]}
+    assert {"sign", "missing_path"} <= codes, codes
+    human = check(NEURON, SAMPLES / "submissions").stdout
+    assert "∂L/∂d wrong: sign error" in human, human
+
+
+def test_the_summary_is_the_entrys_not_a_split_of_the_text() -> None:
+    """The grading table and the note column show the diagnosis's summary as it is, ':' and all."""
+    from rich.console import Console
+
+    from gradcalc.cli import render
+    verdict = C.Verdict("dL/dw = 1", "L", "w", 1, "wrong")
+    verdict.diagnose(C.Diagnosis("shape", "a summary: with a colon", "and its detail"))
+    assert (verdict.diagnosis, verdict.diagnosis_code) == ("a summary: with a colon: and its detail", "shape")
+    report = C.Report("hw", [verdict])
+    assert report.first_problem() == "∂L/∂w wrong: a summary: with a colon"
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(render.check_view(report))
+    (row,) = [line for line in console.export_text().splitlines() if "✗ wrong" in line]
+    assert row.rstrip().endswith("a summary: with a colon"), row

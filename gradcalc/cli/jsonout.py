@@ -120,7 +120,7 @@ def verdict_doc(verdict: Verdict) -> dict[str, Any]:
         "wrt": verdict.wrt if verdict.wrt2 is None else [verdict.wrt, verdict.wrt2],
         "line": verdict.line,
     }
-    for key in ("note", "diagnosis", "derivative", "error"):
+    for key in ("note", "diagnosis", "diagnosis_code", "derivative", "error"):
         if getattr(verdict, key):
             doc[key] = getattr(verdict, key)
     for key, shape in verdict.elided.items():  # grading keeps no large value: its shape says what it was

@@ -395,7 +395,7 @@ def check_view(report: Any, heading: str = "", full: bool = False, errors_apart:
     details: list[RenderableType] = []
     for verdict in report.verdicts:
         word, style = _VERDICT_STYLE[verdict.status]
-        note = verdict.note if verdict.passed else verdict.diagnosis.split(":")[0]
+        note = verdict.note if verdict.passed else verdict.diagnosis_summary
         table.add_row("" if verdict.line is None else str(verdict.line), inert(verdict.claim), Text(word, style=style),
                       _shown(verdict, "got", full), _shown(verdict, "expected", full), Text(note, style="dim"))
         if not verdict.passed:

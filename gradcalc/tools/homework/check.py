@@ -77,6 +77,19 @@ class Tolerance:
         return B.host.isclose(got, want, rtol=self.rtol, atol=self.atol, equal_nan=True)
 
 
+@dataclass(frozen=True)
+class Diagnosis:
+    """A known mistake found in a claim: its entry's code, its summary, and what it says of this claim."""
+
+    code: str  # the entry's stable code in DIAGNOSES
+    summary: str  # the short form the grading table and the note column show ("sign error")
+    detail: str = ""  # the rest, about this claim ("the claim is the negative of ∂L/∂w1")
+
+    @property
+    def text(self) -> str:
+        return f"{self.summary}: {self.detail}" if self.detail else self.summary
+
+
 @dataclass
 class Verdict:
     """One claim judged."""
@@ -96,10 +109,17 @@ class Verdict:
     error_message: str = ""  # the same for people, with the line and a caret
     wrt2: str | None = None  # a second derivative's other variable (∂²of/∂wrt∂wrt2)
     elided: dict[str, tuple[int, ...]] = field(default_factory=dict)  # grading: "got"/"expected" not kept
+    diagnosis_code: str | None = None  # the diagnosis's stable code in DIAGNOSES ("sign", "missing_path"), if any
+    diagnosis_summary: str = ""  # its short form: the grading table's and the note column's
 
     @property
     def passed(self) -> bool:
         return self.status == "right"
+
+    def diagnose(self, found: Diagnosis | None) -> None:
+        """Record a diagnosis (None: no known mistake fits)."""
+        if found is not None:
+            self.diagnosis, self.diagnosis_code, self.diagnosis_summary = found.text, found.code, found.summary
 
     @property
     def label(self) -> str:
@@ -147,7 +167,7 @@ class Report:
             return ""
         if chosen.status == "invalid":
             return f"{chosen.claim}: {chosen.error['message'] if chosen.error else 'invalid'}"
-        return f"{chosen.label} wrong" + (f": {chosen.diagnosis.split(':')[0]}" if chosen.diagnosis else "")
+        return f"{chosen.label} wrong" + (f": {chosen.diagnosis_summary}" if chosen.diagnosis_code else "")
 
 
 def failed_report(name: str, error: GradcalcError) -> Report:
@@ -238,6 +258,27 @@ class _Sample:
         return not self.problem and bool(B.host.isfinite(self.got).all() and B.host.isfinite(self.want).all())
 
 
+@dataclass
+class _Case:
+    """What a detector in DIAGNOSES looks at: the claim, and its value against the truth.
+
+    A shape detector gets got and want at the program's values; a value detector the samples (the program's
+    values, and for an expression the nearby points) and how a candidate value is matched there."""
+
+    claim: S.Claim
+    samples: list[_Sample] = field(default_factory=list)
+    matches: Callable[[Any, _Sample], bool] = lambda value, sample: False
+    several_points: bool = False  # an expression, compared at several points (a number at one only)
+    matches_sum: Callable[[Any, _Sample], bool] = lambda value, sample: False  # for sums over chain-rule paths
+    got: Any = None
+    want: Any = None
+    paths: Diagnosis | bool | None = None  # the chain-rule paths' diagnosis, once worked out (False: none)
+
+    @property
+    def label(self) -> str:
+        return _label(self.claim)
+
+
 class Judge:
     """Judges claims against one run of the key program (kept with its nearby runs for many submissions).
 
@@ -309,7 +350,7 @@ class Judge:
         want = self._truth(base, claim, got.ndim)
         verdict.expected, verdict.got = want, got
         if not _broadcasts(got.shape, want.shape):
-            verdict.diagnosis = self._shape_diagnosis(claim, got, want)
+            verdict.diagnose(self._shape_diagnosis(claim, got, want))
             return
         if verdict.kind == "number":
             self._judge_number(claim, verdict, got, want)
@@ -318,9 +359,9 @@ class Judge:
         exact = self.tolerance.close(got, want)
         if not exact.all():
             samples += [s for s in self._nearby_samples(claim, source, got.ndim) if s.clean]
-            verdict.diagnosis = _finite_against_not(got, want, exact, _label(claim)) or \
-                self._diagnose(claim, samples, self._exact_match, several_points=True) or \
-                _not_matched(got, want, exact, _label(claim))
+            verdict.diagnose(_finite_against_not(got, want, exact, _label(claim)) or
+                             self._diagnose(claim, samples, self._exact_match, several_points=True) or
+                             _not_matched(got, want, exact, _label(claim)))
             return
         # Right here. Nearby, it must agree wherever the truth is finite: a claim that is NaN, infinite or
         # fails where the truth is a number is wrong there (else 4 + 0*exp(1e6*(x - 2)^2) would pass at x = 2,
@@ -330,7 +371,7 @@ class Judge:
         for sample in self._nearby_samples(claim, source, got.ndim):
             agrees = self._agrees_nearby(sample)
             if agrees is False:
-                verdict.diagnosis = self._only_here(claim, sample)
+                verdict.diagnose(self._only_here(claim, sample))
                 return
             if agrees:
                 compared += 1
@@ -338,9 +379,10 @@ class Judge:
         if self.points and not confirmed.all():
             # Compared only as infinities (or NaN): inf = inf says nothing of which expression it is.
             where = f" at {int((~confirmed).sum())} of {confirmed.size} entries" if confirmed.ndim else ""
-            verdict.diagnosis = (f"not confirmed: {_label(claim)} is not finite{where} at the program's values "
-                                 f"({_short(want)}) nor at any nearby point, so the claim was compared there only "
-                                 f"with infinities or NaN, which any expression infinite there matches")
+            verdict.diagnose(_entry("not_confirmed").found(
+                f"{_label(claim)} is not finite{where} at the program's values ({_short(want)}) nor at any nearby "
+                f"point, so the claim was compared there only with infinities or NaN, which any expression infinite "
+                f"there matches"))
             return
         verdict.status = "right"
         verdict.note = (f"holds at the program's values and at {compared} nearby point{'s' * (compared != 1)}"
@@ -366,8 +408,8 @@ class Judge:
             verdict.status = "right"
             return
         finite_claim = _finite_against_not(got, want, exact, _label(claim))
-        if finite_claim:  # a number is never right for an infinite or undefined value, to any digits
-            verdict.diagnosis = finite_claim
+        if finite_claim is not None:  # a number is never right for an infinite or undefined value, to any digits
+            verdict.diagnose(finite_claim)
             return
         if units is not None:
             rounded, truncated = _to_digits(got, want, units)
@@ -397,8 +439,8 @@ class Judge:
             return bool(close.all())
 
         samples = [_Sample(self.run, got, want)]
-        verdict.diagnosis = self._diagnose(claim, samples, matches, several_points=False, matches_sum=matches_sum) \
-            or _not_matched(got, want, exact, _label(claim)) or _last_digit(got, want, units)
+        verdict.diagnose(self._diagnose(claim, samples, matches, several_points=False, matches_sum=matches_sum)
+                         or _not_matched(got, want, exact, _label(claim)) or _last_digit(got, want, units))
 
     def _exact_match(self, value: Any, sample: _Sample) -> bool:
         return bool(self.tolerance.close(sample.got, value).all())
@@ -484,46 +526,89 @@ class Judge:
 
     # --- explaining a wrong answer --------------------------------------------------------------
 
-    def _only_here(self, claim: S.Claim, sample: _Sample) -> str:
+    def _only_here(self, claim: S.Claim, sample: _Sample) -> Diagnosis:
         moved = [(name, node.value) for name, node in sample.run.leaves.items() if node.value.shape == ()]
         where = ", ".join(f"{name} = {float(value):.3g}" for name, value in moved[:SHOWN_LEAVES])
         where += ", …" if len(moved) > SHOWN_LEAVES else ""
         gives = sample.problem or f"the claim gives {_short(sample.got)}"
-        return (f"right at the program's values only: it is not an identity. Nearby, at {where or 'moved leaves'}, "
-                f"{gives} but {_label(claim)} = {_short(sample.want)}")
+        return _entry("only_here").found(f"it is not an identity. Nearby, at {where or 'moved leaves'}, "
+                                         f"{gives} but {_label(claim)} = {_short(sample.want)}")
 
-    def _shape_diagnosis(self, claim: S.Claim, got: Any, want: Any) -> str:
+    def _shape_diagnosis(self, claim: S.Claim, got: Any, want: Any) -> Diagnosis | None:
+        """What is wrong with a claim of a shape that does not fit: the first entry of DIAGNOSES that says."""
+        case = _Case(claim, got=got, want=want)
+        return next((found for entry in DIAGNOSES if entry.shape is not None
+                     and (found := entry.shape(self, case)) is not None), None)
+
+    def _diagnose(self, claim: S.Claim, samples: list[_Sample], matches: Callable[[Any, _Sample], bool],
+                  several_points: bool, matches_sum: Callable[[Any, _Sample], bool] | None = None
+                  ) -> Diagnosis | None:
+        """What is wrong with a claim of the right shape and the wrong value: the first entry of DIAGNOSES
+        whose mistake, made on the truth, gives the claim at every sample."""
+        case = _Case(claim, samples, matches, several_points, matches_sum or matches)
+        return next((found for entry in DIAGNOSES if entry.value is not None
+                     and (found := entry.value(self, case)) is not None), None)
+
+    # The detectors DIAGNOSES names, in its order: a Diagnosis where the mistake fits, else None.
+
+    def _transposed_shape(self, case: _Case) -> Diagnosis | None:
+        got, want = case.got, case.want
         if got.ndim == 2 and got.shape == want.shape[::-1] and self.tolerance.close(got.T, want).all():
-            return f"transposed: the claim is the transpose of {_label(claim)}"
+            return _entry("transposed").found(f"the claim is the transpose of {case.label}")
+        return None
+
+    def _not_summed(self, case: _Case) -> Diagnosis | None:
+        got, want = case.got, case.want
         axes = _summed_axes(got.shape, want.shape)
         if axes and self.tolerance.close(got.sum(axis=axes).reshape(want.shape), want).all():
             listed = ", ".join(map(str, axes))
-            return (f"not summed: summed over axis {listed} the claim is {_label(claim)} (a value broadcast over "
-                    f"a batch gets the sum of the batch's gradients), but as written it has shape {_shape(got.shape)}")
+            return _entry("not_summed").found(
+                f"summed over axis {listed} the claim is {case.label} (a value broadcast over a batch gets the sum "
+                f"of the batch's gradients), but as written it has shape {_shape(got.shape)}")
+        return None
+
+    def _not_averaged(self, case: _Case) -> Diagnosis | None:
+        got, want = case.got, case.want
+        axes = _summed_axes(got.shape, want.shape)
         if axes and self.tolerance.close(got.mean(axis=axes).reshape(want.shape), want).all():
             listed = ", ".join(map(str, axes))
-            return (f"not averaged: averaged over axis {listed} the claim is {_label(claim)} (the loss is a mean "
-                    f"over the batch, so a value broadcast over it gets the mean of the batch's gradients), but as "
-                    f"written it has shape {_shape(got.shape)}")
-        return f"the claim has shape {_shape(got.shape)} but {_label(claim)} has shape {_shape(want.shape)}"
+            return _entry("not_averaged").found(
+                f"averaged over axis {listed} the claim is {case.label} (the loss is a mean over the batch, so a "
+                f"value broadcast over it gets the mean of the batch's gradients), but as written it has shape "
+                f"{_shape(got.shape)}")
+        return None
 
-    def _diagnose(self, claim: S.Claim, samples: list[_Sample], matches: Callable[[Any, _Sample], bool],
-                  several_points: bool, matches_sum: Callable[[Any, _Sample], bool] | None = None) -> str:
-        label = _label(claim)
-        square = samples[0].want.ndim == 2 and samples[0].want.shape[0] == samples[0].want.shape[1]
-        if square and samples[0].got.shape == samples[0].want.shape and all(matches(s.want.T, s) for s in samples):
-            return f"transposed: the claim is the transpose of {label}"
-        if all(matches(-s.want, s) for s in samples) and any(B.host.any(s.want != 0) for s in samples):
-            return f"sign error: the claim is the negative of {label}"
-        factor = _factor(samples[0])
-        if factor is not None and ((several_points and len(samples) > 1) or _nice(factor)) \
-                and all(matches(factor * s.want, s) for s in samples):
-            return f"a factor off: the claim is {_ratio(factor)} × {label}"
-        if claim.wrt is not None and claim.wrt2 is None and samples[0].want.shape == ():
-            found = self._path_diagnosis(claim, samples, matches_sum or matches)
-            if found:
-                return found
-        return self._upside_down(claim, samples, matches) or self._transpose_slip(claim, samples, matches)
+    def _misshapen(self, case: _Case) -> Diagnosis:
+        return _entry("shape").found(summary=f"the claim has shape {_shape(case.got.shape)} but {case.label} has "
+                                             f"shape {_shape(case.want.shape)}")
+
+    def _transposed(self, case: _Case) -> Diagnosis | None:
+        first = case.samples[0]
+        square = first.want.ndim == 2 and first.want.shape[0] == first.want.shape[1]
+        if square and first.got.shape == first.want.shape and all(case.matches(s.want.T, s) for s in case.samples):
+            return _entry("transposed").found(f"the claim is the transpose of {case.label}")
+        return None
+
+    def _sign(self, case: _Case) -> Diagnosis | None:
+        if all(case.matches(-s.want, s) for s in case.samples) and any(B.host.any(s.want != 0) for s in case.samples):
+            return _entry("sign").found(f"the claim is the negative of {case.label}")
+        return None
+
+    def _factor(self, case: _Case) -> Diagnosis | None:
+        factor = _factor(case.samples[0])
+        if factor is not None and ((case.several_points and len(case.samples) > 1) or _nice(factor)) \
+                and all(case.matches(factor * s.want, s) for s in case.samples):
+            return _entry("factor").found(f"the claim is {_ratio(factor)} × {case.label}")
+        return None
+
+    def _path(self, case: _Case, code: str) -> Diagnosis | None:
+        """The chain-rule paths' diagnosis (worked out once for the three entries), if it is `code`'s."""
+        if case.paths is None:
+            claim = case.claim
+            case.paths = (self._path_diagnosis(claim, case.samples, case.matches_sum)
+                          if claim.wrt is not None and claim.wrt2 is None and case.samples[0].want.shape == ()
+                          else None) or False
+        return case.paths if case.paths and case.paths.code == code else None
 
     def _judge_unshaped(self, claim: S.Claim, verdict: Verdict) -> bool:
         """A claim whose shapes do not fit, but would with a matrix transposed: wrong, with that diagnosis."""
@@ -536,18 +621,19 @@ class Judge:
                 continue
             if fixed.shape == want.shape and self.tolerance.close(fixed, want).all():
                 verdict.expected = want
-                verdict.diagnosis = f"a transpose slip: {_slip(claim.claimed, name)} the shapes fit and the claim " \
-                                    f"is {_label(claim)}"
+                verdict.diagnose(_entry("transpose_slip").found(
+                    f"{_slip(claim.claimed, name)} the shapes fit and the claim is {_label(claim)}"))
                 return True
         return False
 
-    def _transpose_slip(self, claim: S.Claim, samples: list[_Sample], matches: Callable[[Any, _Sample], bool]) -> str:
+    def _transpose_slip(self, case: _Case) -> Diagnosis | None:
         """W x where Wᵀ x is meant (backpropagation's usual slip): the claim with one matrix turned is right."""
+        claim, samples = case.claim, case.samples
         for name, values in self._turned_values(claim, [s.run for s in samples]):
-            if all(v.shape == s.want.shape and matches(s.want, _Sample(s.run, v, s.want))
+            if all(v.shape == s.want.shape and case.matches(s.want, _Sample(s.run, v, s.want))
                    for v, s in zip(values, samples)):
-                return f"a transpose slip: {_slip(claim.claimed, name)} the claim is {_label(claim)}"
-        return ""
+                return _entry("transpose_slip").found(f"{_slip(claim.claimed, name)} the claim is {case.label}")
+        return None
 
     def _turned_values(self, claim: S.Claim, runs: list[Run]) -> Iterator[tuple[str, list[Any]]]:
         """For each matrix the claim names: its name, and the claim's value at each run with that matrix turned."""
@@ -559,34 +645,35 @@ class Judge:
             except GradcalcError:
                 continue
 
-    def _upside_down(self, claim: S.Claim, samples: list[_Sample], matches: Callable[[Any, _Sample], bool]) -> str:
+    def _upside_down(self, case: _Case) -> Diagnosis | None:
         """dw1/dL where dL/dw1 is meant: the claim is the derivative the other way up."""
+        claim = case.claim
         if claim.wrt is None or claim.wrt2 is not None or claim.wrt == claim.of \
                 or claim.of not in self.run.leaves or claim.wrt in self.run.leaves:
-            return ""
+            return None
         turned = S.Claim(claim.wrt, claim.of, claim.claimed, claim.pos)
         try:
-            if all(matches(self._truth(s.run, turned, s.got.ndim), s) for s in samples):
-                return (f"upside down: the claim is {_label(turned)}; the output goes on top, "
-                        f"d{claim.wrt}/d{claim.of}")
+            if all(case.matches(self._truth(s.run, turned, s.got.ndim), s) for s in case.samples):
+                return _entry("upside_down").found(f"the claim is {_label(turned)}; the output goes on top, "
+                                                   f"d{claim.wrt}/d{claim.of}")
         except GradcalcError:
             pass
-        return ""
+        return None
 
     def _path_diagnosis(self, claim: S.Claim, samples: list[_Sample],
-                        matches: Callable[[Any, _Sample], bool]) -> str:
+                        matches: Callable[[Any, _Sample], bool]) -> Diagnosis | None:
         assert claim.wrt is not None
         per_sample = [self._path_values(s.run, claim.of, claim.wrt) for s in samples]
         if any(p is None for p in per_sample) or not per_sample[0]:
-            return ""
+            return None
         names = [name for name, _ in per_sample[0]]  # type: ignore[union-attr]
         if len(names) < 2 or any([n for n, _ in p] != names for p in per_sample):  # type: ignore[union-attr]
-            return ""  # one path (its double is a factor of 2), or paths differing between points (a branch)
+            return None  # one path (its double is a factor of 2), or paths differing between points (a branch)
         for weights in _weightings(len(names)):
             if all(matches(sum((w * v for w, (_, v) in zip(weights, paths)), 0.0), s)  # type: ignore[arg-type]
                    for s, paths in zip(samples, per_sample)):
                 return _path_story(claim, names, weights, per_sample[0])  # type: ignore[arg-type]
-        return ""
+        return None
 
     def _path_values(self, run: Run, of: str, wrt: str) -> list[tuple[str, Any]] | None:
         """Each chain-rule path from of to wrt (its text, its product here), or None past PATHS_TRIED,
@@ -648,6 +735,71 @@ class Judge:
         return None
 
 
+# --- the diagnoses ------------------------------------------------------------------------------
+
+_Detector = Callable[[Judge, _Case], "Diagnosis | None"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A known mistake: a stable code (the JSON's diagnosis_code), the summary the grading table shows, what
+    mistake it names (the README's list), and its detectors: for a claim of the wrong shape, or of the right
+    shape and the wrong value. An entry without one is found where the judging finds it (only_here, …)."""
+
+    code: str
+    summary: str  # '…' where it is the claim's own (a shape, an integer)
+    names: str
+    shape: _Detector | None = None
+    value: _Detector | None = None
+
+    def found(self, detail: str = "", summary: str | None = None) -> Diagnosis:
+        return Diagnosis(self.code, self.summary if summary is None else summary, detail)
+
+
+# In order: the first entry whose detector fits says what is wrong (a claim both transposed and negated is
+# 'transposed'; one that leaves out a path is not also called a factor off where that happens to fit).
+DIAGNOSES: list[Entry] = [
+    Entry("transposed", "transposed", "the transpose of the derivative: a matrix turned over",
+          shape=Judge._transposed_shape, value=Judge._transposed),
+    Entry("sign", "sign error", "the negative of the derivative", value=Judge._sign),
+    Entry("factor", "a factor off", "a constant multiple of the derivative (2, 1/2, 1000: a slip of a factor or "
+          "of units; any factor for an expression)", value=Judge._factor),
+    Entry("missing_path", "a missing chain-rule path", "the sum over the chain-rule paths from the output to the "
+          "variable with one or more left out (summary 'missing chain-rule paths' for several)",
+          value=lambda judge, case: judge._path(case, "missing_path")),
+    Entry("all_paths_missing", "the claim leaves out every chain-rule path", "0 where the output depends on the "
+          "variable through several chain-rule paths",
+          value=lambda judge, case: judge._path(case, "all_paths_missing")),
+    Entry("double_counted_path", "a chain-rule path counted twice", "the sum over the chain-rule paths with one "
+          "added twice", value=lambda judge, case: judge._path(case, "double_counted_path")),
+    Entry("not_summed", "not summed", "a batch's gradients one per example, where the value is broadcast over "
+          "the batch and its gradient is their sum", shape=Judge._not_summed),
+    Entry("not_averaged", "not averaged", "a batch's gradients one per example, where the loss is a mean over the "
+          "batch and the gradient is their mean", shape=Judge._not_averaged),
+    Entry("shape", "the claim has shape … but … has shape …", "a value of a shape the derivative does not have, "
+          "and none of the mistakes above", shape=Judge._misshapen),
+    Entry("upside_down", "upside down", "the derivative the other way up: dw1/dL where dL/dw1 is meant",
+          value=Judge._upside_down),
+    Entry("transpose_slip", "a transpose slip", "one matrix written W where Wᵀ is meant (or Wᵀ for W): turned, "
+          "the claim is right", value=Judge._transpose_slip),
+    Entry("not_finite", "the true value is infinite (or not a number)", "a claim that is not the infinity or NaN "
+          "the value is at the program's values (no finite number is, to any digits)"),
+    Entry("only_here", "right at the program's values only", "an expression equal to the derivative at the "
+          "program's values but not at a nearby point: not an identity"),
+    Entry("not_confirmed", "not confirmed", "an expression compared only with infinities or NaN (the derivative "
+          "is finite nowhere it was compared), which any expression infinite there matches"),
+    Entry("last_digit", "off in the last digit written", "a number a few units off in its last digit (the "
+          "diagnosis gives the value to the digits written)"),
+    Entry("exact_integer", "an integer means exactly …; the value is …", "an integer near a value that is not "
+          "one: an integer claims the exact value (807. or 8.07e2 say it is rounded)"),
+]
+_BY_CODE = {entry.code: entry for entry in DIAGNOSES}
+
+
+def _entry(code: str) -> Entry:
+    return _BY_CODE[code]
+
+
 def _unreadable(item: Unreadable) -> Verdict:
     return Verdict(item.text, "", None, item.line, "invalid", error=error_json(item.error)["error"],
                    error_message=error_text(item.error))
@@ -669,22 +821,24 @@ def _weightings(count: int) -> Iterator[tuple[int, ...]]:
         yield tuple(2 if i == twice else 1 for i in range(count))
 
 
-def _path_story(claim: S.Claim, names: list[str], weights: tuple[int, ...], paths: list[tuple[str, Any]]) -> str:
+def _path_story(claim: S.Claim, names: list[str], weights: tuple[int, ...],
+                paths: list[tuple[str, Any]]) -> Diagnosis:
     label = _label(claim)
     values = {name: value for name, value in paths}
     missing = [n for n, w in zip(names, weights) if w == 0]
     doubled = [n for n, w in zip(names, weights) if w == 2]
     if doubled:
-        return (f"a chain-rule path counted twice: {doubled[0]} ({_short(values[doubled[0]])} here) "
-                f"is added twice to {label}")
+        return _entry("double_counted_path").found(f"{doubled[0]} ({_short(values[doubled[0]])} here) "
+                                                   f"is added twice to {label}")
     if len(missing) == len(names):
-        return (f"the claim leaves out every chain-rule path: {claim.of} depends on {claim.wrt} through "
-                f"{len(names)} path{'s' * (len(names) != 1)}, starting with {names[0]}")
+        return _entry("all_paths_missing").found(f"{claim.of} depends on {claim.wrt} through {len(names)} "
+                                                 f"path{'s' * (len(names) != 1)}, starting with {names[0]}")
     listed = "; ".join(f"{n} ({_short(values[n])} here)" for n in missing)
-    return (f"a missing chain-rule path: {label} is the sum over {len(names)} paths, and the claim leaves out "
-            f"{listed}" if len(missing) == 1 else
-            f"missing chain-rule paths: {label} is the sum over {len(names)} paths, and the claim leaves out "
-            f"{len(missing)}: {listed}")
+    if len(missing) == 1:
+        return _entry("missing_path").found(f"{label} is the sum over {len(names)} paths, and the claim leaves out "
+                                            f"{listed}")
+    return _entry("missing_path").found(f"{label} is the sum over {len(names)} paths, and the claim leaves out "
+                                        f"{len(missing)}: {listed}", summary="missing chain-rule paths")
 
 
 def _factor(sample: _Sample) -> float | None:
@@ -732,55 +886,56 @@ def _to_digits(got: Any, want: Any, units: Any) -> tuple[Any, Any]:
     return rounded, truncated
 
 
-def _last_digit(got: Any, want: Any, units: Any) -> str:
+def _last_digit(got: Any, want: Any, units: Any) -> Diagnosis | None:
     """A number a few units off in its last digit: say what the value is to the digits written."""
     if units is None or got.shape != () or want.shape != ():
-        return ""
+        return None
     unit, value = float(units), float(want)
     if unit == 0 and math.isfinite(value) and abs(float(got) - value) < 0.5 and abs(value) >= 10:  # 807 for 806.858
-        return (f"an integer means exactly {B.format_number(float(got))}; the value is {B.format_number(value)} "
-                f"(to say it is rounded, write {B.format_number(float(got))}. or {_scientific_text(float(got))})")
+        return _entry("exact_integer").found(summary=(
+            f"an integer means exactly {B.format_number(float(got))}; the value is {B.format_number(value)} "
+            f"(to say it is rounded, write {B.format_number(float(got))}. or {_scientific_text(float(got))})"))
     if not unit > 0:
-        return ""
+        return None
     if not math.isfinite(value) or abs(float(got) - value) > 3 * unit:
-        return ""
+        return None
     places = round(-math.log10(unit))
     rounded = round(value / unit) * unit
     if rounded == 0:  # -1e30 for -1: the value has no digit there, so every digit written is off, not the last
-        return ""
+        return None
     if 0 < places <= 15:
         shown = f"{value:.{places}f}"
     elif places <= 0 and rounded < 1e15:
         shown = f"{rounded:g}"
     else:  # 1.6e-300, not 300 zeros: the digits written, in scientific notation
         shown = f"{rounded:.{max(1, math.floor(math.log10(abs(rounded))) + places + 1)}g}"
-    return f"off in the last digit written: to the digits written, the value is {shown}"
+    return _entry("last_digit").found(f"to the digits written, the value is {shown}")
 
 
-def _finite_against_not(got: Any, want: Any, exact: Any, label: str) -> str:
+def _finite_against_not(got: Any, want: Any, exact: Any, label: str) -> Diagnosis | None:
     """Where the value is infinite or NaN and the claim a finite number: say so (no digits make that right)."""
     want = B.host.broadcast_to(want, exact.shape)
     finite = B.host.broadcast_to(B.host.isfinite(got), exact.shape)
     return _not_finite_story(~B.host.isfinite(want) & finite & ~exact, want, label)
 
 
-def _not_matched(got: Any, want: Any, exact: Any, label: str) -> str:
+def _not_matched(got: Any, want: Any, exact: Any, label: str) -> Diagnosis | None:
     """Where the value is infinite or NaN and the claim is not that same value (-inf for inf, inf for nan)."""
     want = B.host.broadcast_to(want, exact.shape)
     return _not_finite_story(~B.host.isfinite(want) & ~exact, want, label)
 
 
-def _not_finite_story(missed: Any, want: Any, label: str) -> str:
+def _not_finite_story(missed: Any, want: Any, label: str) -> Diagnosis | None:
     if not missed.any():
-        return ""
+        return None
     nan = bool(B.host.isnan(want[missed]).any())
     infinite = bool(B.host.isinf(want[missed]).any())
     kind = "infinite or not a number" if nan and infinite else "not a number (NaN)" if nan else "infinite"
     where = f" at {int(missed.sum())} of {missed.size} entries" if want.ndim else ""
     matched_by = "nan (a NaN) and an infinity by the same infinity" if nan and infinite else \
         "nan" if nan else "an infinite claim of the same sign (inf or -inf)"
-    return (f"the true value is {kind}{where}: {label} = {_short(want)} at the program's values, "
-            f"and only {matched_by} matches it")
+    return _entry("not_finite").found(f"{label} = {_short(want)} at the program's values, and only {matched_by} "
+                                      f"matches it", summary=f"the true value is {kind}{where}")
 
 
 def _scientific_text(whole: float) -> str:
