@@ -558,24 +558,22 @@ class Judge:
         return None
 
     def _not_summed(self, case: _Case) -> Diagnosis | None:
-        got, want = case.got, case.want
-        axes = _summed_axes(got.shape, want.shape)
-        if axes and self.tolerance.close(got.sum(axis=axes).reshape(want.shape), want).all():
-            listed = ", ".join(map(str, axes))
-            return _entry("not_summed").found(
-                f"summed over axis {listed} the claim is {case.label} (a value broadcast over a batch gets the sum "
-                f"of the batch's gradients), but as written it has shape {_shape(got.shape)}")
-        return None
+        return self._per_example(case, "not_summed", "summed", "a value broadcast over a batch gets the sum of "
+                                 "the batch's gradients")
 
     def _not_averaged(self, case: _Case) -> Diagnosis | None:
+        return self._per_example(case, "not_averaged", "averaged", "the loss is a mean over the batch, so a value "
+                                 "broadcast over it gets the mean of the batch's gradients")
+
+    def _per_example(self, case: _Case, code: str, how: str, why: str) -> Diagnosis | None:
+        """One gradient per example where the batch's sum (or mean) is meant: reduced, the claim is right."""
         got, want = case.got, case.want
         axes = _summed_axes(got.shape, want.shape)
-        if axes and self.tolerance.close(got.mean(axis=axes).reshape(want.shape), want).all():
+        reduced = (got.sum if how == "summed" else got.mean)(axis=axes) if axes else None
+        if reduced is not None and self.tolerance.close(reduced.reshape(want.shape), want).all():
             listed = ", ".join(map(str, axes))
-            return _entry("not_averaged").found(
-                f"averaged over axis {listed} the claim is {case.label} (the loss is a mean over the batch, so a "
-                f"value broadcast over it gets the mean of the batch's gradients), but as written it has shape "
-                f"{_shape(got.shape)}")
+            return _entry(code).found(f"{how} over axis {listed} the claim is {case.label} ({why}), but as "
+                                      f"written it has shape {_shape(got.shape)}")
         return None
 
     def _misshapen(self, case: _Case) -> Diagnosis:
