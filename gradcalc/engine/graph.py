@@ -129,14 +129,16 @@ class recording_as:  # (used as a function: `with graph.recording_as(False):`)
 
     __slots__ = ("history", "on", "saved")
 
-    def __init__(self, on: bool, history: bool = True) -> None:
+    def __init__(self, on: bool, history: bool | None = None) -> None:
         self.on = on
-        self.history = history
+        self.history = history  # None: as it is
 
     def __enter__(self) -> None:
         global recording, history
         self.saved = recording, history
-        recording, history = self.on, self.history
+        recording = self.on
+        if self.history is not None:
+            history = self.history
 
     def __exit__(self, *exc: object) -> None:
         global recording, history
@@ -194,14 +196,14 @@ class building:  # (used as a function: `with graph.building(release) as tape:`)
         self.release = release
 
     def __enter__(self) -> list[Node]:
-        global recording, history, context, release_temporaries, tape
-        self.saved = recording, history, context, release_temporaries, tape
-        recording, history, context, release_temporaries, tape = True, True, None, self.release, []
+        global recording, context, release_temporaries, tape
+        self.saved = recording, context, release_temporaries, tape
+        recording, context, release_temporaries, tape = True, None, self.release, []
         return tape
 
     def __exit__(self, *exc: object) -> None:
-        global recording, history, context, release_temporaries, tape
-        recording, history, context, release_temporaries, tape = self.saved
+        global recording, context, release_temporaries, tape
+        recording, context, release_temporaries, tape = self.saved
 
 
 def state() -> tuple:
