@@ -145,9 +145,19 @@ class recording_as:  # (used as a function: `with graph.recording_as(False):`)
         recording, history = self.saved
 
 
-def no_grad() -> recording_as:
-    """Results made in the block record no history (no_grad { } in a program)."""
-    return recording_as(False)
+class no_grad:  # (used as a function: `with graph.no_grad():`)
+    """Results made in the block record no history (no_grad { } in a program); recording_as(False),
+    one call cheaper."""
+
+    __slots__ = ("saved",)
+
+    def __enter__(self) -> None:
+        global recording
+        self.saved, recording = recording, False
+
+    def __exit__(self, *exc: object) -> None:
+        global recording
+        recording = self.saved
 
 
 class scope:  # (used as a function: `with graph.scope("call", label, depth):`)
