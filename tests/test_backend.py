@@ -319,3 +319,133 @@ def test_a_broken_cupy_install_is_a_clear_error(tmp_path: Path, monkeypatch: pyt
     assert "CuPy is installed but cannot be loaded" in result.stderr and "libcublas" in result.stderr
     doctor = strict_json(run_cli("doctor", "--json").stdout)["devices"][1]
     assert doctor["available"] is False and "cannot be loaded" in doctor["detail"]
+
+
+# --- engine state travels with a run (#18, part 5) ---------------------------------------------------------------
+
+STATE_PROGRAM = """
+W = [[0.3, -1.2], [0.7, 0.4]]
+x = [0.5, -1.5]
+f(z) = tanh(z) * z
+for i in range(2) { x = x + 0.1 * f(W @ x) }
+no_grad { s = sum(x) }
+h = exp(W @ x) / 3
+L = sum(h * h) + log(1 + exp(x[0])) + s
+"""
+
+
+def _engine_state() -> tuple:
+    from gradcalc.engine import graph
+
+    return B.state(), B.xp, B.dtype, graph.state()
+
+
+def _derivatives(run: object) -> list:
+    """Every number grad, jacobian and hessian give for the program above, in one list."""
+    grad = run.grad("L", ["W", "x"])  # type: ignore[attr-defined]
+    jacobian = run.jacobian("h", ["W", "x"])  # type: ignore[attr-defined]
+    hessian = run.hessian("L", ["x"])  # type: ignore[attr-defined]
+    return [grad.value, grad.grads["W"], grad.grads["x"], *jacobian.blocks, hessian.blocks[0][0]]
+
+
+def test_float32_and_float64_runs_interleave_in_one_process() -> None:
+    """Each run computes in its own dtype, whichever ran last, and gives what a fresh run of its dtype gives."""
+    import gradcalc
+
+    program = gradcalc.parse_program(STATE_PROGRAM)
+    runs = {"float64": program.run(), "float32": program.run(dtype="float32")}
+    assert B.dtype_name() == "float32"  # Program.run selects its dtype for what follows, as before
+    got: dict[str, list] = {"float64": [], "float32": []}
+    for step in range(3):  # grad, jacobian and hessian calls alternating between the two runs
+        for name in (("float64", "float32") if step % 2 == 0 else ("float32", "float64")):
+            run = runs[name]
+            got[name].append(run.grad("L", ["W", "x"]).grads["x"])
+            got[name].append(run.jacobian("h", ["x"]).blocks[0])
+            got[name].append(run.hessian("L", ["W"]).blocks[0][0])
+            got[name].append(run.value("L"))
+    interleaved = {name: _derivatives(run) for name, run in runs.items()}
+    for name in ("float64", "float32"):
+        fresh = program.run(dtype=name)
+        fresh_values = _derivatives(fresh)
+        alone = [fresh.grad("L", ["W", "x"]).grads["x"], fresh.jacobian("h", ["x"]).blocks[0],
+                 fresh.hessian("L", ["W"]).blocks[0][0], fresh.value("L")]
+        for value in [*interleaved[name], *got[name]]:
+            assert np.asarray(value).dtype == np.dtype(name)
+        for value, expected in zip(interleaved[name], fresh_values):
+            np.testing.assert_array_equal(value, expected)
+        for i, value in enumerate(got[name]):
+            np.testing.assert_array_equal(value, alone[i % 4])
+    for single, double in zip(interleaved["float32"], interleaved["float64"]):  # the same numbers, to float32
+        np.testing.assert_allclose(single, double, rtol=2e-5, atol=1e-6)
+
+
+def test_no_run_method_leaves_the_engine_state_changed() -> None:
+    """Every Run method enters its run's device, dtype and limit and puts back the caller's, error or not."""
+    import gradcalc
+    from gradcalc.errors import GradcalcError
+    from gradcalc.errors import Source as ErrorSource
+    from gradcalc.language.parser import parse_expression
+
+    run = gradcalc.parse_program(STATE_PROGRAM).run(dtype="float32", max_elements=10**6, keep_values=True)
+    B.use("cpu", "float64", 12_345)  # the caller's state: different in dtype and limit
+    before = _engine_state()
+    calls = {
+        "value": lambda: run.value("L"),
+        "values": run.values,
+        "grad": lambda: run.grad("L"),
+        "grad create_graph": lambda: run.grad("L", ["x"], create_graph=True),
+        "jacobian rev": lambda: run.jacobian("h", ["x"], mode="rev"),
+        "jacobian fwd": lambda: run.jacobian("h", ["x"], mode="fwd"),
+        "hessian": lambda: run.hessian("L", ["x", "W"]),
+        "jvp": lambda: run.jvp("h", "x", "ones"),
+        "diff": lambda: run.diff("L", ["x", "W"]),
+        "graph": lambda: run.graph("L"),
+        "explain": lambda: run.explain("L", "W"),
+        "evaluate": lambda: run.evaluate(parse_expression("sum(h) * 2"), ErrorSource("sum(h) * 2", "<claim>")),
+        "rerun": lambda: run.rerun({"x": [1.0, 2.0]}),
+    }
+    for name, call in calls.items():
+        result = call()
+        assert _engine_state() == before, name
+        if name in ("value", "grad"):
+            value = result if name == "value" else result.value
+            assert np.asarray(value).dtype == np.float32, name  # computed in the run's dtype, not the caller's
+    for failing in (lambda: run.hessian("h"), lambda: run.grad("nothing"), lambda: run.jvp("h", "x", "[1, 2, 3]")):
+        with pytest.raises(GradcalcError):
+            failing()
+        assert _engine_state() == before
+
+
+def test_using_switches_for_a_block_and_back() -> None:
+    with B.using("cpu", "float32", 100):
+        assert B.state() == ("cpu", "float32", 100)
+        with pytest.raises(Exception, match="more than the limit"):
+            B.check_size((101,), "x")
+        with B.using("cpu", "float64", 7):
+            assert B.dtype is np.float64 and B.max_elements == 7
+        assert B.state() == ("cpu", "float32", 100)
+    assert B.state() == ("cpu", "float64", B.DEFAULT_MAX_ELEMENTS)
+    with pytest.raises(ZeroDivisionError), B.using("cpu", "float32"):
+        1 / 0  # noqa: B018
+    assert B.state() == ("cpu", "float64", B.DEFAULT_MAX_ELEMENTS)
+
+
+def test_cpu_and_gpu_runs_interleave(gpu: str) -> None:
+    """A GPU run and a CPU run of one program, called in turn: each on its own device, the same numbers."""
+    import gradcalc
+
+    program = gradcalc.parse_program(STATE_PROGRAM)
+    on_gpu = program.run(device="gpu")
+    on_cpu = program.run()
+    assert B.device == "cpu"
+    for _ in range(2):
+        kept = on_gpu.grad("L", ["W", "x"], host=False)
+        assert B.device == "cpu" and B.xp is np  # the caller's device is back
+        assert not isinstance(kept.grads["W"], np.ndarray)  # the gradient stayed on the device
+        for got, expected in zip(_derivatives(on_gpu), _derivatives(on_cpu)):
+            assert type(got) is np.ndarray or np.isscalar(got)
+            np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-14)
+        with B.using("gpu"):
+            np.testing.assert_allclose(B.to_host(kept.grads["W"]), on_cpu.grad("L", ["W"]).grads["W"], rtol=1e-12)
+            assert B.device == "gpu"
+        assert B.device == "cpu"

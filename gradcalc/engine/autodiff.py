@@ -93,91 +93,88 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
     get, pop = grads.get, grads.pop
     owned: set[Node] = set()  # nodes whose gradient is a sum this pass allocated: safe to add into in place
     free = not retain_graph
-    previous, graph.recording = graph.recording, create_graph
     scalar = None if create_graph or batched else B.dtype  # the NumPy scalar type of results (not on CuPy)
-    try:
-        with B.errstate():
-            for node in steps:
-                # Free each gradient once used, as PyTorch frees buffers; keep the targets'.
-                g = get(node) if node in target_set else pop(node, None)
-                if g is None:
-                    continue
-                op = node.op
-                inputs = node.inputs
-                if create_graph:
-                    args: Any = inputs
-                    ans = node
+    # A first-order pass records nothing; a differentiable one (create_graph) records its own graph.
+    with graph.recording_as(create_graph), B.errstate():
+        for node in steps:
+            # Free each gradient once used, as PyTorch frees buffers; keep the targets'.
+            g = get(node) if node in target_set else pop(node, None)
+            if g is None:
+                continue
+            op = node.op
+            inputs = node.inputs
+            if create_graph:
+                args: Any = inputs
+                ans = node
+            else:
+                ans = node.value
+                # One or two inputs, nearly every node: a tuple made directly costs a third of a list
+                # comprehension.
+                if len(inputs) == 2:
+                    x, y = inputs
+                    args = (x.value, y.value)
+                elif len(inputs) == 1:
+                    args = (inputs[0].value,)
                 else:
-                    ans = node.value
-                    # One or two inputs, nearly every node: a tuple made directly costs a third of a list
-                    # comprehension.
-                    if len(inputs) == 2:
-                        x, y = inputs
-                        args = (x.value, y.value)
-                    elif len(inputs) == 1:
-                        args = (inputs[0].value,)
-                    else:
-                        args = [parent.value for parent in inputs]
-                if node.params:
-                    args = [*args, *node.params]
-                n = len(args)
-                vjps = op.vjps
-                i = -1
-                for parent in inputs:
-                    i += 1
-                    # None: no gradient (where's condition); relevant None: all that require grad are
-                    if vjps[i] is not None and (parent.requires_grad if relevant is None else parent in relevant):
-                        try:
-                            # Two or one arguments passed as such: a call with *args costs three times as much,
-                            # and on a scalar chain backward is mostly these calls (benchmark (b)).
-                            rule = vjps[i]
-                            if n == 2:
-                                contribution = rule(ns, g, ans, args[0], args[1])
-                            elif n == 1:
-                                contribution = rule(ns, g, ans, args[0])
-                            else:
-                                contribution = rule(ns, g, ans, *args)
-                            # A number (a NumPy scalar) is its input's shape, (), and immutable: it needs no
-                            # unbroadcasting and no ownership, and its input is no tensor worth freeing.
-                            # Scalar chains are where backward's per-node overhead shows (benchmark (b)).
-                            if contribution.__class__ is scalar:
-                                total = get(parent)
-                                grads[parent] = contribution if total is None else total + contribution
-                                continue
-                            if op.broadcasts and contribution.shape != parent.value.shape:
-                                contribution = ns.sum_to(contribution, parent.value.shape)
-                        except (GradcalcError, ValueError, ArithmeticError, MemoryError) as exc:  # singular, memory
-                            error = exc if isinstance(exc, GradcalcError) else operation_error(op, inputs, exc)
-                            if "singular" in error.message:  # the rule's inverse, not one the program wrote
-                                error = ValueProblem(
-                                    f"the derivative of {op.name} needs the inverse of a singular matrix",
-                                    f"{op.name}'s rule goes through the inverse (det: det(A)·A⁻ᵀ), which a singular "
-                                    "matrix does not have; move its values off the singular point")
-                            raise error from None
-                        # Anything else (a TypeError, an AttributeError) is a bug in a rule: exit 3, not "bad input".
-                        total = get(parent)
-                        if total is None:
-                            grads[parent] = contribution
-                            # An array the rule has just made (not g passed through, nor a view of it, nor a
-                            # scalar) is the sum's own: later uses add into it.
-                            if not create_graph and contribution is not g and getattr(contribution, "ndim", 0):
-                                flags = getattr(contribution, "flags", None)
-                                if flags is not None and flags.owndata and getattr(flags, "writeable", True):
-                                    owned.add(parent)
-                        elif parent in owned:
-                            total += contribution  # a node used many times: no new array per use
+                    args = [parent.value for parent in inputs]
+            if node.params:
+                args = [*args, *node.params]
+            n = len(args)
+            vjps = op.vjps
+            i = -1
+            for parent in inputs:
+                i += 1
+                # None: no gradient (where's condition); relevant None: all that require grad are
+                if vjps[i] is not None and (parent.requires_grad if relevant is None else parent in relevant):
+                    try:
+                        # Two or one arguments passed as such: a call with *args costs three times as much,
+                        # and on a scalar chain backward is mostly these calls (benchmark (b)).
+                        rule = vjps[i]
+                        if n == 2:
+                            contribution = rule(ns, g, ans, args[0], args[1])
+                        elif n == 1:
+                            contribution = rule(ns, g, ans, args[0])
                         else:
-                            grads[parent] = total = total + contribution
-                            if not create_graph and getattr(total, "ndim", 0):  # an array, not a NumPy scalar
+                            contribution = rule(ns, g, ans, *args)
+                        # A number (a NumPy scalar) is its input's shape, (), and immutable: it needs no
+                        # unbroadcasting and no ownership, and its input is no tensor worth freeing.
+                        # Scalar chains are where backward's per-node overhead shows (benchmark (b)).
+                        if contribution.__class__ is scalar:
+                            total = get(parent)
+                            grads[parent] = contribution if total is None else total + contribution
+                            continue
+                        if op.broadcasts and contribution.shape != parent.value.shape:
+                            contribution = ns.sum_to(contribution, parent.value.shape)
+                    except (GradcalcError, ValueError, ArithmeticError, MemoryError) as exc:  # singular, memory
+                        error = exc if isinstance(exc, GradcalcError) else operation_error(op, inputs, exc)
+                        if "singular" in error.message:  # the rule's inverse, not one the program wrote
+                            error = ValueProblem(
+                                f"the derivative of {op.name} needs the inverse of a singular matrix",
+                                f"{op.name}'s rule goes through the inverse (det: det(A)·A⁻ᵀ), which a singular "
+                                "matrix does not have; move its values off the singular point")
+                        raise error from None
+                    # Anything else (a TypeError, an AttributeError) is a bug in a rule: exit 3, not "bad input".
+                    total = get(parent)
+                    if total is None:
+                        grads[parent] = contribution
+                        # An array the rule has just made (not g passed through, nor a view of it, nor a
+                        # scalar) is the sum's own: later uses add into it.
+                        if not create_graph and contribution is not g and getattr(contribution, "ndim", 0):
+                            flags = getattr(contribution, "flags", None)
+                            if flags is not None and flags.owndata and getattr(flags, "writeable", True):
                                 owned.add(parent)
-                    # Only intermediates are freed (not leaves, nor the constants each rule skips), and only
-                    # tensors: scalars cost nothing to keep, less than a Released in their place.
-                    if free and parent.op is not None and parent.name is None and parent.value.ndim:
-                        _free_spent_input(parent)
-                if ans.__class__ is not scalar and free and node.name is None and ans.ndim:  # a number: 1 test
-                    _free_spent(node)
-    finally:
-        graph.recording = previous
+                    elif parent in owned:
+                        total += contribution  # a node used many times: no new array per use
+                    else:
+                        grads[parent] = total = total + contribution
+                        if not create_graph and getattr(total, "ndim", 0):  # an array, not a NumPy scalar
+                            owned.add(parent)
+                # Only intermediates are freed (not leaves, nor the constants each rule skips), and only
+                # tensors: scalars cost nothing to keep, less than a Released in their place.
+                if free and parent.op is not None and parent.name is None and parent.value.ndim:
+                    _free_spent_input(parent)
+            if ans.__class__ is not scalar and free and node.name is None and ans.ndim:  # a number: 1 test
+                _free_spent(node)
     return {target: grads[target] for target in targets if target in grads}
 
 

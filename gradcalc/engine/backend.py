@@ -1,15 +1,17 @@
 """The array library: the only module that imports NumPy (or CuPy, for --device gpu).
 
 Everything else reaches arrays through `backend.xp` and the helpers here, so
-switching devices is one call to `use()`.
+switching devices is one call to `use()`, and `using()` switches for a block and switches back
+(a Run enters the state it was made with around everything it computes).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 import numpy
@@ -81,6 +83,28 @@ def use(device_name: str = "cpu", dtype_name: str = "float64", elements: int = D
     device = device_name
     dtype = DTYPES[dtype_name]
     max_elements = elements
+
+
+State = tuple  # (device, dtype name, max_elements): what use() selects
+
+
+def state() -> State:
+    """The engine's current selection, as use() takes it: using(*state()) changes nothing."""
+    return device, dtype_name(), max_elements
+
+
+@contextlib.contextmanager
+def using(device_name: str = "cpu", dtype_name: str = "float64", elements: int = DEFAULT_MAX_ELEMENTS
+          ) -> Iterator[None]:
+    """use() for a block: the caller's device, dtype and limit come back after it, error or not."""
+    previous = state()
+    if previous != (device_name, dtype_name, elements):  # already there (the usual case): nothing to switch
+        use(device_name, dtype_name, elements)
+    try:
+        yield
+    finally:
+        if state() != previous:  # switched here, or by the block (a nested Program.run)
+            use(*previous)
 
 
 def _cupy() -> Any:

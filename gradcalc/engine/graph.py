@@ -23,8 +23,9 @@ recording = True
 # so a long sum in a claim frees each partial result as soon as the next one is made.
 history = True
 
-# Where new nodes come from: None at the top level, else (outer, kind, label) for a loop
-# iteration or a function call, so the graph view can group and collapse them.
+# Where new nodes come from: None at the top level, else (outer, kind, label, index) for a loop
+# iteration (index: its count or loop variable) or a function call (index: the call depth), so the
+# graph view can group and collapse them.
 context: tuple | None = None
 
 
@@ -116,6 +117,108 @@ release_temporaries = False
 # While the builder runs a program: every node recorded that requires grad, in creation order.
 # Backward walks it instead of searching the graph and sorting what it finds.
 tape: list[Node] | None = None
+
+
+# --- the recording state, set for a block and put back after it ----------------------------------
+# Classes rather than contextlib generators: a loop enters one per run and a function call one per
+# call, and __enter__/__exit__ cost a third of a generator's. Never entered per operation.
+
+class recording_as:  # (used as a function: `with graph.recording_as(False):`)
+    """`recording` (and `history`) set for a block: off in no_grad { } and in a first-order backward,
+    on in a differentiable one; off with history=False while a claim is judged."""
+
+    __slots__ = ("history", "on", "saved")
+
+    def __init__(self, on: bool, history: bool | None = None) -> None:
+        self.on = on
+        self.history = history  # None: as it is
+
+    def __enter__(self) -> None:
+        global recording, history
+        self.saved = recording, history
+        recording = self.on
+        if self.history is not None:
+            history = self.history
+
+    def __exit__(self, *exc: object) -> None:
+        global recording, history
+        recording, history = self.saved
+
+
+class no_grad:  # (used as a function: `with graph.no_grad():`)
+    """Results made in the block record no history (no_grad { } in a program); recording_as(False),
+    one call cheaper."""
+
+    __slots__ = ("saved",)
+
+    def __enter__(self) -> None:
+        global recording
+        self.saved, recording = recording, False
+
+    def __exit__(self, *exc: object) -> None:
+        global recording
+        recording = self.saved
+
+
+class scope:  # (used as a function: `with graph.scope("call", label, depth):`)
+    """`context` for a block: the nodes made in it belong to a loop iteration or a function call.
+
+    A loop enters its scope once and moves it on with `step(index)` each iteration; the outer context
+    comes back when the block ends, however it ends (a return, an error).
+    """
+
+    __slots__ = ("index", "kind", "label", "outer")
+
+    def __init__(self, kind: str, label: str, index: Any = None) -> None:
+        self.kind = kind
+        self.label = label
+        self.index = index  # the first index, if known on entry (a call's depth)
+
+    def __enter__(self) -> scope:
+        global context
+        self.outer = context
+        if self.index is not None:
+            context = (self.outer, self.kind, self.label, self.index)
+        return self
+
+    def step(self, index: Any) -> None:
+        """Nodes made from here on belong to iteration `index`."""
+        global context
+        context = (self.outer, self.kind, self.label, index)
+
+    def pause(self) -> None:
+        """Nodes made from here on belong to the outer context (a while loop's condition), until step."""
+        global context
+        context = self.outer
+
+    def __exit__(self, *exc: object) -> None:
+        global context
+        context = self.outer
+
+
+class building:  # (used as a function: `with graph.building(release) as tape:`)
+    """The state while a program runs: recording, top-level context, a fresh tape (what the block yields);
+    with release, unnamed temporaries' values are freed as soon as no rule will read them."""
+
+    __slots__ = ("release", "saved")
+
+    def __init__(self, release: bool) -> None:
+        self.release = release
+
+    def __enter__(self) -> list[Node]:
+        global recording, context, release_temporaries, tape
+        self.saved = recording, context, release_temporaries, tape
+        recording, context, release_temporaries, tape = True, None, self.release, []
+        return tape
+
+    def __exit__(self, *exc: object) -> None:
+        global recording, context, release_temporaries, tape
+        recording, context, release_temporaries, tape = self.saved
+
+
+def state() -> tuple:
+    """The recording state, for tests: equal before and after anything that sets it for a block."""
+    return recording, history, context, release_temporaries, tape
 
 
 def release_unneeded(node: Node) -> None:

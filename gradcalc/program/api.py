@@ -10,20 +10,23 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import math
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..engine import autodiff
+from ..engine import autodiff, graph
 from ..engine import backend as B
 from ..engine.graph import Node, constant
 from ..errors import GradcalcError, NameNotFound, Source, UsageError, did_you_mean
 from ..files import DEFAULT_MAX_FILE_SIZE, read_text
 from ..language.parser import DEFAULT_MAX_DEPTH, parse, parse_expression, raise_recursion_limit
 from .builder import Executed, Limits, claim_context, execute, make_context
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:  # diff's module is loaded by diff alone: the grad and eval paths do not need it
     from ..engine.symbolic import Derivative
@@ -158,6 +161,18 @@ class Gradients:
     vector: Any = None
 
 
+def _in_own_state(method: Callable[..., T]) -> Callable[..., T]:
+    """A Run method that computes: it runs on the run's device, dtype and limit, whatever the engine's
+    state when it is called, and leaves that state as it found it (runs of both dtypes can interleave)."""
+
+    @functools.wraps(method)
+    def entered(self: Run, *args: Any, **kwargs: Any) -> T:
+        with B.using(self.device, self.dtype, self.max_elements):
+            return method(self, *args, **kwargs)
+
+    return entered
+
+
 class Run:
     """An executed program: every variable's final value, the leaves, and the graph."""
 
@@ -166,6 +181,8 @@ class Run:
         self.program = program
         self.inputs = inputs  # the --set values, as arrays
         self.options = options  # Program.run's keywords, for rerun
+        # The engine state it was made in, entered again by every method that computes.
+        self.device, self.dtype, self.max_elements = options["device"], options["dtype"], options["max_elements"]
         self.values_kept = bool(options.get("keep_values"))
         self.frame = executed.frame
         self.state = executed.state
@@ -173,23 +190,23 @@ class Run:
         self.tape = executed.tape
         self.spent = False  # differentiated with retain_graph=False: intermediate values are freed
 
+    @_in_own_state
     def rerun(self, changes: Mapping[str, Any]) -> Run:
         """The same program, inputs and options with some leaves given other values (nearby points)."""
         return self.program.run({**self.inputs, **changes}, **self.options)
 
+    @_in_own_state
     def evaluate(self, expr: Any, source: Source) -> Any:
         """The value of a claim's expression (syntax.Expr) over this run's final variables, on the host.
 
         A claim reads no file (a submission's reach is its own), and its randn/rand draw from a
         generator of its own, seeded by its text: the same numbers whatever the grading order.
         """
-        from ..engine import graph
-
         interpreter = self.interpreter
-        previous, graph.recording, graph.history = graph.recording, False, False
         program_context, interpreter.context = interpreter.context, claim_context(self.options["seed"], source.text)
         try:
-            with B.errstate():
+            # Nothing of a claim is differentiated: no history, so a long sum frees each partial result.
+            with graph.recording_as(False, history=False), B.errstate():
                 return B.to_host(interpreter.evaluate(expr, self.frame).value)
         except GradcalcError as exc:
             raise exc.within(source) from None
@@ -197,7 +214,6 @@ class Run:
             raise GradcalcError("the expression nests too deeply to evaluate",
                                 "split it into smaller parts").at(expr.pos).within(source) from None
         finally:
-            graph.recording, graph.history = previous, True
             interpreter.context = program_context
 
     @property
@@ -229,6 +245,7 @@ class Run:
         raise NameNotFound(f"the program has no variable '{name}'",
                            hint or f"its variables are: {', '.join(self.frame)}").within(self.program.source)
 
+    @_in_own_state
     def value(self, name: str) -> Any:
         return B.to_host(self.node(name).value)
 
@@ -238,9 +255,11 @@ class Run:
         reached = differentiable_inputs(output) | {output}
         return [name for name, node in self.state.leaves.items() if node in reached]
 
+    @_in_own_state
     def values(self) -> dict[str, Any]:
         return {name: B.to_host(node.value) for name, node in self.frame.items()}
 
+    @_in_own_state
     def grad(self, of: str | None = None, wrt: Sequence[str] | None = None, vector: Any = None,
              create_graph: bool = False, retain_graph: bool = True, host: bool = True) -> Gradients:
         """∂of/∂name for each name in wrt (default: every leaf); with a vector, vᵀ·J.
@@ -268,6 +287,7 @@ class Run:
         return Gradients(of, B.to_host(output.value) if host else output.value, grads, no_path, vector)
 
 
+    @_in_own_state
     def jacobian(self, of: str | None = None, wrt: Sequence[str] | None = None, mode: str = "auto") -> Jacobians:
         """∂of/∂name (shape of.shape + name.shape) for each name in wrt, in reverse or forward mode.
 
@@ -286,6 +306,7 @@ class Run:
             blocks = (autodiff.jacobian_fwd if mode == "fwd" else autodiff.jacobian_rev)(output, targets)
         return Jacobians(of, B.to_host(output.value), names, [B.to_host(b) for b in blocks], mode)
 
+    @_in_own_state
     def hessian(self, of: str | None = None, wrt: Sequence[str] | None = None) -> Hessians:
         """The blocks ∂²of/∂a∂b for a, b in wrt (of must be a scalar): reverse over reverse."""
         of, output, names, targets = self._select(of, wrt)
@@ -300,6 +321,7 @@ class Run:
                 rows = autodiff.hessian(output, targets)
         return Hessians(of, B.to_host(output.value), names, [[B.to_host(b) for b in row] for row in rows])
 
+    @_in_own_state
     def jvp(self, of: str | None, wrt: str, tangent: Any) -> Tangents:
         """J·v: the change of `of` along the direction `tangent` of `wrt` (forward mode)."""
         of, output, _, targets = self._select(of, [wrt])
@@ -316,6 +338,7 @@ class Run:
                 result = autodiff.jvp(output, target, direction)
         return Tangents(of, B.to_host(output.value), wrt, B.to_host(direction), B.to_host(result))
 
+    @_in_own_state
     def diff(self, of: str | None = None, wrt: Sequence[str] | None = None, order: int = 1,
              keep: Sequence[str] = (), intermediates: bool = False, budget: int | None = None) -> list[Derivative]:
         """Each derivative as an expression: in the leaves, or keeping named intermediates.
@@ -368,6 +391,7 @@ class Run:
                         results.append(symbolic.describe(of, (name, other_name), found, symbols, taken))
         return results
 
+    @_in_own_state
     def graph(self, of: str | None = None) -> Any:
         """The computation graph as the tutorials draw it (graphview.View): needs run(keep_values=True)."""
         from ..engine import graphview
@@ -376,6 +400,7 @@ class Run:
         with self._located(of), paused_gc(), B.errstate():
             return graphview.build(self, of)
 
+    @_in_own_state
     def explain(self, of: str | None, wrt: str, limit: int | None = None) -> tuple[Any, Any]:
         """The chain rule for ∂of/∂wrt as a sum over paths (graphview.Explanation, and the view)."""
         from ..engine import graphview

@@ -472,21 +472,21 @@ class Interpreter:
         pos = stmt.pos
         label = f"while loop at line {pos.line}"
         count = 0
-        outer = graph.context
         try:
-            while self.condition(stmt.cond, frame, "while"):
-                count += 1
-                if count > limit:
-                    count -= 1
-                    raise LimitExceeded(f"the while loop at line {pos.line} ran past {limit:,} iterations",
-                                        "check that its condition becomes false, or raise --max-iterations", pos)
-                graph.context = (outer, "loop", label, count)  # the graph view groups iterations
-                result = self.run(stmt.body, frame)
-                if result is not None:
-                    return result
-                graph.context = outer
+            with graph.scope("loop", label) as iteration:
+                while self.condition(stmt.cond, frame, "while"):
+                    count += 1
+                    if count > limit:
+                        count -= 1
+                        raise LimitExceeded(f"the while loop at line {pos.line} ran past {limit:,} iterations",
+                                            "check that its condition becomes false, or raise --max-iterations",
+                                            pos)
+                    iteration.step(count)  # the graph view groups iterations
+                    result = self.run(stmt.body, frame)
+                    if result is not None:
+                        return result
+                    iteration.pause()  # the condition belongs to the loop's context
         finally:
-            graph.context = outer
             loop.iterations += count
         return None
 
@@ -506,20 +506,19 @@ class Interpreter:
             raise LimitExceeded(f"the for loop at line {pos.line} would run {count:,} iterations, "
                                 f"past the limit of {limit:,}", "raise --max-iterations", pos)
         label = f"for loop at line {pos.line}"
-        outer = graph.context
         var, read = stmt.var, self.loop_reads[pos]
         done = 0
         try:
-            for i in steps:
-                done += 1
-                graph.context = (outer, "loop", label, i)
-                if read:  # a number, not differentiated; made each time only for a body that reads it
-                    frame[var] = leaf(B.scalar(i), var, requires_grad=False)
-                result = self.run(stmt.body, frame)
-                if result is not None:
-                    return result
+            with graph.scope("loop", label) as iteration:
+                for i in steps:
+                    done += 1
+                    iteration.step(i)
+                    if read:  # a number, not differentiated; made each time only for a body that reads it
+                        frame[var] = leaf(B.scalar(i), var, requires_grad=False)
+                    result = self.run(stmt.body, frame)
+                    if result is not None:
+                        return result
         finally:
-            graph.context = outer
             loop.iterations += done
         if done and not read:
             frame[var] = leaf(B.scalar(steps[done - 1]), var, requires_grad=False)  # its last value, as Python
@@ -529,11 +528,8 @@ class Interpreter:
         return self.run(stmt.body if self.condition(stmt.cond, frame, "if") else stmt.orelse, frame)
 
     def stmt_nograd(self, stmt: S.NoGrad, frame: Frame) -> _Returned | None:
-        previous, graph.recording = graph.recording, False
-        try:
+        with graph.no_grad():
             return self.run(stmt.body, frame)
-        finally:
-            graph.recording = previous
 
     def condition(self, expr: S.Expr, frame: Frame, keyword: str) -> bool:
         host = graph.host_value(self.value(expr, frame))
@@ -762,17 +758,17 @@ class Interpreter:
                 node.name = param  # a parameter may be read many times: never freed as a temporary
         state, limit, pos = self.state, self.limits.max_recursion, expr.pos
         state.call_depth += 1
-        outer, caller, depth = graph.context, self.function, self.depth
-        graph.context = (outer, "call", f"{expr.name}(…) called at line {pos.line}", state.call_depth)
+        caller, depth = self.function, self.depth
         self.function, self.depth = function, 0
         try:
-            if state.call_depth > limit:
-                raise LimitExceeded(f"function calls nested more than {limit} deep (recursion in '{expr.name}'?)",
-                                    "check the recursion stops, or raise --max-recursion", pos)
-            result = self.run(function.body, local)
+            with graph.scope("call", f"{expr.name}(…) called at line {pos.line}", state.call_depth):
+                if state.call_depth > limit:
+                    raise LimitExceeded(f"function calls nested more than {limit} deep (recursion in '{expr.name}'?)",
+                                        "check the recursion stops, or raise --max-recursion", pos)
+                result = self.run(function.body, local)
         finally:
             state.call_depth -= 1
-            graph.context, self.function, self.depth = outer, caller, depth
+            self.function, self.depth = caller, depth
         if result is None:
             raise NameNotFound(f"function '{expr.name}' ended without returning a value",
                                "make every path through it end in `return ...`", function.pos)
@@ -944,16 +940,8 @@ def execute(module: S.Module, inputs: Mapping[str, Any], context: Context, limit
             state.add_leaf(name, node)
             frame[name] = node
     interpreter.prepare()
-    graph.recording = True
-    graph.context = None
-    graph.release_temporaries = not keep_values
-    graph.tape = tape = []
-    try:
-        with B.errstate():
-            interpreter.run(module.body, frame)
-    finally:
-        graph.release_temporaries = False
-        graph.tape = None
+    with graph.building(release=not keep_values) as tape, B.errstate():
+        interpreter.run(module.body, frame)
     return Executed(frame, state, interpreter, tape)
 
 
