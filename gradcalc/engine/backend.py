@@ -22,6 +22,7 @@ xp: Any = numpy  # the array namespace in use: numpy, or cupy after use("gpu")
 host: Any = numpy  # the namespace of values moved to the host (to_host) for output and judging
 device = "cpu"
 dtype: Any = numpy.float64
+_dtype_name = "float64"  # dtype's name, kept beside it: asked for on every Run method call (state())
 max_elements = 10**8
 
 DTYPES = {"float64": numpy.float64, "float32": numpy.float32}
@@ -67,7 +68,7 @@ def on_switch(callback: Callable[[Any], None]) -> None:
 
 def use(device_name: str = "cpu", dtype_name: str = "float64", elements: int = DEFAULT_MAX_ELEMENTS) -> None:
     """Select the device, the float type and the tensor-size limit for what follows."""
-    global xp, device, dtype, max_elements
+    global xp, device, dtype, max_elements, _dtype_name
     if dtype_name not in DTYPES:
         raise UsageError(f"unknown dtype '{dtype_name}'", "use --dtype float64 (the default) or --dtype float32")
     if device_name == "cpu":
@@ -82,6 +83,7 @@ def use(device_name: str = "cpu", dtype_name: str = "float64", elements: int = D
             callback(xp)
     device = device_name
     dtype = DTYPES[dtype_name]
+    _dtype_name = dtype_name
     max_elements = elements
 
 
@@ -152,7 +154,7 @@ def devices() -> list[dict[str, Any]]:
 
 
 def dtype_name() -> str:
-    return numpy.dtype(dtype).name
+    return _dtype_name
 
 
 def check_size(shape: tuple[int, ...], what: str) -> None:
