@@ -5,13 +5,13 @@ Errors become messages and exit codes in one place, `_guarded`.
 
 import functools
 import inspect
-import io
 import os
 import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from enum import Enum
+from functools import cached_property
 from typing import Annotated, Any, Optional
 
 import typer
@@ -21,13 +21,11 @@ from .. import __version__
 from ..errors import (
     GradcalcError,
     InternalError,
-    Interrupted,
     LimitExceeded,
     UsageError,
-    error_json,
-    error_text,
     out_of_memory,
 )
+from .output import Output
 
 EXIT_OK, EXIT_WRONG, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader closed the pipe
@@ -47,10 +45,7 @@ class _Group(typer.core.TyperGroup):
             # Without standalone mode Click returns typer.Exit's code instead of exiting: exit with it.
             status = super().main(argv, *positional, **{**kwargs, "standalone_mode": False})
         except _ClickError as error:
-            from .jsonout import write
-
-            write(error_json(UsageError(error.format_message())), sys.stderr)
-            sys.exit(EXIT_BAD_INPUT)
+            sys.exit(Output(json=True).error(UsageError(error.format_message()), EXIT_BAD_INPUT).exit_code)
         except typer.Abort:
             sys.exit(130)
         sys.exit(status if isinstance(status, int) else EXIT_OK)
@@ -107,6 +102,11 @@ class Common:
     max_file_size: str
     max_memory: str
     timeout: Optional[float]
+
+    @cached_property
+    def out(self) -> Output:
+        """Where the command's result, warnings and errors go (the one reader of --json)."""
+        return Output(self.json)
 
     def file_limit(self) -> int:
         from ..files import parse_size
@@ -171,7 +171,7 @@ def command(examples: str) -> Callable[[Callable[..., None]], Callable[..., None
         @functools.wraps(fn)
         def wrapper(**kwargs: Any) -> None:
             common = Common(**{f.name: kwargs.pop(f.name) for f in fields(Common)})
-            _guarded(common.json, lambda: _limited(common, lambda: fn(common=common, **kwargs)))
+            _guarded(common.out, lambda: _limited(common, lambda: fn(common=common, **kwargs)))
 
         # file first (it is the positional argument), then the command's own options, then the rest.
         wrapper.__signature__ = inspect.Signature([shared[0], *own, *shared[1:]])  # type: ignore[attr-defined]
@@ -194,30 +194,16 @@ def _limited(common: Common, body: Callable[[], None]) -> None:
         body()
 
 
-def _report(json_mode: bool, error: GradcalcError, status: int) -> typer.Exit:
-    """An error as one message on standard error (one JSON document with --json), and its exit status."""
-    if json_mode:
-        from .jsonout import write
-
-        write(error_json(error), sys.stderr)
-    else:
-        sys.stderr.write(error_text(error) + "\n")
-    return typer.Exit(status)
-
-
-def _guarded(json_mode: bool, body: Callable[[], None]) -> None:
-    """The one place where errors become messages and exit codes."""
+def _guarded(out: Output, body: Callable[[], None]) -> None:
+    """The one place where errors become messages and exit codes (`out` says how they are written)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a CLI speaks in its own messages, never Python warnings
             body()
     except GradcalcError as error:
-        raise _report(json_mode, error, EXIT_BAD_INPUT) from None
+        raise out.error(error, EXIT_BAD_INPUT) from None
     except KeyboardInterrupt:
-        if json_mode:
-            raise _report(json_mode, Interrupted("interrupted"), 130) from None
-        sys.stderr.write("interrupted\n")  # as Unix tools say it: no "error:"
-        raise typer.Exit(130) from None
+        raise out.interrupted() from None
     except BrokenPipeError:  # the reader went away (`gradcalc ... | head`): stop quietly, as Unix tools do
         try:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
@@ -227,14 +213,14 @@ def _guarded(json_mode: bool, body: Callable[[], None]) -> None:
     except (typer.Exit, typer.Abort):
         raise
     except RecursionError:
-        raise _report(json_mode, LimitExceeded("the program nests too deeply",
-                                               "split deep expressions into statements"), EXIT_BAD_INPUT) from None
+        raise out.error(LimitExceeded("the program nests too deeply", "split deep expressions into statements"),
+                        EXIT_BAD_INPUT) from None
     except MemoryError:
-        raise _report(json_mode, out_of_memory(), EXIT_BAD_INPUT) from None
+        raise out.error(out_of_memory(), EXIT_BAD_INPUT) from None
     except Exception as exc:  # a bug in gradcalc: say so plainly, without a traceback
         bug = InternalError(f"internal error: {type(exc).__name__}: {exc}",
                             "this is a bug in gradcalc; please report it with the program that caused it")
-        raise _report(json_mode, bug, EXIT_BUG) from None
+        raise out.error(bug, EXIT_BUG) from None
 
 
 def _program(common: Common) -> Any:
@@ -302,25 +288,6 @@ def _views() -> Any:
     return render
 
 
-def _show(common: Common, doc: Callable[[], dict[str, Any]], view: Callable[[], Any]) -> None:
-    if common.json:
-        from .jsonout import write
-
-        write(doc(), sys.stdout)
-        return
-    from rich.console import Console
-
-    shown = _views().Inert(view())
-    # markup=False: values and claims are shown as they are; '[nan, 2]' is not a style tag.
-    if sys.stdout.isatty():
-        Console(soft_wrap=False, markup=False).print(shown)
-        return
-    # Piped: no width to fit (a wide matrix stays whole) and no padding at line ends, so output diffs cleanly.
-    console = Console(soft_wrap=False, width=100_000, record=True, file=io.StringIO(), markup=False)
-    console.print(shown)
-    sys.stdout.write("\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n")
-
-
 _OF = Annotated[Optional[str], typer.Option(
     "--of", metavar="NAME", help="The output to differentiate (default: the last variable assigned).")]
 _WRT = Annotated[list[str], typer.Option(
@@ -344,7 +311,7 @@ def eval_(common: Common) -> None:
     from . import jsonout
 
     run = _run(common)
-    _show(common, lambda: jsonout.values_doc(run), lambda: _views().values_view(run, common.full))
+    common.out.result(lambda: jsonout.values_doc(run), lambda: _views().values_view(run, common.full))
 
 
 @command(
@@ -365,7 +332,7 @@ def grad(
 
     run = _run(common)
     result = run.grad(of, _names(wrt) or None, vector, retain_graph=False)
-    _show(common, lambda: jsonout.grad_doc(result), lambda: _views().grad_view(run, result, common.full))
+    common.out.result(lambda: jsonout.grad_doc(result), lambda: _views().grad_view(run, result, common.full))
 
 
 @command(
@@ -385,7 +352,7 @@ def jacobian(
 
     run = _run(common)
     result = run.jacobian(of, _names(wrt) or None, mode.value)
-    _show(common, lambda: jsonout.jacobian_doc(result), lambda: _views().jacobian_view(run, result, common.full))
+    common.out.result(lambda: jsonout.jacobian_doc(result), lambda: _views().jacobian_view(run, result, common.full))
 
 
 @command(
@@ -398,7 +365,7 @@ def hessian(common: Common, of: _OF = None, wrt: _WRT = []) -> None:  # noqa: B0
 
     run = _run(common)
     result = run.hessian(of, _names(wrt) or None)
-    _show(common, lambda: jsonout.hessian_doc(result), lambda: _views().hessian_view(run, result, common.full))
+    common.out.result(lambda: jsonout.hessian_doc(result), lambda: _views().hessian_view(run, result, common.full))
 
 
 @command(
@@ -417,7 +384,7 @@ def jvp(
 
     run = _run(common)
     result = run.jvp(of, wrt, tangent)
-    _show(common, lambda: jsonout.jvp_doc(result), lambda: _views().jvp_view(run, result, common.full))
+    common.out.result(lambda: jsonout.jvp_doc(result), lambda: _views().jvp_view(run, result, common.full))
 
 
 class Terms(str, Enum):
@@ -454,7 +421,7 @@ def diff(
         values[name] = PLACEHOLDER
     run = _run(common, program, values)
     results = run.diff(of, _names(wrt) or None, order, _names(keep), in_terms_of is Terms.intermediates)
-    _show(common, lambda: jsonout.diff_doc(results, placeholders),
+    common.out.result(lambda: jsonout.diff_doc(results, placeholders),
           lambda: _views().diff_view(run, results, latex, placeholders, common.full))
 
 
@@ -485,32 +452,31 @@ def graph(
 
     run = _run(common, keep_values=True)
     view = run.graph(of)
-    if common.json:
-        from . import jsonout
 
-        jsonout.write(drawing.view_json(view), sys.stdout)
-        return
-    if format_ is Format.tree:
-        if output is not None:
-            raise UsageError("-o writes --format dot, mermaid, svg or png", "drop -o, or pick a --format")
-        _show(common, lambda: {}, lambda: _views().graph_tree(view))
-        return
-    data: str | bytes = {"dot": drawing.dot, "mermaid": drawing.mermaid}[format_.value](view) \
-        if format_ in (Format.dot, Format.mermaid) else drawing.picture(view, format_.value)
-    _write(data, output, format_.value)
+    def shown() -> Any:  # the tree (Rich), dot or mermaid text, or a picture: any but the tree to -o's file
+        if format_ is Format.tree:
+            if output is not None:
+                raise UsageError("-o writes --format dot, mermaid, svg or png", "drop -o, or pick a --format")
+            return _views().graph_tree(view)
+        data: str | bytes = {"dot": drawing.dot, "mermaid": drawing.mermaid}[format_.value](view) \
+            if format_ in (Format.dot, Format.mermaid) else drawing.picture(view, format_.value)
+        return _write(data, output, format_.value)
+
+    common.out.result(lambda: drawing.view_json(view), shown)
 
 
-def _write(data: str | bytes, path: str | None, kind: str) -> None:
+def _write(data: str | bytes, path: str | None, kind: str) -> str | None:
+    """The text for standard output, or None once data is written to path."""
     if path is None:
         if isinstance(data, bytes) and kind == "png":
             raise UsageError("a PNG is binary: it needs a file", "add -o graph.png")
-        sys.stdout.write(data if isinstance(data, str) else data.decode("utf-8"))
-        return
+        return data if isinstance(data, str) else data.decode("utf-8")
     try:
         with open(path, "wb") as handle:
             handle.write(data.encode("utf-8") if isinstance(data, str) else data)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}", "check the folder exists and is writable") from None
+    return None
 
 
 @command(
@@ -534,7 +500,7 @@ def explain(
     explanation, view = run.explain(of, names[0], max_paths)
     from . import jsonout
 
-    _show(common, lambda: jsonout.explain_doc(explanation, view),
+    common.out.result(lambda: jsonout.explain_doc(explanation, view),
           lambda: _views().explain_view(explanation, view))
 
 
@@ -593,7 +559,7 @@ def check(
         budget = common.memory_limit() if common.device is Device.cpu else None
         reports = grade(C.JudgeMaker(judge), items, jobs, common.timeout or DEFAULT_TIMEOUT, budget)
         totals = jsonout.grading_totals(reports)
-        _show(common, lambda: jsonout.grading_doc(reports),
+        common.out.result(lambda: jsonout.grading_doc(reports),
               lambda: _views().grading_view(reports, totals, verbose, common.full))
         if totals["passed"] != totals["submissions"]:
             raise typer.Exit(EXIT_WRONG)
@@ -607,17 +573,14 @@ def check(
         raise UsageError("there are no claims to check",
                          "pass --claim 'dL/dw1 = ...', an answers file, or write `check dL/dw1 = ...` in the program")
     report = judge.report(answers[0] if answers else program.source.filename, *groups)
-    _show(common, lambda: jsonout.check_doc(report),
+    common.out.result(lambda: jsonout.check_doc(report),
           lambda: _views().check_view(report, full=common.full, errors_apart=True))
     invalid = [v for v in report.verdicts if v.status == "invalid"]
     if invalid:  # a claim that could not be judged is bad input: the first one's error where errors go
-        if common.json:
-            jsonout.write({"error": invalid[0].error}, sys.stderr)
-        else:
-            more = len(invalid) - 1
-            sys.stderr.write(invalid[0].error_message + "\n" + (
-                f"  ({more} more claim{'s' * (more != 1)} could not be judged: see the table)\n" if more else ""))
-        raise typer.Exit(EXIT_BAD_INPUT)
+        more = len(invalid) - 1
+        raise common.out.failed(lambda: {"error": invalid[0].error}, lambda: invalid[0].error_message + "\n" + (
+            f"  ({more} more claim{'s' * (more != 1)} could not be judged: see the table)\n" if more else ""),
+            EXIT_BAD_INPUT)
     if not report.passed:
         raise typer.Exit(EXIT_WRONG)
 
@@ -648,11 +611,12 @@ def gradcheck(
     warning = ("in float32, finite differences are good to about 1e-3 at best: the defaults are --eps 1e-3 "
                "--rtol 1e-2 --atol 1e-3; float64 (the default dtype) checks to 1e-6") \
         if common.dtype is Dtype.float32 else None
-    if warning and not common.json:  # with --json it is part of the document: stderr holds only errors
-        sys.stderr.write(f"warning: {warning}\n")
+    if warning:  # with --json it is part of the document instead
+        common.out.warning(warning)
     run = _run(common)
     result = check_gradients(run, of, _names(wrt) or None, eps, rtol, atol, order)
-    _show(common, lambda: jsonout.gradcheck_doc(result, warning), lambda: _views().gradcheck_view(result, common.full))
+    common.out.result(lambda: jsonout.gradcheck_doc(result, warning),
+                      lambda: _views().gradcheck_view(result, common.full))
     if not result.passed:
         raise typer.Exit(EXIT_WRONG)
 
@@ -670,20 +634,23 @@ def doctor(json_: Annotated[bool, typer.Option("--json", help="Print one JSON do
         found = backend.devices()
         tools = {"python": platform.python_version(), "gradcalc": __version__,
                  "graphviz": shutil.which("dot") or None}
-        if json_:
-            from .jsonout import write
+        out.result(lambda: {"devices": found, "versions": tools}, lambda: _doctor_text(found, tools))
 
-            write({"devices": found, "versions": tools}, sys.stdout)
-            return
-        for entry in found:
-            state = "available" if entry["available"] else "not available"
-            line = f"{entry['device']:<4} {state}: " + ", ".join(
-                str(part) for part in (entry["library"], entry["detail"]) if part)
-            sys.stdout.write(line + (f"\n     hint: {entry['hint']}" if entry.get("hint") else "") + "\n")
-        sys.stdout.write(f"python {tools['python']}, gradcalc {tools['gradcalc']}; graphviz (for --format "
-                         f"svg|png): {tools['graphviz'] or 'not found'}\n")
+    out = Output(json_)
+    _guarded(out, body)
 
-    _guarded(json_, body)
+
+def _doctor_text(found: list[dict[str, Any]], tools: dict[str, Any]) -> str:
+    """doctor's view: a line per device (and its hint), then the versions."""
+    lines = []
+    for entry in found:
+        state = "available" if entry["available"] else "not available"
+        line = f"{entry['device']:<4} {state}: " + ", ".join(
+            str(part) for part in (entry["library"], entry["detail"]) if part)
+        lines.append(line + (f"\n     hint: {entry['hint']}" if entry.get("hint") else "") + "\n")
+    lines.append(f"python {tools['python']}, gradcalc {tools['gradcalc']}; graphviz (for --format "
+                 f"svg|png): {tools['graphviz'] or 'not found'}\n")
+    return "".join(lines)
 
 
 PLACEHOLDER = 0.7  # the point a formula is differentiated at when its variables have no values
