@@ -1,6 +1,7 @@
 """The command line: each command parses options, makes one library call, hands the result to a view.
 
-Errors become messages and exit codes in one place, `_guarded`.
+Errors become messages and exit codes in one place, `_guarded`; how a result, warning or error is
+written (JSON or text) is decided in another, the command's `Output` (output.py).
 """
 
 import functools
