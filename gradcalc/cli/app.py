@@ -109,15 +109,20 @@ class Common:
         """Where the command's result, warnings and errors go (the one reader of --json)."""
         return Output(self.json)
 
+    @cached_property
     def file_limit(self) -> int:
+        """--max-file-size in bytes (parsed once; a bad size is a UsageError)."""
         from ..files import parse_size
 
         return parse_size(self.max_file_size, "--max-file-size")
 
-    def memory_limit(self) -> int:
+    @cached_property
+    def memory_budget(self) -> int | None:
+        """--max-memory in bytes, or None on the GPU (CUDA maps its own memory: the kernel's limit would break it)."""
         from ..files import parse_size
 
-        return parse_size(self.max_memory, "--max-memory")
+        budget = parse_size(self.max_memory, "--max-memory")
+        return budget if self.device is Device.cpu else None
 
 
 _COMMON_OPTIONS: dict[str, tuple[Any, Any]] = {
@@ -189,9 +194,8 @@ def _limited(common: Common, body: Callable[[], None]) -> None:
     from ..program.limits import deadline, memory_budget, seconds
 
     timeout = seconds(common.timeout)
-    budget = common.memory_limit() if common.device is Device.cpu else None
-    common.file_limit()  # a bad size is refused before anything runs
-    with deadline(timeout), memory_budget(budget):
+    common.file_limit  # noqa: B018  (a bad size is refused before anything runs)
+    with deadline(timeout), memory_budget(common.memory_budget):
         body()
 
 
@@ -235,8 +239,8 @@ def _program(common: Common) -> Any:
     if common.file is None:
         raise UsageError("no program given", "pass a FILE, '-' for standard input, or -e 'y = x^2'")
     if common.file == "-":
-        return Program(read_text("-", common.file_limit()), "<stdin>", None, common.max_depth)
-    return Program.from_file(common.file, common.max_depth, common.file_limit())
+        return Program(read_text("-", common.file_limit), "<stdin>", None, common.max_depth)
+    return Program.from_file(common.file, common.max_depth, common.file_limit)
 
 
 def _inputs(common: Common) -> dict[str, Any]:
@@ -246,7 +250,7 @@ def _inputs(common: Common) -> dict[str, Any]:
         from ..files import describe
 
         try:
-            values.update(backend.read_values(common.values, common.file_limit()))
+            values.update(backend.read_values(common.values, common.file_limit))
         except GradcalcError:
             raise
         except Exception as exc:  # json's, zipfile's and NumPy's many ways to say the file is malformed
@@ -273,7 +277,7 @@ def _run(common: Common, program: Any = None, values: dict[str, Any] | None = No
         max_iterations=common.max_iterations,
         max_recursion=common.max_recursion,
         allow_read=common.allow_read,
-        max_file_size=common.file_limit(),
+        max_file_size=common.file_limit,
     )
 
 
@@ -423,7 +427,7 @@ def diff(
     run = _run(common, program, values)
     results = run.diff(of, _names(wrt) or None, order, _names(keep), in_terms_of is Terms.intermediates)
     common.out.result(lambda: jsonout.diff_doc(results, placeholders),
-          lambda: _views().diff_view(run, results, latex, placeholders, common.full))
+                      lambda: _views().diff_view(run, results, latex, placeholders, common.full))
 
 
 class Format(str, Enum):
@@ -502,7 +506,7 @@ def explain(
     from . import jsonout
 
     common.out.result(lambda: jsonout.explain_doc(explanation, view),
-          lambda: _views().explain_view(explanation, view))
+                      lambda: _views().explain_view(explanation, view))
 
 
 @command(
@@ -557,17 +561,16 @@ def check(
         items = C.submissions(answers)
         if not items:
             raise UsageError("no submissions found in " + ", ".join(answers), "give a folder with answers files")
-        budget = common.memory_limit() if common.device is Device.cpu else None
-        reports = grade(C.JudgeMaker(judge), items, jobs, common.timeout or DEFAULT_TIMEOUT, budget)
+        reports = grade(C.JudgeMaker(judge), items, jobs, common.timeout or DEFAULT_TIMEOUT, common.memory_budget)
         totals = jsonout.grading_totals(reports)
         common.out.result(lambda: jsonout.grading_doc(reports),
-              lambda: _views().grading_view(reports, totals, verbose, common.full))
+                          lambda: _views().grading_view(reports, totals, verbose, common.full))
         if totals["passed"] != totals["submissions"]:
             raise typer.Exit(EXIT_WRONG)
         return
     groups = [C.parse_claim_option(text) for text in claim]
     if answers:
-        groups.append(C.read_claims(answers[0], common.file_limit()))
+        groups.append(C.read_claims(answers[0], common.file_limit))
     if not groups:
         groups.append((C.claims_of_program(program.module), program.source))
     if not any(claims for claims, _ in groups):
@@ -575,7 +578,7 @@ def check(
                          "pass --claim 'dL/dw1 = ...', an answers file, or write `check dL/dw1 = ...` in the program")
     report = judge.report(answers[0] if answers else program.source.filename, *groups)
     common.out.result(lambda: jsonout.check_doc(report),
-          lambda: _views().check_view(report, full=common.full, errors_apart=True))
+                      lambda: _views().check_view(report, full=common.full, errors_apart=True))
     invalid = [v for v in report.verdicts if v.status == "invalid"]
     if invalid:  # a claim that could not be judged is bad input: the first one's error where errors go
         more = len(invalid) - 1
