@@ -833,3 +833,28 @@ def test_pow_is_power_against_closed_forms() -> None:
         assert doc["value"] == pytest.approx(x**y, rel=1e-14)
         assert doc["grad"]["x"] == pytest.approx(y * x ** (y - 1), rel=1e-13)
         assert doc["grad"]["y"] == pytest.approx(x**y * math.log(x), rel=1e-13)
+
+
+def test_an_80_column_terminal_keeps_every_claim_verdict_and_number_whole() -> None:
+    """The note column wraps to fit; claims, verdicts and values are never cut (they were '✓ …', '-0…')."""
+    from rich.console import Console
+
+    from gradcalc.cli.jsonout import grading_totals
+    from gradcalc.cli.render import Inert, check_view, grading_view
+    from gradcalc.tools.homework import check as C
+
+    program = gradcalc.load(str(SAMPLES / "homework.eq"))
+    judge = C.Judge(program.run(keep_values=True))
+    report = judge.report("hw", (C.claims_of_program(program.module), program.source))
+    reports = [judge.report(name, C.read_claims(str(SAMPLES / "submissions" / name)))
+               for name in ("alice.txt", "bob.txt", "dave.txt")]
+    for view in (check_view(report), grading_view(reports, grading_totals(reports), False)):
+        out = io.StringIO()
+        Console(file=out, width=80, color_system=None, markup=False, soft_wrap=False).print(Inert(view))
+        text = out.getvalue()
+        assert "…" not in text, text
+        assert max(len(line) for line in text.splitlines()) <= 80, text
+        if "verdict" in text.splitlines()[0]:  # the check table (the grading one has no verdict column)
+            for claim in ("dL/dd = -1", "dL/db = -w3", "dL/dw1 = -w3*a", "dL/dw2 = -4*a", "dL/da = -w3*w1"):
+                assert claim in text, text
+            assert text.count("✓ right") == 3 and text.count("✗ wrong") >= 2, text

@@ -46,9 +46,11 @@ def _kind(run: Run, name: str, node: Node) -> str:
 
 
 def _table(*columns: tuple[str, str]) -> Table:
+    """A table whose last column (a note, a result: words) wraps to fit a terminal; the others keep their
+    values whole, so a narrow terminal shows every claim, verdict and number."""
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-    for title, justify in columns:
-        table.add_column(title, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for i, (title, justify) in enumerate(columns):
+        table.add_column(title, justify=justify, no_wrap=i < len(columns) - 1)  # type: ignore[arg-type]
     return table
 
 
