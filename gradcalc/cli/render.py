@@ -45,12 +45,13 @@ def _kind(run: Run, name: str, node: Node) -> str:
     return node.grad_fn or ("constant" if not node.requires_grad else "leaf")
 
 
-def _table(*columns: tuple[str, str]) -> Table:
-    """A table whose last column (a note, a result: words) wraps to fit a terminal; the others keep their
-    values whole, so a narrow terminal shows every claim, verdict and number."""
+def _table(*columns: tuple[str, str], wrap_last: bool = False) -> Table:
+    """A table for people. wrap_last: its last column is words (a note, a result) that wrap to fit a
+    terminal, so that a narrow one still shows every claim, verdict and number of the others whole."""
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     for i, (title, justify) in enumerate(columns):
-        table.add_column(title, justify=justify, no_wrap=i < len(columns) - 1)  # type: ignore[arg-type]
+        wraps = wrap_last and i == len(columns) - 1
+        table.add_column(title, justify=justify, no_wrap=not wraps)  # type: ignore[arg-type]
     return table
 
 
@@ -393,7 +394,7 @@ def check_view(report: Any, heading: str = "", full: bool = False, errors_apart:
     errors_apart: an invalid claim's full error goes to standard error (the first one), not here.
     """
     table = _table(("line", "right"), ("claim", "left"), ("verdict", "left"), ("claimed", "right"),
-                   ("correct", "right"), ("note", "left"))
+                   ("correct", "right"), ("note", "left"), wrap_last=True)
     details: list[RenderableType] = []
     for verdict in report.verdicts:
         word, style = _VERDICT_STYLE[verdict.status]
@@ -456,7 +457,7 @@ def _verdict_detail(verdict: Any, full: bool, errors_apart: bool = False) -> Ren
 
 def grading_view(reports: list[Any], totals: dict[str, int], verbose: bool, full: bool = False) -> RenderableType:
     """`check key.eq submissions/`: one row per submission, the totals, and each in detail with -v."""
-    table = _table(("submission", "left"), ("claims", "right"), ("result", "left"))
+    table = _table(("submission", "left"), ("claims", "right"), ("result", "left"), wrap_last=True)
     for report in reports:
         claims = "–" if report.error is not None else f"{report.right}/{len(report.verdicts)}"
         if report.passed:
