@@ -858,3 +858,17 @@ def test_an_80_column_terminal_keeps_every_claim_verdict_and_number_whole() -> N
             for claim in ("dL/dd = -1", "dL/db = -w3", "dL/dw1 = -w3*a", "dL/dw2 = -4*a", "dL/da = -w3*w1"):
                 assert claim in text, text
             assert text.count("✓ right") == 3 and text.count("✗ wrong") >= 2, text
+
+
+def test_an_80_column_terminal_keeps_a_gradient_column() -> None:
+    """A table of matrices does not wrap its last column away: grad's gradients stay on screen at 80 columns."""
+    from rich.console import Console
+
+    from gradcalc.cli.render import Inert, grad_view
+
+    run = gradcalc.parse_program("W1 = randn(3, 6); x = randn(6); h = tanh(W1 @ x); W2 = randn(2, 3); "
+                                 "L = sum(W2 @ h)").run()
+    result = run.grad("L", ["W1", "W2"])
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None, markup=False, soft_wrap=False).print(Inert(grad_view(run, result)))
+    assert "∂L/∂variable" in out.getvalue(), out.getvalue()
