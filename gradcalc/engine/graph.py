@@ -64,6 +64,14 @@ class Node:
     """A value in the computation graph. Made by `new_node()`, not by calling the class."""
 
     __slots__ = ("inputs", "name", "op", "origin", "params", "requires_grad", "seq", "value")
+    inputs: tuple[Node, ...]
+    name: str | None
+    op: Primitive | None
+    origin: Any
+    params: tuple
+    requires_grad: bool
+    seq: int
+    value: Any
     __array_ufunc__ = None  # NumPy defers to Node's operators instead of making object arrays
 
     @property
