@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -178,7 +179,7 @@ def error_json(error: GradcalcError) -> dict[str, Any]:
     return {"error": body}
 
 
-def did_you_mean(name: str, candidates: object) -> str:
+def did_you_mean(name: str, candidates: Iterable[object]) -> str:
     """A 'did you mean' suffix for a misspelt name, or an empty string."""
     import difflib
 

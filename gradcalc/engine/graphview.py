@@ -201,6 +201,7 @@ def _summarised(of: str, output: Node, order: list[Node], inputs_of: dict[Node, 
     while position < len(items):
         item = items[position]
         position += 1
+        targets: dict[Any, Node]
         if isinstance(item, _Run):
             targets = {item.into: item.into}
         else:
@@ -238,7 +239,7 @@ def _summarised(of: str, output: Node, order: list[Node], inputs_of: dict[Node, 
                               count=len(order) - shown))
     edges: list[ViewEdge] = []
     for item in items:
-        targets = targets_of.get(item)
+        targets = targets_of.get(item, {})
         if not targets:
             continue
         drawn = {child: index[target] for target, child in targets.items() if target in index}

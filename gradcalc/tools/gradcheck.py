@@ -84,6 +84,8 @@ def gradcheck(run: Run, of: str | None = None, wrt: list[str] | None = None, eps
         raise UsageError(f"--eps must be a positive number, not {eps:g}", f"the default is {default_eps:g}")
     if order not in (1, 2):
         raise UsageError(f"--order {order} is not supported", "use --order 1 or --order 2")
+    autograd: dict[tuple[str, ...], Any]  # (name,) for a gradient, (a, b) for a Hessian block
+    numeric: dict[tuple[str, ...], Any]
     if order == 1:
         found = run.jacobian(of, names)
         autograd = {(name,): block for name, block in zip(names, found.blocks)}

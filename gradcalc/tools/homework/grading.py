@@ -87,7 +87,8 @@ def grade(make_judge: Callable[[], Judge], items: list[Submission], jobs: int = 
     """
     methods = multiprocessing.get_all_start_methods()
     method = GPU_START_METHOD if B.device == "gpu" else "fork" if "fork" in methods else "spawn"
-    context = multiprocessing.get_context(method)
+    # The typeshed types get_context(str) as BaseContext, which lacks Process; every real context has it.
+    context: Any = multiprocessing.get_context(method)
     results: list[Report | None] = [None] * len(items)
     for index, item in enumerate(items):  # refused before any worker reads it: a link out, a device
         if item.problem is not None:
