@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import benchkit
-from benchkit import REPO, log, med
+from benchkit import REPO, describe_tree, log, med, worktree
 
 DEFAULT_PYTHON = sys.executable
 DEFAULT_BASE_COMMIT = "533e107"  # before #17 (untrusted files)
@@ -237,13 +237,6 @@ def compare(reference: dict[str, Any], doc: dict[str, Any], what: str) -> None:
 
 # --- main ---------------------------------------------------------------------------------------
 
-def describe(tree: Path) -> str:
-    """The tree's commit (`git describe --always --dirty`), or "?"."""
-    done = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=tree, capture_output=True, text=True,
-                          check=False)
-    return done.stdout.strip() or "?"
-
-
 def measure(sides: list[Side], works: list[Workload], jobs: int, repeats: int) -> dict[str, dict[str, list[float]]]:
     """Warm-up and check, then the timed repeats, the sides' order alternating; the times by workload and side."""
     reference: dict[str, dict[str, Any]] = {}
@@ -277,8 +270,8 @@ def report(sides: list[Side], works: list[Workload], times: dict[str, dict[str, 
     base, current = sides
     print(f"## Grading: base against current — {time.strftime('%Y-%m-%d %H:%M')}\n")
     print(f"`gradcalc check KEY FOLDER --jobs {jobs} --json`, whole command, wall clock, median of {repeats} "
-          f"(sides interleaved, after a warm-up run each). base: `{base.tree}` ({describe(base.tree)}); current: "
-          f"`{current.tree}` ({describe(current.tree)}); Python `{base.python}`; {os.cpu_count()} CPUs, "
+          f"(sides interleaved, after a warm-up run each). base: `{base.tree}` ({describe_tree(base.tree)}); current: "
+          f"`{current.tree}` ({describe_tree(current.tree)}); Python `{base.python}`; {os.cpu_count()} CPUs, "
           f"load average before {load_before}, after {benchkit.loadavg()}.\n")
     print("| workload | base median (s) | current median (s) | current / base |")
     print("| --- | ---: | ---: | ---: |")
@@ -311,15 +304,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="the generator's seed (default 0)")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="gradcalc-bench-grading-"))
-    if args.base is None:  # a worktree of the base commit, removed at the end
-        args.base = str(root / "base")
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet", args.base, args.base_commit],
-                       check=True)
     try:
-        run(args, root)
+        if args.base is not None:
+            run(args, root)
+        else:  # a worktree of the base commit, removed at the end
+            with worktree(args.base_commit, root / "base") as base:
+                args.base = str(base)
+                run(args, root)
     finally:
-        if args.base == str(root / "base"):
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", args.base], check=False)
         shutil.rmtree(root, ignore_errors=True)
 
 

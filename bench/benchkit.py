@@ -7,6 +7,7 @@ and the child processes they start (the same file, re-invoked with --child) impo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -15,7 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -229,3 +230,22 @@ class CpuWatch:
         others = None if self.busy is None or busy is None else max(0.0, (busy - self.busy) - (own - self.own)) / wall
         return wall, own - self.own, others
 
+
+
+# --- other trees ------------------------------------------------------------------------------------
+
+def describe_tree(tree: Path) -> str:
+    """The tree's commit (`git describe --always --dirty`), or "?"."""
+    done = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=tree, capture_output=True, text=True,
+                          check=False)
+    return done.stdout.strip() or "?"
+
+
+@contextlib.contextmanager
+def worktree(commit: str, where: Path) -> Iterator[Path]:
+    """A temporary git worktree of this repository at `commit`, removed afterwards."""
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet", str(where), commit], check=True)
+    try:
+        yield where.resolve()
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(where)], check=False)
