@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -119,39 +119,14 @@ def _calls_random(expr: S.Expr) -> bool:
     return any(isinstance(node, S.Call) and node.name in RANDOM for node in S.walk(expr))
 
 
-def _has_return(body: list[S.Stmt]) -> bool:
-    """Whether a `return` is anywhere in the block, its branches and loops included."""
-    stack = list(body)
-    while stack:
-        stmt = stack.pop()
-        if isinstance(stmt, S.Return):
-            return True
-        if isinstance(stmt, (S.While, S.For, S.NoGrad)):
-            stack.extend(stmt.body)
-        elif isinstance(stmt, S.If):
-            stack.extend([*stmt.body, *stmt.orelse])
-    return False
-
-
 def assigned_names(body: list[S.Stmt]) -> dict[str, list[S.Assign]]:
     """Every top-level (non-function) assignment, by name, in source order."""
     found: dict[str, list[S.Assign]] = {}
-    blocks = [iter(body)]  # a stack of blocks being read: nested blocks need no recursion
-    while blocks:
-        for stmt in blocks[-1]:
-            kind = stmt.__class__
-            if kind is S.Assign:
-                found.setdefault(stmt.name, []).append(stmt)  # type: ignore[attr-defined]
-            elif kind is S.For:
-                found.setdefault(stmt.var, [])  # type: ignore[attr-defined]
-            if kind is S.If:
-                blocks.append(iter([*stmt.body, *stmt.orelse]))  # type: ignore[attr-defined]
-                break
-            if kind is S.While or kind is S.NoGrad or kind is S.For:
-                blocks.append(iter(stmt.body))  # type: ignore[attr-defined]
-                break
-        else:
-            blocks.pop()
+    for stmt in S.statements(body):
+        if isinstance(stmt, S.Assign):
+            found.setdefault(stmt.name, []).append(stmt)
+        elif isinstance(stmt, S.For):
+            found.setdefault(stmt.var, [])
     return found
 
 
@@ -221,10 +196,11 @@ class Interpreter:
                 self.check_block(stmt.body, function)
             except GradcalcError as exc:
                 raise exc.at(stmt.pos) from None
-            if not _has_return(stmt.body):  # a path that ends without one is an error when it runs
+            if not any(isinstance(inner, S.Return) for inner in S.statements(stmt.body)):
+                # a path that ends without one is an error when it runs
                 raise GradcalcSyntaxError(f"function '{stmt.name}' never returns a value",
                                           "end its block with `return <expression>`", stmt.pos)
-            for node in _nodes(stmt.body):
+            for node in S.code(stmt.body):
                 if isinstance(node, S.Name) and node.name not in function.local:
                     function.reads.add(node.name)
                 elif isinstance(node, S.Call) and node.name in self.functions:
@@ -237,8 +213,7 @@ class Interpreter:
 
     def check_inputs(self) -> None:
         """--set names must be leaves or free variables of the program."""
-        read = {node.name for node in _nodes([s for s in self.module.body if s.__class__ is not S.FuncDef])
-                if isinstance(node, S.Name)}
+        read = {node.name for node in S.code(self.module.body) if isinstance(node, S.Name)}
         read.update(*(function.reads for function in self.functions.values()))  # not their locals
         leaf_names = {name for name, stmts in self.assigned.items() if any(self.is_leaf(s) for s in stmts)}
         for name in self.inputs:
@@ -266,42 +241,35 @@ class Interpreter:
 
     def check_block(self, body: list[S.Stmt], function: Function | None) -> None:
         """A block's mistakes that need no values: unknown names and functions, arguments, misplaced statements."""
-        for stmt in body:
+        for stmt in S.statements(body):  # nested blocks too: each statement checks only its own expressions
             try:
-                kind = type(stmt)
-                if kind is S.Assign:
+                if isinstance(stmt, S.Assign):
                     if stmt.op != "=":
                         self.check_expr(S.Name(stmt.name, stmt.pos), function)
                     self.check_expr(stmt.value, function)
-                elif kind is S.Return:
+                elif isinstance(stmt, S.Return):
                     if function is None:
                         raise GradcalcSyntaxError("'return' outside a function",
                                                   "return belongs in a function block: f(x) { ...; return x }",
                                                   stmt.pos)
                     self.check_expr(stmt.value, function)
-                elif kind is S.While or kind is S.If:
+                elif isinstance(stmt, (S.While, S.If)):
                     self.check_expr(stmt.cond, function)
-                    self.check_block(stmt.body, function)
-                    if kind is S.If:
-                        self.check_block(stmt.orelse, function)
-                    else:
+                    if isinstance(stmt, S.While):
                         self.state.loops.setdefault(stmt.pos, Loop(stmt.pos.line, "while", column=stmt.pos.column))
-                elif kind is S.For:
+                elif isinstance(stmt, S.For):
                     for bound in _range_bounds(stmt):
                         self.check_expr(bound, function)
-                    self.check_block(stmt.body, function)
                     # Whether its body may read the loop variable (a function it calls might).
                     self.loop_reads[stmt.pos] = any(
                         (isinstance(node, S.Name) and node.name == stmt.var)
                         or (isinstance(node, S.Call) and node.name in self.functions)
-                        for node in _nodes(stmt.body))
+                        for node in S.code(stmt.body))
                     self.state.loops.setdefault(stmt.pos, Loop(stmt.pos.line, "for", column=stmt.pos.column))
-                elif kind is S.NoGrad:
-                    self.check_block(stmt.body, function)
-                elif kind is S.FuncDef:
+                elif isinstance(stmt, S.FuncDef):
                     raise GradcalcSyntaxError(f"function '{stmt.name}' is defined inside a block",
                                               "define functions at the top level of the program", stmt.pos)
-                elif kind is S.Claim:
+                elif isinstance(stmt, S.Claim):
                     raise GradcalcSyntaxError(
                         "a check statement inside a block or function",
                         "write check statements at the top level: they are judged after the program runs", stmt.pos)
@@ -955,24 +923,11 @@ def free_names(module: S.Module) -> list[str]:
             local.update(assigned_names(stmt.body))  # a function's locals, in its branches and loops too
             local.add(stmt.name)
     found: dict[str, None] = {}
-    for node in _nodes(module.body):
+    for node in S.code(module.body, functions=True):
         if isinstance(node, S.Name) and node.name not in assigned and node.name not in local \
                 and node.name not in CONSTANTS and node.name not in BUILTINS:
             found.setdefault(node.name, None)
     return list(found)
-
-
-def _nodes(body: list[S.Stmt]) -> Iterator[S.Expr | S.Keyword]:
-    """Every expression node of a block's statements, in source order, through nested blocks and function bodies."""
-    stack = list(reversed(body))
-    while stack:
-        stmt = stack.pop()
-        for attr in ("value", "cond", "iterable"):  # a Claim's side is `claimed`: not program code
-            expr = getattr(stmt, attr, None)
-            if isinstance(expr, S.Expr):
-                yield from S.walk(expr)
-        stack.extend(reversed(getattr(stmt, "orelse", [])))
-        stack.extend(reversed(getattr(stmt, "body", [])))
 
 
 def make_context(folder: str, seed: int, allow_read: tuple[str, ...], max_file_size: int = DEFAULT_MAX_FILE_SIZE
