@@ -1,14 +1,14 @@
-"""The program's syntax tree: what parser.py builds and builder.py runs."""
+"""The program's syntax tree: what parser.py builds, the checker checks and the interpreter runs."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import Pos
 
 # The operator of a product written side by side in a claim (2x, W x, δ xᵀ): INVISIBLE TIMES, as
-# Unicode writes an implied product. Programs never have it; builder.py gives it math's meaning.
+# Unicode writes an implied product. Programs never have it; the interpreter gives it math's meaning.
 JUXTAPOSED = "\u2062"
 
 
@@ -18,8 +18,8 @@ class _Node:
     (23 slotted dataclasses took 6.6 ms to create, a twelfth of gradcalc's start-up of its own.)
     """
 
-    __slots__ = ()
-    __hash__ = None  # type: ignore[assignment]  (mutable, compared by value)
+    __slots__: tuple[str, ...] = ()
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
 
     def __eq__(self, other: Any) -> bool:
         return type(self) is type(other) and all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
@@ -162,12 +162,19 @@ class Attribute(Expr):
 
 
 class Stmt(_Node):
+    """A statement. Each kind names the fields that are program code, which the walkers below read
+    and nothing else: the expressions it evaluates and the blocks of statements it holds."""
+
     __slots__ = ()
     pos: Pos
+    expressions: ClassVar[tuple[str, ...]]  # fields holding an Expr, in source order
+    blocks: ClassVar[tuple[str, ...]]  # fields holding a list[Stmt], in source order
 
 
 class Assign(Stmt):
     __slots__ = ("name", "op", "value", "pos")
+    expressions = ("value",)
+    blocks = ()
 
     def __init__(self, name: str, op: str, value: Expr, pos: Pos) -> None:
         self.name = name
@@ -178,6 +185,8 @@ class Assign(Stmt):
 
 class FuncDef(Stmt):
     __slots__ = ("name", "params", "body", "pos", "override")
+    expressions = ()
+    blocks = ("body",)
 
     def __init__(self, name: str, params: list[str], body: list[Stmt], pos: Pos, override: bool = False) -> None:
         self.name = name
@@ -189,6 +198,8 @@ class FuncDef(Stmt):
 
 class Return(Stmt):
     __slots__ = ("value", "pos")
+    expressions = ("value",)
+    blocks = ()
 
     def __init__(self, value: Expr, pos: Pos) -> None:
         self.value = value
@@ -199,12 +210,14 @@ class Claim(Stmt):
     """`dL/dw1 = -w3*a` (of="L", wrt="w1") or `L = 15` (wrt=None): what `gradcalc check` judges."""
 
     __slots__ = ("of", "wrt", "claimed", "pos", "text", "wrt2")
+    expressions = ()  # `claimed` is what the judge compares, never code the program runs
+    blocks = ()
 
     def __init__(self, of: str, wrt: str | None, claimed: Expr, pos: Pos, text: str = "",
                  wrt2: str | None = None) -> None:
         self.of = of
         self.wrt = wrt
-        self.claimed = claimed  # not `value`: the builder's walks over statements must not read it as program code
+        self.claimed = claimed
         self.pos = pos
         self.text = text  # the claim as written, filled in by the parser
         self.wrt2 = wrt2  # a second derivative ∂²of/∂wrt∂wrt2 (wrt2 == wrt for ∂²of/∂wrt²), else None
@@ -212,6 +225,8 @@ class Claim(Stmt):
 
 class While(Stmt):
     __slots__ = ("cond", "body", "pos")
+    expressions = ("cond",)
+    blocks = ("body",)
 
     def __init__(self, cond: Expr, body: list[Stmt], pos: Pos) -> None:
         self.cond = cond
@@ -221,6 +236,8 @@ class While(Stmt):
 
 class If(Stmt):
     __slots__ = ("cond", "body", "orelse", "pos")
+    expressions = ("cond",)
+    blocks = ("body", "orelse")
 
     def __init__(self, cond: Expr, body: list[Stmt], orelse: list[Stmt], pos: Pos) -> None:
         self.cond = cond
@@ -231,6 +248,8 @@ class If(Stmt):
 
 class For(Stmt):
     __slots__ = ("var", "iterable", "body", "pos")
+    expressions = ("iterable",)
+    blocks = ("body",)
 
     def __init__(self, var: str, iterable: Expr, body: list[Stmt], pos: Pos) -> None:
         self.var = var
@@ -241,6 +260,8 @@ class For(Stmt):
 
 class NoGrad(Stmt):
     __slots__ = ("body", "pos")
+    expressions = ()
+    blocks = ("body",)
 
     def __init__(self, body: list[Stmt], pos: Pos) -> None:
         self.body = body
@@ -266,3 +287,26 @@ def walk(expr: Expr) -> Iterator[Expr | Keyword]:
                 stack.extend(c for c in reversed(child) if isinstance(c, (Expr, Keyword)))
             elif isinstance(child, (Expr, Keyword)):
                 stack.append(child)
+
+
+def statements(body: list[Stmt], functions: bool = False) -> Iterator[Stmt]:
+    """Every statement of a block and of the blocks nested in it, in source order (iterative: no
+    recursion limit). Function bodies are entered only with `functions`: their code runs when called."""
+    blocks = [iter(body)]  # the blocks being read, innermost last
+    while blocks:
+        for stmt in blocks[-1]:
+            yield stmt
+            kind = type(stmt)
+            if kind.blocks and (functions or kind is not FuncDef):
+                blocks.append(iter([inner for field in kind.blocks for inner in getattr(stmt, field)]))
+                break
+        else:
+            blocks.pop()
+
+
+def code(body: list[Stmt], functions: bool = False) -> Iterator[Expr | Keyword]:
+    """Every expression node of the program code in a block, in source order: `walk` over what
+    `statements` finds (a claim's side is no program code)."""
+    for stmt in statements(body, functions):
+        for field in type(stmt).expressions:
+            yield from walk(getattr(stmt, field))

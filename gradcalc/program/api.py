@@ -24,7 +24,7 @@ from ..engine.graph import Node, constant
 from ..errors import GradcalcError, NameNotFound, Source, UsageError, did_you_mean
 from ..files import DEFAULT_MAX_FILE_SIZE, read_text
 from ..language.parser import DEFAULT_MAX_DEPTH, parse, parse_expression, raise_recursion_limit
-from .builder import Executed, Limits, claim_context, execute, make_context
+from .interpreter import Executed, Limits, claim_context, execute, make_context
 
 T = TypeVar("T")
 
@@ -71,7 +71,7 @@ class Program:
 
     def free_names(self) -> list[str]:
         """The names the program reads but never assigns: its inputs, given with --set."""
-        from .builder import free_names
+        from .checker import free_names
 
         return free_names(self.module)
 
@@ -131,8 +131,8 @@ def _constant_expression(label: str, text: str, seed: int) -> Any:
     """Evaluate the text of a constant expression (`randn(3, 3)`, `[1, 2]`, `2*pi`)."""
     from ..language.syntax import Module, walk
     from ..language.syntax import Name as SyntaxName
-    from .builder import Interpreter, State
     from .builtins import CONSTANTS
+    from .interpreter import Interpreter, State
 
     source = Source(text.strip(), label)
     try:

@@ -1,0 +1,591 @@
+"""The evaluator: runs a checked program's statements, recording the graph as it goes.
+
+Running builds the computation graph as it goes (PyTorch's dynamic graph): only
+the executed path is recorded. Nothing is compiled first: a straight-line program
+is read once, so a compile step would cost as much again as the run (it did: 2.2 of
+5.1 µs an operation). What may run never or many times (function bodies, loops,
+branches) is checked before the run by checker.py, so every static mistake (an
+unknown function, a wrong number of arguments, a name never given a value) is still
+reported; a straight-line statement's mistakes are found as it runs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..engine import backend as B
+from ..engine import graph, ops
+from ..engine.graph import Node, constant, leaf
+from ..errors import (
+    GradcalcError,
+    LimitExceeded,
+    NameNotFound,
+    Pos,
+    ShapeError,
+    ValueProblem,
+)
+from ..files import DEFAULT_MAX_FILE_SIZE
+from ..language import syntax as S
+from .builtins import BUILTINS, CONSTANTS, RANDOM, Context, as_int
+from .checker import (
+    Checker,
+    Function,
+    bind_arguments,
+    check,
+    check_attribute,
+    check_user_call,
+    deeper,
+    load_names,
+    max_hint,
+    misplaced,
+    range_bounds,
+)
+
+Frame = dict[str, Node]
+
+DEFAULT_MAX_ITERATIONS = 1_000_000
+DEFAULT_MAX_RECURSION = 200
+
+_BINARY: dict[str, Callable[[Any, Any], Node]] = {
+    "+": ops.add, "-": ops.sub, "*": ops.mul, "/": ops.div, "@": ops.matmul, "^": ops.power,
+}
+_COMPARE: dict[str, Callable[[Any, Any], Node]] = {
+    "<": ops.lt, "<=": ops.le, ">": ops.gt, ">=": ops.ge, "==": ops.eq, "!=": ops.ne,
+}
+_AUGMENTED = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
+
+
+@dataclass
+class Limits:
+    max_iterations: int = DEFAULT_MAX_ITERATIONS
+    max_recursion: int = DEFAULT_MAX_RECURSION
+    max_depth: int = 200
+
+
+@dataclass
+class Loop:
+    """How often one loop statement ran (summed over every time it was reached)."""
+
+    line: int
+    kind: str
+    iterations: int = 0
+    column: int = 0
+
+
+@dataclass
+class State:
+    """What a run accumulates besides variables: leaves, the last name assigned, loop counts."""
+
+    leaves: dict[str, Node] = field(default_factory=dict)
+    made: list[Node] = field(default_factory=list)  # every leaf made, those a name no longer holds too
+    last_assigned: str | None = None
+    # The statement that gave each name its final value (kept, not its place: a place is not otherwise
+    # read while running, and a reference to it cost a cache miss a statement).
+    final: dict[str, S.Assign] = field(default_factory=dict)
+    loops: dict[Pos, Loop] = field(default_factory=dict)  # by the loop keyword's place: two may share a line
+    call_depth: int = 0
+
+    def add_leaf(self, name: str, node: Node) -> None:
+        self.leaves[name] = node
+        self.made.append(node)
+
+
+class _Returned:
+    __slots__ = ("value",)
+
+    def __init__(self, value: Node) -> None:
+        self.value = value
+
+
+def _calls_random(expr: S.Expr) -> bool:
+    return any(isinstance(node, S.Call) and node.name in RANDOM for node in S.walk(expr))
+
+
+class Interpreter:
+    """Runs a checked program straight from its syntax tree, recording the graph as it goes.
+
+    What the checker found (the functions, the loops, which assignments make leaves) it reads; a
+    straight-line statement's mistakes are found as it runs, and the checker describes them.
+    """
+
+    def __init__(self, module: S.Module, inputs: Mapping[str, Any], context: Context, limits: Limits,
+                 state: State, checker: Checker | None = None) -> None:
+        """`checker`: the module checked for these inputs' names and limits.max_depth; else it is checked here."""
+        self.checker = checker if checker is not None else check(module, inputs, limits.max_depth)
+        self.context = context
+        self.limits = limits
+        self.state = state
+        self.inputs = inputs
+        self.functions = self.checker.functions
+        self.function: Function | None = None  # the function whose body is running
+        self.globals: Frame = {}  # the run's top-level variables, which function bodies read
+        self.numbers: dict[Any, Node] = {}  # one constant node per distinct number written
+        # By id of a syntax node, which is kept too: an id is reused once its node is freed (a claim's).
+        self.literals: dict[int, tuple[S.Tensor, Node]] = {}  # a tensor literal's constant
+        self.depth = 0  # unbracketed nesting (the parser bounds brackets)
+
+    # --- the run: statements ------------------------------------------------------------------
+
+    def run(self, body: list[S.Stmt], frame: Frame) -> _Returned | None:
+        """Run a block's statements; a `return` inside stops it and is handed up."""
+        for stmt in body:
+            try:
+                if type(stmt) is S.Assign:
+                    self.assign(stmt, frame)
+                    continue
+                result = _STATEMENTS[type(stmt)](self, stmt, frame)
+            except GradcalcError as exc:
+                raise exc.at(stmt.pos) from None
+            except RecursionError:
+                raise LimitExceeded("this statement nests too deeply to run",
+                                    "split it into several statements", stmt.pos) from None
+            if result is not None:
+                return result
+        return None
+
+    def assign(self, stmt: S.Assign, frame: Frame) -> None:
+        name = stmt.name
+        expr = stmt.value if stmt.op == "=" else \
+            S.Binary(_AUGMENTED[stmt.op], S.Name(name, stmt.pos), stmt.value, stmt.pos)
+        if self.function is not None:  # a function's local
+            node = self.value(expr, frame)
+            if node.name is None:
+                node.name = name  # named: never freed as a temporary
+            frame[name] = node
+            return
+        state = self.state
+        if name in self.inputs and self.checker.is_leaf(stmt):
+            # A --set leaf keeps the random stream aligned: its own draws are still made.
+            self.checker.check_expr(expr, None, self.depth)
+            if _calls_random(expr):
+                self.value(expr, frame)
+            node = leaf(self.inputs[name], name)
+            state.add_leaf(name, node)
+        else:
+            node = self.value(expr, frame)
+            # A result that requires grad came from a variable: only the others may be leaves.
+            if not node.requires_grad and self.checker.is_leaf(stmt):
+                node = leaf(node.value, name)
+                state.add_leaf(name, node)
+            elif node.name is None:
+                node.name = name
+        frame[name] = node
+        state.last_assigned = name
+        state.final[name] = stmt
+
+    def stmt_return(self, stmt: S.Return, frame: Frame) -> _Returned:
+        return _Returned(self.value(stmt.value, frame))
+
+    def stmt_skipped(self, stmt: S.Stmt, frame: Frame) -> None:
+        """A function definition or a check statement: nothing to run (checked and defined beforehand)."""
+
+    def stmt_while(self, stmt: S.While, frame: Frame) -> _Returned | None:
+        loop = self.state.loops[stmt.pos]
+        limit = self.limits.max_iterations
+        pos = stmt.pos
+        label = f"while loop at line {pos.line}"
+        count = 0
+        try:
+            with graph.scope("loop", label) as iteration:
+                while self.condition(stmt.cond, frame, "while"):
+                    count += 1
+                    if count > limit:
+                        count -= 1
+                        raise LimitExceeded(f"the while loop at line {pos.line} ran past {limit:,} iterations",
+                                            "check that its condition becomes false, or raise --max-iterations",
+                                            pos)
+                    iteration.step(count)  # the graph view groups iterations
+                    result = self.run(stmt.body, frame)
+                    if result is not None:
+                        return result
+                    iteration.pause()  # the condition belongs to the loop's context
+        finally:
+            loop.iterations += count
+        return None
+
+    def stmt_for(self, stmt: S.For, frame: Frame) -> _Returned | None:
+        loop = self.state.loops[stmt.pos]
+        limit = self.limits.max_iterations
+        pos = stmt.pos
+        try:
+            numbers = [as_int(self.value(bound, frame), "a range bound") for bound in range_bounds(stmt)]
+        except GradcalcError as exc:
+            raise exc.at(stmt.iterable.pos) from None
+        if len(numbers) == 3 and numbers[2] == 0:
+            raise ValueProblem("range's step cannot be 0", "use a positive or negative step", pos)
+        steps = range(*numbers)
+        count = max(0, -((steps.start - steps.stop) // steps.step))  # len() overflows past 2^63
+        if count > limit:
+            raise LimitExceeded(f"the for loop at line {pos.line} would run {count:,} iterations, "
+                                f"past the limit of {limit:,}", "raise --max-iterations", pos)
+        label = f"for loop at line {pos.line}"
+        var, read = stmt.var, self.checker.loop_reads[pos]
+        done = 0
+        try:
+            with graph.scope("loop", label) as iteration:
+                for i in steps:
+                    done += 1
+                    iteration.step(i)
+                    if read:  # a number, not differentiated; made each time only for a body that reads it
+                        frame[var] = leaf(B.scalar(i), var, requires_grad=False)
+                    result = self.run(stmt.body, frame)
+                    if result is not None:
+                        return result
+        finally:
+            loop.iterations += done
+        if done and not read:
+            frame[var] = leaf(B.scalar(steps[done - 1]), var, requires_grad=False)  # its last value, as Python
+        return None
+
+    def stmt_if(self, stmt: S.If, frame: Frame) -> _Returned | None:
+        return self.run(stmt.body if self.condition(stmt.cond, frame, "if") else stmt.orelse, frame)
+
+    def stmt_nograd(self, stmt: S.NoGrad, frame: Frame) -> _Returned | None:
+        with graph.no_grad():
+            return self.run(stmt.body, frame)
+
+    def condition(self, expr: S.Expr, frame: Frame, keyword: str) -> bool:
+        host = graph.host_value(self.value(expr, frame))
+        if host.shape != ():
+            raise ValueProblem(
+                f"the {keyword} condition is a tensor of shape {host.shape}, not a single true/false value",
+                "use all(...) or any(...) to combine its entries, or where(cond, a, b) for elementwise choice",
+                expr.pos,
+            )
+        number = float(host)
+        if math.isnan(number):
+            raise ValueProblem(f"the {keyword} condition is NaN", "check the values it compares", expr.pos)
+        return number != 0
+
+    # --- the run: expressions -----------------------------------------------------------------
+
+    def evaluate(self, expr: S.Expr, frame: Frame) -> Node:
+        """An expression's value over a frame of top-level variables (a claim's side, a --set value)."""
+        self.depth, self.function = 0, None
+        return self.value(expr, frame)
+
+    def value(self, expr: S.Expr, frame: Frame) -> Node:
+        """An expression's node. Names, numbers and + - * / @ are walked here, without a call each:
+        this is the loop every operation of a program goes through."""
+        if type(expr) is S.Name:
+            node = frame.get(expr.name)
+            return node if node is not None else self.read_missing(expr, frame)
+        if type(expr) is S.Number:
+            node = self.numbers.get(expr.value)
+            return node if node is not None else self.number(expr.value)
+        if type(expr) is not S.Binary or expr.op == "^":
+            return _EXPRESSIONS[type(expr)](self, expr, frame)
+        # Left-associative operators: a chain such as a + b - c is a loop, not recursion, however long.
+        steps: list[S.Binary] = []
+        while type(expr) is S.Binary and expr.op != "^":
+            steps.append(expr)
+            expr = expr.left
+        total = self.value(expr, frame)
+        steps.reverse()
+        for step in steps:
+            y = self.value(step.right, frame)
+            try:
+                total = (_BINARY.get(step.op) or _juxtaposed(step.left, step.right))(total, y)
+            except GradcalcError as exc:
+                raise exc.at(step.pos) from None
+        return total
+
+    def nested(self, expr: S.Expr, operand: S.Expr, frame: Frame) -> Node:
+        """`operand`'s node, a level below `expr`: what nests without brackets counts toward --max-depth."""
+        depth = self.depth
+        self.depth = deeper(expr, depth, self.limits.max_depth)
+        try:
+            return self.value(operand, frame)
+        finally:
+            self.depth = depth
+
+    def number(self, value: float) -> Node:
+        key = value if value else repr(value)  # -0.0 == 0.0, but 1/-0.0 is -inf
+        node = self.numbers.get(key)
+        if node is None:
+            node = self.numbers[key] = constant(value)
+            node.origin = None  # made once and shared: no loop iteration's or call's
+        return node
+
+    def read_missing(self, expr: S.Name, frame: Frame) -> Node:
+        """A name not in the frame: a global read from a function, a constant, or a mistake."""
+        name, function = expr.name, self.function
+        if function is not None and frame is not self.globals:
+            if name in function.local:
+                raise NameNotFound(f"'{name}' is used before it is assigned", "assign it earlier in the function",
+                                   expr.pos)
+            node = self.globals.get(name)
+            if node is not None:
+                return node
+        if self.checker.variable(name):
+            first = self.checker.assigned.get(name)
+            where = f" (it is first assigned at line {first[0].pos.line})" if first else ""
+            raise NameNotFound(f"'{name}' is used before it is assigned{where}",
+                               "move its assignment above this line", expr.pos)
+        if name in CONSTANTS:
+            return self.number(CONSTANTS[name])
+        raise self.checker.unknown_name(expr, function)
+
+    def expr_string(self, expr: S.String, frame: Frame) -> Node:
+        raise misplaced(expr)
+
+    expr_slice = expr_string
+
+    def expr_tensor(self, expr: S.Tensor, frame: Frame) -> Node:
+        known = self.literals.get(id(expr))
+        if known is not None and known[0] is expr:
+            return known[1]
+        try:
+            literal = _literal(expr)
+        except GradcalcError as exc:
+            raise exc.at(expr.pos) from None
+        if literal is not None or not expr.items:
+            node = constant(literal if literal is not None else B.xp.zeros((0,), dtype=B.dtype))
+            node.origin = None  # made once and shared: no loop iteration's or call's
+            self.literals[id(expr)] = (expr, node)
+            return node
+        values = [self.value(item, frame) for item in expr.items]
+        shapes = {v.shape for v in values}
+        if len(shapes) > 1:
+            listed = " and ".join(str(s) for s in sorted(shapes, key=len))
+            raise ShapeError(f"the entries of this tensor have different shapes: {listed}",
+                             "every row of a tensor literal needs the same shape", expr.pos)
+        return ops.stack(*values)
+
+    def expr_unary(self, expr: S.Unary, frame: Frame) -> Node:
+        operand = expr.operand
+        if operand.__class__ is S.Number:  # a negative literal is a constant, not a NegBackward
+            return self.number(-operand.value if expr.op == "-" else operand.value)
+        x = self.nested(expr, operand, frame)
+        if expr.op == "+":
+            return x
+        try:
+            return ops.neg(x)
+        except GradcalcError as exc:
+            raise exc.at(expr.pos) from None
+
+    def expr_binary(self, expr: S.Binary, frame: Frame) -> Node:
+        """A power (right-associative, so never a long chain); `value` walks the other operators."""
+        self.checker.check_transpose(expr, self.function)
+        x, y = self.nested(expr, expr.left, frame), self.nested(expr, expr.right, frame)
+        try:
+            return ops.power(x, y)
+        except GradcalcError as exc:
+            raise exc.at(expr.pos) from None
+
+    def expr_compare(self, expr: S.Compare, frame: Frame) -> Node:
+        left = self.value(expr.operands[0], frame)
+        result: Node | None = None
+        for op, operand in zip(expr.ops, expr.operands[1:]):
+            right = self.value(operand, frame)
+            try:
+                step = _COMPARE[op](left, right)
+                result = step if result is None else ops.logical_and(result, step)
+            except GradcalcError as exc:
+                raise exc.at(expr.pos) from None
+            left = right
+        assert result is not None  # the parser makes a comparison of two operands or more
+        return result
+
+    def expr_boolop(self, expr: S.BoolOp, frame: Frame) -> Node:
+        is_and = expr.op == "and"
+        first = self.nested(expr, expr.left, frame)
+        if first.value.shape == ():  # short-circuit on a scalar, as Python does
+            truth = bool(first.value != 0)
+            if truth != is_and:
+                return constant(float(truth))
+            return ops.ne(self.nested(expr, expr.right, frame), 0)
+        second = self.nested(expr, expr.right, frame)
+        try:
+            return (ops.logical_and if is_and else ops.logical_or)(first, second)
+        except GradcalcError as exc:
+            raise exc.at(expr.pos) from None
+
+    def expr_not(self, expr: S.Not, frame: Frame) -> Node:
+        return ops.logical_not(self.nested(expr, expr.operand, frame))
+
+    def expr_attribute(self, expr: S.Attribute, frame: Frame) -> Node:
+        check_attribute(expr)
+        return ops.transpose(self.nested(expr, expr.target, frame), None)
+
+    def expr_index(self, expr: S.Index, frame: Frame) -> Node:
+        try:
+            x = self.nested(expr, expr.target, frame)
+            key: list[int | slice] = []
+            for sub in expr.subscripts:
+                if type(sub) is S.Slice:
+                    key.append(self.slice(expr, sub, frame))
+                else:
+                    key.append(as_int(self.nested(expr, sub, frame), "an index"))
+            return ops.checked_index(x, tuple(key))
+        except GradcalcError as exc:
+            raise exc.at(expr.pos) from None
+
+    def slice(self, index: S.Index, sub: S.Slice, frame: Frame) -> slice:
+        bounds = [as_int(self.nested(index, b, frame), "a slice bound") if b is not None else None
+                  for b in (sub.start, sub.stop, sub.step)]
+        if bounds[2] == 0:
+            raise ValueProblem("a slice step cannot be 0", "use a positive or negative step")
+        return slice(*bounds)
+
+    def expr_call(self, expr: S.Call, frame: Frame) -> Node:
+        builtin = BUILTINS.get(expr.name)
+        if builtin is None or builtin.needs_context or expr.name in self.functions:
+            return self.special_call(expr, frame)
+        args: Sequence[S.Expr | None] = expr.args  # the usual call, sin(x): its arguments in order, nothing to bind
+        if expr.keywords or not builtin.required <= len(args) <= len(builtin.params):
+            args = bind_arguments(builtin, expr)
+        values: list[Node | None]
+        if len(args) == 1 and (only := args[0]) is not None:
+            values = [self.value(only, frame)]  # no list comprehension (a call of its own)
+        else:
+            values = [self.value(arg, frame) if arg is not None else None for arg in args]
+        try:
+            return builtin.fn(*values)
+        except GradcalcError as exc:
+            # max(a, b) reads b as an axis, as NumPy does: when that fails, point to maximum(a, b)
+            if len(expr.args) > 1 and "axis" in exc.message and max_hint(builtin):
+                exc.hint = (exc.hint or "") + max_hint(builtin)
+            raise exc.at(expr.pos) from None
+
+    def special_call(self, expr: S.Call, frame: Frame) -> Node:
+        """A call of the program's own function, of a builtin that needs the run (randn, load), or a mistake."""
+        function = self.functions.get(expr.name)
+        if function is not None:
+            return self.user_call(function, expr, frame)
+        builtin = self.checker.builtin(expr)  # raises for an unknown name
+        if builtin.name == "load":
+            values: list[Any] = load_names(expr)
+        else:
+            values = [self.value(arg, frame) if arg is not None else None for arg in bind_arguments(builtin, expr)]
+        try:
+            return builtin.fn(self.context, *values)
+        except GradcalcError as exc:
+            raise exc.at(expr.pos) from None
+
+    def user_call(self, function: Function, expr: S.Call, frame: Frame) -> Node:
+        check_user_call(function, expr)
+        local: Frame = dict(zip(function.params, [self.value(arg, frame) for arg in expr.args]))
+        for param, node in local.items():
+            if node.name is None:
+                node.name = param  # a parameter may be read many times: never freed as a temporary
+        state, limit, pos = self.state, self.limits.max_recursion, expr.pos
+        state.call_depth += 1
+        caller, depth = self.function, self.depth
+        self.function, self.depth = function, 0
+        try:
+            with graph.scope("call", f"{expr.name}(…) called at line {pos.line}", state.call_depth):
+                if state.call_depth > limit:
+                    raise LimitExceeded(f"function calls nested more than {limit} deep (recursion in '{expr.name}'?)",
+                                        "check the recursion stops, or raise --max-recursion", pos)
+                result = self.run(function.body, local)
+        finally:
+            state.call_depth -= 1
+            self.function, self.depth = caller, depth
+        if result is None:
+            raise NameNotFound(f"function '{expr.name}' ended without returning a value",
+                               "make every path through it end in `return ...`", function.pos)
+        return result.value
+
+
+_STATEMENTS: dict[type, Callable[[Interpreter, Any, Frame], _Returned | None]] = {
+    S.Return: Interpreter.stmt_return, S.While: Interpreter.stmt_while, S.For: Interpreter.stmt_for,
+    S.If: Interpreter.stmt_if, S.NoGrad: Interpreter.stmt_nograd,
+    S.FuncDef: Interpreter.stmt_skipped, S.Claim: Interpreter.stmt_skipped,
+}
+_EXPRESSIONS: dict[type, Callable[[Interpreter, Any, Frame], Node]] = {
+    kind: getattr(Interpreter, f"expr_{kind.__name__.lower()}")
+    for kind in (S.String, S.Tensor, S.Unary, S.Binary, S.Compare, S.BoolOp, S.Not, S.Call, S.Slice, S.Index,
+                 S.Attribute)
+}
+
+
+def _literal(expr: S.Tensor) -> Any:
+    """A tensor literal of plain numbers as nested lists, or None if it holds expressions."""
+    def convert(item: S.Expr) -> Any:
+        if isinstance(item, S.Number):
+            return item.value
+        if isinstance(item, S.Unary) and isinstance(item.operand, S.Number):
+            return -item.operand.value if item.op == "-" else item.operand.value
+        if isinstance(item, S.Tensor):
+            inner = [convert(i) for i in item.items]
+            return None if any(v is None for v in inner) else inner
+        return None
+
+    values = [convert(item) for item in expr.items]
+    if not values or any(v is None for v in values):
+        return None
+    try:
+        return B.asarray(values)
+    except ValueError:
+        return None  # ragged: the stacking path reports the shapes
+
+
+# --- running ----------------------------------------------------------------------------------
+
+@dataclass
+class Executed:
+    frame: Frame
+    state: State
+    interpreter: Interpreter  # evaluates expressions over this run's variables (a claim's right side)
+    tape: list[Node]  # the nodes recorded that require grad, in creation order (graph.tape)
+
+
+def execute(module: S.Module, inputs: Mapping[str, Any], context: Context, limits: Limits,
+            keep_values: bool = False, checker: Checker | None = None) -> Executed:
+    """Check and run a program; inputs are already arrays in the working dtype.
+
+    keep_values keeps every intermediate's value (the graph view shows them all). `checker`, the
+    module already checked for these inputs' names and limits.max_depth, spares checking it again.
+    """
+    if checker is None:
+        checker = check(module, inputs, limits.max_depth)
+    state = State(loops={pos: Loop(pos.line, kind, column=pos.column) for pos, kind in checker.loops.items()})
+    interpreter = Interpreter(module, inputs, context, limits, state, checker)
+    frame = interpreter.globals
+    # Free variables given by --set: leaves that exist before the first statement.
+    for name, value in inputs.items():
+        if name not in checker.assigned:
+            node = leaf(value, name)
+            state.add_leaf(name, node)
+            frame[name] = node
+    with graph.building(release=not keep_values) as tape, B.errstate():
+        interpreter.run(module.body, frame)
+    return Executed(frame, state, interpreter, tape)
+
+
+def make_context(folder: str, seed: int, allow_read: tuple[str, ...], max_file_size: int = DEFAULT_MAX_FILE_SIZE
+                 ) -> Context:
+    return Context(B.Random(seed), os.path.abspath(folder), tuple(os.path.abspath(p) for p in allow_read),
+                   max_file_size)
+
+
+# --- claim notation: what a claim may write that a program may not (moves with the rest of it, #18) ---
+
+def _juxtaposed(left: S.Expr, right: S.Expr) -> Callable[[Node, Node], Node]:
+    """Math's product of factors written side by side in a claim: a scalar scales; a matrix and a matrix
+    or a vector multiply as matrices (W x, Xᵀ Y); two vectors multiply elementwise, except that δ xᵀ
+    (a column by a row) is their outer product and xᵀ y their dot product."""
+    row = isinstance(right, S.Attribute) and right.name == "T"
+    dot = isinstance(left, S.Attribute) and left.name == "T"
+
+    def product(x: Node, y: Node) -> Node:
+        if x.ndim == 0 or y.ndim == 0:
+            return ops.mul(x, y)
+        if x.ndim == 1 and y.ndim == 1 and row == dot:
+            return ops.mul(x, y)
+        if x.ndim == 1 and y.ndim == 1 and row:
+            return BUILTINS["outer"].fn(x, y)
+        return ops.matmul(x, y)
+
+    return product
+
+
+def claim_context(seed: int, text: str) -> Context:
+    """A claim's: no file may be read, and its random draws depend on its own text and the seed only."""
+    return Context(B.Random(seed * 2**32 + zlib.crc32(text.encode("utf-8", "surrogatepass"))), None, ())
