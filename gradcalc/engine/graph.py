@@ -396,6 +396,7 @@ class Literal(Node):
     """A constant made from a Python number, which it keeps: reading it needs no trip from the device."""
 
     __slots__ = ("number",)
+    number: float
 
 
 def constant(value: Any) -> Node:
