@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import json_ok
 from test_rules import CASES, Case
 
 from gradcalc.engine import batching, graph, ops, primitives, rules, symbolic
@@ -224,3 +225,28 @@ def test_the_reads_check_frees_values() -> None:
         ops.add(kept, 0.0)
     assert isinstance(temporary.value, graph.Released) and not isinstance(total.value, graph.Released)
     assert not isinstance(kept.value, graph.Released)
+
+
+# --- log1p: the builtin added by its record alone -----------------------------------------------------
+
+def test_log1p_is_exact_near_zero_and_its_gradient_is_one_over_one_plus_x() -> None:
+    values = np.array([1e-10, 0.5, -0.5, 3.0])
+    x = leaf(values)
+    y = ops.log1p(x)
+    # At 1e-10, log(1 + x) keeps only 7 of its digits: log1p is x - x²/2 to the last bit.
+    np.testing.assert_array_equal(y.value[0], 1e-10 - 5e-21)
+    np.testing.assert_allclose(y.value[1:], np.log(1 + values[1:]), rtol=1e-15)
+    (grad,) = backward(ops.sum(y), np.float64(1.0), [x]).values()
+    np.testing.assert_allclose(grad, 1 / (1 + values), rtol=1e-15)
+    assert y.grad_fn == "Log1PBackward0"  # PyTorch's name
+
+
+def test_log1p_through_the_command_line() -> None:
+    doc = json_ok("grad", "-e", "x = 0.5; y = log1p(x)")
+    assert doc["value"] == pytest.approx(math.log1p(0.5), rel=1e-15)
+    assert doc["grad"]["x"] == pytest.approx(1 / 1.5, rel=1e-15)
+    diff = json_ok("diff", "-e", "x = 0.5; y = log1p(x)")
+    assert diff["derivative"] == "1/(x + 1)" and diff["value"] == pytest.approx(1 / 1.5, rel=1e-15)
+    second = json_ok("diff", "-e", "x = 0.5; y = log1p(x^2)")
+    assert second["derivative"] == "2*x/(x^2 + 1)"
+    assert json_ok("eval", "-e", "y = log1p(0.5)")["values"]["y"] == pytest.approx(math.log1p(0.5), rel=1e-15)

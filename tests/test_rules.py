@@ -217,6 +217,7 @@ CASES: dict[str, list[Case]] = {
     "log": _elementwise(ops.log, positive),
     "log2": _elementwise(ops.log2, positive),
     "log10": _elementwise(ops.log10, positive),
+    "log1p": _elementwise(ops.log1p, lambda *s: uniform(-0.9, 3.0, *s)),
     "sqrt": _elementwise(ops.sqrt, positive),
     "sin": _elementwise(ops.sin, lambda *s: normal(*s, scale=2.0)),
     "cos": _elementwise(ops.cos, lambda *s: normal(*s, scale=2.0)),

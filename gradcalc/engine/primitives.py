@@ -231,6 +231,8 @@ LOG2 = Primitive("log2", ELEMENTWISE, "log2", (lambda ns, g, ans, x: g / (x * ma
                  fold=math.log2)
 LOG10 = Primitive("log10", ELEMENTWISE, "log10", (lambda ns, g, ans, x: g / (x * math.log(10)),), reads="x",
                   fold=math.log10)
+LOG1P = Primitive("log1p", ELEMENTWISE, "log1p", (lambda ns, g, ans, x: g / (1 + x),), reads="x",
+                  fold=math.log1p, grad_fn="Log1PBackward0")
 SQRT = Primitive("sqrt", ELEMENTWISE, "sqrt", (lambda ns, g, ans, x: g / (2 * ans),), reads="ans",
                  fold=math.sqrt, latex=r"\sqrt{{{}}}")
 SIN = Primitive("sin", ELEMENTWISE, "sin", (lambda ns, g, ans, x: g * ns.cos(x),), reads="x",
