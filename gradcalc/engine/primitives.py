@@ -40,7 +40,7 @@ from .rules import (
 )
 
 ELEMENTWISE = Kind("elementwise", inputs="x", elementwise=True, batching=ELEMENTWISE_BATCH, builtin="elementwise")
-BROADCASTING = Kind("broadcasting", elementwise=True, broadcasts=True, batching=ELEMENTWISE_BATCH)
+BROADCASTING = Kind("broadcasting", inputs="x y", elementwise=True, broadcasts=True, batching=ELEMENTWISE_BATCH)
 # 0/1 in the working dtype, with no gradient (PyTorch: bool, no grad_fn).
 COMPARISON = Kind("comparison", inputs="x y", elementwise=True, batching=ELEMENTWISE_BATCH)
 LOGIC = Kind("logic", inputs="x y", elementwise=True, batching=ELEMENTWISE_BATCH)
@@ -48,8 +48,8 @@ LOGIC = Kind("logic", inputs="x y", elementwise=True, batching=ELEMENTWISE_BATCH
 REDUCTION = Kind("reduction", inputs="x", params=("axis", "keepdims"), defaults=(None, False),
                  batching=REDUCTION_BATCH, builtin="reduction over all entries or an axis")
 ALONG_AXIS = Kind("along an axis", inputs="x", params=("axis",))
-SHAPE = Kind("shape")
-LINEAR_ALGEBRA = Kind("linear algebra")
+SHAPE = Kind("shape", inputs="x")
+LINEAR_ALGEBRA = Kind("linear algebra", inputs="x")
 
 
 # --- shapes: checked before anything is evaluated -------------------------------------------------
@@ -169,26 +169,26 @@ def _stack(*xs: Any) -> Any:
 ADD = Primitive("add", BROADCASTING, operator.add, (
     lambda ns, g, ans, x, y: g,
     lambda ns, g, ans, x, y: g,
-), reads="", inputs="x y", grad_fn="AddBackward0", operator="+", dunder="add")
+), reads="", operator="+", dunder="add")
 SUB = Primitive("sub", BROADCASTING, operator.sub, (
     lambda ns, g, ans, x, y: g,
     lambda ns, g, ans, x, y: -g,
-), reads="", inputs="x y", grad_fn=lambda n: "RsubBackward1" if _is_literal(n.inputs[0]) else "SubBackward0",
+), reads="", grad_fn=lambda n: "RsubBackward1" if _is_literal(n.inputs[0]) else "SubBackward0",
     operator="-", dunder="sub")
 MUL = Primitive("mul", BROADCASTING, operator.mul, (
     lambda ns, g, ans, x, y: g * y,
     lambda ns, g, ans, x, y: g * x,
-), reads="x y", inputs="x y", grad_fn="MulBackward0", operator="*", dunder="mul")
+), reads="x y", operator="*", dunder="mul")
 DIV = Primitive("div", BROADCASTING, operator.truediv, (
     lambda ns, g, ans, x, y: g / y,
     lambda ns, g, ans, x, y: -g * ans / y,
-), reads="y ans", inputs="x y", grad_fn=lambda n: "MulBackward0" if _is_literal(n.inputs[0]) else "DivBackward0",
+), reads="y ans", grad_fn=lambda n: "MulBackward0" if _is_literal(n.inputs[0]) else "DivBackward0",
     operator="/", dunder="truediv")
 POW = Primitive("pow", BROADCASTING, operator.pow, (
     # 0 where y = 0 (d/dx x^0 = 0, also at x = 0, where x^(y-1) is infinite).
     lambda ns, g, ans, x, y: ns.where(ns.eq(y, 0), 0, g * y * x ** (y - 1)),
     pow_exponent,
-), reads="x y ans", inputs="x y", grad_fn=lambda n: "PowBackward2" if _is_literal(n.inputs[0]) else (
+), reads="x y ans", grad_fn=lambda n: "PowBackward2" if _is_literal(n.inputs[0]) else (
     "PowBackward0" if _is_literal(n.inputs[1]) else "PowBackward1"),
     operator="^", dunder="pow", builtin="x^y (NumPy's power, PyTorch's pow)", aliases=("power",))
 
@@ -217,7 +217,7 @@ WHERE = Primitive("where", BROADCASTING, lambda c, x, y: B.xp.where(c != 0, x, y
     None,
     lambda ns, g, ans, c, x, y: ns.where(c, g, 0),
     lambda ns, g, ans, c, x, y: ns.where(c, 0, g),
-), reads="cond a b ans", inputs="cond a b", grad_fn="WhereBackward0", builtin="a where cond is non-zero, else b")
+), reads="cond a b ans", inputs="cond a b", builtin="a where cond is non-zero, else b")
 
 # Elementwise functions of one argument.
 NEG = Primitive("neg", ELEMENTWISE, operator.neg, (
@@ -304,29 +304,29 @@ LOGSUMEXP = Primitive("logsumexp", REDUCTION, _logsumexp, (
 ), reads="x ans", grad_fn="LogsumexpBackward0")
 SOFTMAX = Primitive("softmax", ALONG_AXIS, _softmax, (
     lambda ns, g, ans, x, axis: ans * (g - ns.sum(g * ans, axis, True)),
-), reads="x ans", grad_fn="SoftmaxBackward0", batching=OWN_BATCH)
+), reads="x ans", batching=OWN_BATCH)
 
 # Shapes and indexing.
 RESHAPE = Primitive("reshape", SHAPE, lambda x, shape: B.xp.reshape(x, shape), (
     lambda ns, g, ans, x, shape: ns.reshape(g, x.shape),
-), reads="", inputs="x", params=("shape",), grad_fn="ViewBackward0", batching=OWN_BATCH)
+), reads="", params=("shape",), grad_fn="ViewBackward0", batching=OWN_BATCH)
 TRANSPOSE = Primitive("transpose", SHAPE, lambda x, axes: B.xp.transpose(x, axes), (
     lambda ns, g, ans, x, axes: ns.transpose(g, inverse_permutation(axes, x.ndim)),
-), reads="", inputs="x", params=("axes",), batching=OWN_BATCH,
+), reads="", params=("axes",), batching=OWN_BATCH,
     grad_fn=lambda n: "PermuteBackward0" if n.params[0] is None else "TransposeBackward0")
 BROADCAST_TO = Primitive("broadcast_to", SHAPE, lambda x, shape: B.xp.broadcast_to(x, shape), (
     lambda ns, g, ans, x, shape: ns.sum_to(g, x.shape),
-), reads="", inputs="x", params=("shape",), grad_fn="ExpandBackward0", batching=OWN_BATCH)
+), reads="", params=("shape",), grad_fn="ExpandBackward0", batching=OWN_BATCH)
 SUM_TO = Primitive("sum_to", SHAPE, _sum_to, (
     lambda ns, g, ans, x, shape: ns.broadcast_to(g, x.shape),
-), reads="", inputs="x", params=("shape",), grad_fn="SumBackward1", batching=OWN_BATCH)
-INDEX = Primitive("index", SHAPE, lambda x, key: x[key], (index_vjp,), reads="", inputs="x", params=("key",),
+), reads="", params=("shape",), grad_fn="SumBackward1", batching=OWN_BATCH)
+INDEX = Primitive("index", SHAPE, lambda x, key: x[key], (index_vjp,), reads="", params=("key",),
                   grad_fn=_index_name, batching=OWN_BATCH)
 SCATTER = Primitive("scatter", SHAPE, _scatter, (
     lambda ns, g, ans, x, key, shape: ns.index(g, key),
-), reads="", inputs="x", params=("key", "shape"), grad_fn="IndexPutBackward0", batching=OWN_BATCH)
+), reads="", params=("key", "shape"), grad_fn="IndexPutBackward0", batching=OWN_BATCH)
 STACK = Primitive("stack", SHAPE, _stack, EachInput(lambda ns, g, ans, i: ns.index(g, (i,))), reads="xs ans",
-                  inputs="*xs", grad_fn="StackBackward0", batching=UNBATCHED)
+                  inputs="*xs", batching=UNBATCHED)
 
 # Linear algebra.
 MATMUL = Primitive("matmul", LINEAR_ALGEBRA, operator.matmul, (matmul_vjp(0), matmul_vjp(1)), reads="x y",
@@ -334,15 +334,14 @@ MATMUL = Primitive("matmul", LINEAR_ALGEBRA, operator.matmul, (matmul_vjp(0), ma
                    grad_fn=lambda n: _MATMUL_NAMES.get((n.inputs[0].ndim, n.inputs[1].ndim), "UnsafeViewBackward0"),
                    batching=OWN_BATCH)
 TRACE = Primitive("trace", LINEAR_ALGEBRA, lambda x: B.xp.trace(x, axis1=-2, axis2=-1), (trace_vjp,), reads="",
-                  inputs="x", check=_matrix, batching=UNBATCHED, builtin="sum of the diagonal")
+                  check=_matrix, batching=UNBATCHED, builtin="sum of the diagonal")
 # d det(X) = det(X) tr(X^-1 dX); d X^-1 = -X^-1 dX X^-1.
 DET = Primitive("det", LINEAR_ALGEBRA, lambda x: B.xp.linalg.det(x), (
     lambda ns, g, ans, x: ns.reshape(g * ans, g.shape + (1, 1)) * swap(ns, ns.inv(x)),
-), reads="x ans", inputs="x", check=_square, grad_fn="LinalgDetBackward0", batching=UNBATCHED,
-    builtin="determinant")
+), reads="x ans", check=_square, grad_fn="LinalgDetBackward0", batching=UNBATCHED, builtin="determinant")
 INV = Primitive("inv", LINEAR_ALGEBRA, lambda x: B.xp.linalg.inv(x), (
     lambda ns, g, ans, x: -(swap(ns, ans) @ g @ swap(ns, ans)),
-), reads="x ans", inputs="x", check=_square, grad_fn="LinalgInvExBackward0", batching=UNBATCHED,
+), reads="x ans", check=_square, grad_fn="LinalgInvExBackward0", batching=UNBATCHED,
     builtin="matrix inverse")
 
 
