@@ -1,8 +1,9 @@
 """Every derivative rule against central finite differences, to first and second order.
 
 The parametrisation walks `ops.PRIMITIVES`, so a new differentiable primitive
-fails here until it has a rule in `rules.RULES` that agrees with its forward
-function and an entry in `CASES` below (the points to check it at).
+fails here until its record (engine/primitives.py) has rules that agree with
+its forward function and it has an entry in `CASES` below (the points to check
+it at).
 """
 
 from __future__ import annotations

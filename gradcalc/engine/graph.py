@@ -2,7 +2,8 @@
 
 A Node is PyTorch's tensor-with-`grad_fn`: a value, the primitive that made it,
 its input nodes and static parameters (an axis, a shape). Leaves have no
-primitive. Nodes carry no gradients: autodiff.backward returns them.
+primitive. Nodes carry no gradients: autodiff.backward returns them. A
+Primitive is the record each primitive is declared with (primitives.py).
 """
 
 from __future__ import annotations
