@@ -16,6 +16,7 @@ language's builtins (program/builtins.py) are made of these functions.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
 
 def _lift(x: Any) -> Node:
     return x if isinstance(x, Node) else constant(x)
+
+
+_SHAPE = operator.attrgetter("shape")
 
 
 def _unary(prim: Primitive) -> Callable[[Any], Node]:
@@ -75,12 +79,12 @@ def _recorder(prim: Primitive) -> Callable[..., Node]:
 
     def record(*args: Any) -> Node:
         if n is None:
-            return apply(prim, tuple(_lift(a) for a in args))
-        inputs = tuple(_lift(a) for a in args[:n])
+            return apply(prim, tuple(map(_lift, args)))
+        inputs = tuple(map(_lift, args[:n]))  # map, not a generator: no frame per input
         if check is not None:
-            check(prim, *(x.shape for x in inputs))
+            check(prim, *map(_SHAPE, inputs))
         params = args[n:]
-        return apply(prim, inputs, _params(prim, params) if len(params) < wanted else params)
+        return apply(prim, inputs, _params(prim, params) if wanted and len(params) < wanted else params)
 
     return record
 

@@ -68,11 +68,11 @@ def broadcast_shape(prim: Primitive, *shapes: tuple[int, ...]) -> tuple[int, ...
     return shape
 
 
-def matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+def matmul_shape(prim: Primitive, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     """The shape of a @ b, or a ShapeError that says which dimensions disagree."""
     if not a or not b:
-        raise ShapeError(f"matrix product of shapes {a} and {b}: '@' needs at least one dimension on each side",
-                         "use '*' to multiply by a scalar")
+        raise ShapeError(f"matrix product of shapes {a} and {b}: {prim.operator!r} needs at least one dimension on "
+                         "each side", "use '*' to multiply by a scalar")
     inner_a, inner_b = a[-1], (b[0] if len(b) == 1 else b[-2])
     if inner_a != inner_b:
         raise ShapeError(
@@ -330,7 +330,7 @@ STACK = Primitive("stack", SHAPE, _stack, EachInput(lambda ns, g, ans, i: ns.ind
 
 # Linear algebra.
 MATMUL = Primitive("matmul", LINEAR_ALGEBRA, operator.matmul, (matmul_vjp(0), matmul_vjp(1)), reads="x y",
-                   inputs="x y", check=lambda prim, a, b: matmul_shape(a, b), operator="@", dunder="matmul",
+                   inputs="x y", check=matmul_shape, operator="@", dunder="matmul",
                    grad_fn=lambda n: _MATMUL_NAMES.get((n.inputs[0].ndim, n.inputs[1].ndim), "UnsafeViewBackward0"),
                    batching=OWN_BATCH)
 TRACE = Primitive("trace", LINEAR_ALGEBRA, lambda x: B.xp.trace(x, axis1=-2, axis2=-1), (trace_vjp,), reads="",
