@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import GradcalcError
@@ -31,17 +30,16 @@ history = True
 context: tuple | None = None
 
 
-Rule = Callable[..., Any]  # rule(ns, g, ans, *inputs, *params): the gradient of one input (rules.py)
+if TYPE_CHECKING:  # (types only: a Protocol class costs a millisecond of start-up)
+    Rule = Callable[..., Any]  # rule(ns, g, ans, *inputs, *params): the gradient of one input (rules.py)
+    GradFn = str | Callable[["Node"], str]  # PyTorch's name for the backward node, or a function of the node
+    Check = Callable[..., object]  # check(prim, *input_shapes): raises a GradcalcError before any evaluation
 
+    class Rules(Protocol):
+        """A primitive's rules by input position: a tuple, or rules.EachInput for any number of inputs."""
 
-class Rules(Protocol):
-    """A primitive's rules by input position: a tuple, or rules.EachInput for any number of inputs."""
+        def __getitem__(self, i: int, /) -> Rule | None: ...
 
-    def __getitem__(self, i: int, /) -> Rule | None: ...
-
-
-GradFn = str | Callable[["Node"], str]  # PyTorch's name for the backward node, or a function of the node
-Check = Callable[..., object]  # check(prim, *input_shapes): raises a GradcalcError before anything is evaluated
 
 # How batching.py runs a primitive on a stack of seeds:
 ELEMENTWISE_BATCH = "elementwise"  # align the batch axis and broadcast (any value-by-value function)
@@ -50,18 +48,25 @@ OWN_BATCH = "own"  # batching.py has a function of its own for it
 UNBATCHED = "unbatched"  # no rule applies it to a gradient, only to values: the numeric function serves
 
 
-@dataclass(frozen=True)
 class Kind:
     """A family of primitives and what its members have in common unless their record says otherwise."""
 
-    name: str
-    inputs: str = ""  # the inputs' names ("x"); "*xs": any number
-    params: tuple[str, ...] = ()  # static parameters after the inputs
-    defaults: tuple = ()  # of the last params, when left out
-    elementwise: bool = False  # value by value: recorded by a fast path, batched by aligning the batch axis
-    broadcasts: bool = False  # with NumPy broadcasting: backward unbroadcasts each input's gradient
-    batching: str = ""
-    builtin: str | None = None  # the builtin's help line, for a kind whose members are builtins by default
+    __slots__ = ("batching", "broadcasts", "builtin", "defaults", "elementwise", "inputs", "name", "params")
+
+    def __init__(self, name: str, *, inputs: str = "", params: tuple[str, ...] = (), defaults: tuple = (),
+                 elementwise: bool = False, broadcasts: bool = False, batching: str = "",
+                 builtin: str | None = None) -> None:
+        self.name = name
+        self.inputs = inputs  # the inputs' names ("x"); "*xs": any number
+        self.params = params  # static parameters after the inputs
+        self.defaults = defaults  # of the last params, when left out
+        self.elementwise = elementwise  # value by value: recorded by a fast path, batched by aligning the batch axis
+        self.broadcasts = broadcasts  # with NumPy broadcasting: backward unbroadcasts each input's gradient
+        self.batching = batching
+        self.builtin = builtin  # the builtin's help line, for a kind whose members are builtins by default
+
+    def __repr__(self) -> str:
+        return f"<kind {self.name}>"
 
 
 class Primitive:

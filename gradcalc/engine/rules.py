@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import backend as B
-from .graph import Node, Primitive, Rule, Rules
+from .graph import Node, Primitive
+
+if TYPE_CHECKING:
+    from .graph import Rule, Rules
 
 
 def _kept(shape: tuple[int, ...], axis: Any) -> tuple[int, ...]:
