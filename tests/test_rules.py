@@ -1,8 +1,9 @@
 """Every derivative rule against central finite differences, to first and second order.
 
 The parametrisation walks `ops.PRIMITIVES`, so a new differentiable primitive
-fails here until it has a rule in `rules.RULES` that agrees with its forward
-function and an entry in `CASES` below (the points to check it at).
+fails here until its record (engine/primitives.py) has rules that agree with
+its forward function and it has an entry in `CASES` below (the points to check
+it at).
 """
 
 from __future__ import annotations
@@ -217,6 +218,7 @@ CASES: dict[str, list[Case]] = {
     "log": _elementwise(ops.log, positive),
     "log2": _elementwise(ops.log2, positive),
     "log10": _elementwise(ops.log10, positive),
+    "log1p": _elementwise(ops.log1p, lambda *s: uniform(-0.9, 3.0, *s)),
     "sqrt": _elementwise(ops.sqrt, positive),
     "sin": _elementwise(ops.sin, lambda *s: normal(*s, scale=2.0)),
     "cos": _elementwise(ops.cos, lambda *s: normal(*s, scale=2.0)),

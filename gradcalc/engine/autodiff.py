@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import GradcalcError, UsageError, ValueProblem
 from . import backend as B
 from . import batching, graph, ops
-from .graph import Node, Released, constant, operation_error
+from .graph import Node, Primitive, Released, constant, operation_error
 
 
 def _plan(output: Node, targets: set[Node], stop: frozenset[Node], tape: list[Node] | None,
@@ -101,7 +101,7 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
             g = get(node) if node in target_set else pop(node, None)
             if g is None:
                 continue
-            op = node.op
+            op: Primitive = node.op  # type: ignore[assignment]  # a plan holds no leaves: every node has an op
             inputs = node.inputs
             if create_graph:
                 args: Any = inputs
@@ -125,11 +125,11 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
             for parent in inputs:
                 i += 1
                 # None: no gradient (where's condition); relevant None: all that require grad are
-                if vjps[i] is not None and (parent.requires_grad if relevant is None else parent in relevant):
+                rule = vjps[i]
+                if rule is not None and (parent.requires_grad if relevant is None else parent in relevant):
                     try:
                         # Two or one arguments passed as such: a call with *args costs three times as much,
                         # and on a scalar chain backward is mostly these calls (benchmark (b)).
-                        rule = vjps[i]
                         if n == 2:
                             contribution = rule(ns, g, ans, args[0], args[1])
                         elif n == 1:
@@ -159,7 +159,7 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
                         grads[parent] = contribution
                         # An array the rule has just made (not g passed through, nor a view of it, nor a
                         # scalar) is the sum's own: later uses add into it.
-                        if not create_graph and contribution is not g and getattr(contribution, "ndim", 0):
+                        if not create_graph and contribution is not g and getattr(contribution, "ndim", None):
                             flags = getattr(contribution, "flags", None)
                             if flags is not None and flags.owndata and getattr(flags, "writeable", True):
                                 owned.add(parent)
@@ -167,7 +167,7 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
                         total += contribution  # a node used many times: no new array per use
                     else:
                         grads[parent] = total = total + contribution
-                        if not create_graph and getattr(total, "ndim", 0):  # an array, not a NumPy scalar
+                        if not create_graph and getattr(total, "ndim", None):  # an array, not a NumPy scalar
                             owned.add(parent)
                 # Only intermediates are freed (not leaves, nor the constants each rule skips), and only
                 # tensors: scalars cost nothing to keep, less than a Released in their place.

@@ -13,10 +13,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
 from . import backend as B
 from . import ops
+from .graph import ELEMENTWISE_BATCH, OWN_BATCH, REDUCTION_BATCH, UNBATCHED, Primitive
+from .primitives import (
+    ADD,
+    BROADCAST_TO,
+    DIV,
+    INDEX,
+    MATMUL,
+    MUL,
+    POW,
+    PRIMITIVES,
+    RESHAPE,
+    SCATTER,
+    SOFTMAX,
+    SUB,
+    SUM_TO,
+    TRANSPOSE,
+    WHERE,
+)
 
 
 class Batched:
@@ -60,31 +78,31 @@ class Batched:
         return self.diagonal.dtype if self._stack is None else self._stack.dtype
 
     def __add__(self, other: Any) -> Batched:
-        return _elementwise(ops.ADD.forward)(self, other)
+        return _elementwise(ADD.forward)(self, other)
 
     def __radd__(self, other: Any) -> Batched:
-        return _elementwise(ops.ADD.forward)(other, self)
+        return _elementwise(ADD.forward)(other, self)
 
     def __sub__(self, other: Any) -> Batched:
-        return _elementwise(ops.SUB.forward)(self, other)
+        return _elementwise(SUB.forward)(self, other)
 
     def __rsub__(self, other: Any) -> Batched:
-        return _elementwise(ops.SUB.forward)(other, self)
+        return _elementwise(SUB.forward)(other, self)
 
     def __mul__(self, other: Any) -> Batched:
-        return _elementwise(ops.MUL.forward)(self, other)
+        return _elementwise(MUL.forward)(self, other)
 
     def __rmul__(self, other: Any) -> Batched:
-        return _elementwise(ops.MUL.forward)(other, self)
+        return _elementwise(MUL.forward)(other, self)
 
     def __truediv__(self, other: Any) -> Batched:
-        return _elementwise(ops.DIV.forward)(self, other)
+        return _elementwise(DIV.forward)(self, other)
 
     def __rtruediv__(self, other: Any) -> Batched:
-        return _elementwise(ops.DIV.forward)(other, self)
+        return _elementwise(DIV.forward)(other, self)
 
     def __pow__(self, other: Any) -> Batched:
-        return _elementwise(ops.POW.forward)(self, other)
+        return _elementwise(POW.forward)(self, other)
 
     def __neg__(self) -> Batched:
         if self._stack is None:
@@ -124,8 +142,8 @@ def _elementwise(forward: Callable[..., Any]) -> Callable[..., Any]:
     def apply(*args: Any) -> Any:
         if not any(isinstance(a, Batched) for a in args):
             return forward(*args)
-        if forward is ops.MUL.forward or forward is ops.WHERE.forward:
-            kept = _scaled_diagonal(*args) if forward is ops.MUL.forward else _masked_diagonal(*args)
+        if forward is MUL.forward or forward is WHERE.forward:
+            kept = _scaled_diagonal(*args) if forward is MUL.forward else _masked_diagonal(*args)
             if kept is not None:
                 return kept
         ndim = max(getattr(a, "ndim", 0) for a in args)
@@ -188,32 +206,49 @@ def _masked_diagonal(condition: Any, x: Any, y: Any) -> Batched | None:
     return Batched(None, kept.astype(seeds.diagonal.dtype, copy=False), seeds.logical)
 
 
+# The batched function of each primitive whose record says this module has its own (OWN_BATCH).
+_OWN: dict[Primitive, Callable[..., Any]] = {}
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _own(prim: Primitive) -> Callable[[_F], _F]:
+    def register(fn: _F) -> _F:
+        _OWN[prim] = fn
+        return fn
+
+    return register
+
+
+@_own(RESHAPE)
 def _reshape(x: Any, shape: tuple[int, ...]) -> Any:
     if not isinstance(x, Batched):
-        return ops.RESHAPE.forward(x, shape)
+        return RESHAPE.forward(x, shape)
     if x.diagonal is not None and x._stack is None:  # the flat positions do not move
         return Batched(None, x.diagonal, tuple(shape))
     return Batched(B.xp.reshape(x.stack, x.stack.shape[:1] + tuple(shape)))
 
 
+@_own(TRANSPOSE)
 def _transpose(x: Any, axes: tuple[int, ...] | None) -> Any:
     if not isinstance(x, Batched):
-        return ops.TRANSPOSE.forward(x, axes)
+        return TRANSPOSE.forward(x, axes)
     order = tuple(reversed(range(x.ndim))) if axes is None else axes
     return Batched(B.xp.transpose(x.stack, (0, *(a + 1 for a in order))))
 
 
+@_own(BROADCAST_TO)
 def _broadcast_to(x: Any, shape: tuple[int, ...]) -> Any:
     if not isinstance(x, Batched):
-        return ops.BROADCAST_TO.forward(x, shape)
+        return BROADCAST_TO.forward(x, shape)
     stack = _aligned(x, len(shape))
     _check(stack.shape[:1] + tuple(shape))  # a view, but what follows it will be as large
     return Batched(B.xp.broadcast_to(stack, stack.shape[:1] + tuple(shape)))
 
 
+@_own(SUM_TO)
 def _sum_to(x: Any, shape: tuple[int, ...]) -> Any:
     if not isinstance(x, Batched):
-        return ops.SUM_TO.forward(x, shape)
+        return SUM_TO.forward(x, shape)
     if x.shape == tuple(shape):
         return x
     axes = tuple(1 + a for a in B.summed_axes(x.shape, tuple(shape)))  # past the batch axis
@@ -221,30 +256,34 @@ def _sum_to(x: Any, shape: tuple[int, ...]) -> Any:
     return Batched(B.xp.reshape(total, x.stack.shape[:1] + tuple(shape)))
 
 
+@_own(INDEX)
 def _index(x: Any, key: tuple) -> Any:
     if not isinstance(x, Batched):
-        return ops.INDEX.forward(x, key)
+        return INDEX.forward(x, key)
     return Batched(x.stack[(slice(None), *key)])
 
 
+@_own(SCATTER)
 def _scatter(g: Any, key: tuple, shape: tuple[int, ...]) -> Any:
     if not isinstance(g, Batched):
-        return ops.SCATTER.forward(g, key, shape)
+        return SCATTER.forward(g, key, shape)
     _check(g.stack.shape[:1] + tuple(shape))
     out = B.xp.zeros(g.stack.shape[:1] + tuple(shape), dtype=g.dtype)
     out[(slice(None), *key)] = g.stack
     return Batched(out)
 
 
+@_own(SOFTMAX)
 def _softmax(x: Any, axis: int) -> Any:
     if not isinstance(x, Batched):
-        return ops.SOFTMAX.forward(x, axis)
-    return Batched(ops.SOFTMAX.forward(x.stack, _axes(axis, x.ndim)))
+        return SOFTMAX.forward(x, axis)
+    return Batched(SOFTMAX.forward(x.stack, _axes(axis, x.ndim)))
 
 
+@_own(MATMUL)
 def _matmul(a: Any, b: Any) -> Any:
     if not isinstance(a, Batched) and not isinstance(b, Batched):
-        return ops.MATMUL.forward(a, b)
+        return MATMUL.forward(a, b)
     product = _one_hot_matmul(a, b)
     if product is not None:
         return product
@@ -302,15 +341,22 @@ def _zeros_like(x: Any) -> Any:
 
 
 def _namespace() -> SimpleNamespace:
+    """ops.numeric's functions, each as its record's `batching` says: for elementwise ones and reductions
+    the forward function taught the batch axis, else this module's own function or numeric's."""
     ns = SimpleNamespace(**vars(ops.numeric))
-    for name, prim in ops.PRIMITIVES.items():
-        if prim.broadcasts or name in ops.ELEMENTWISE_UNARY or not prim.differentiable:
-            setattr(ns, name, _elementwise(prim.forward))
-    ns.power, ns.abs_, ns.round_ = ns.pow, ns.abs, ns.round
-    for name in ("sum", "mean", "prod", "max", "min", "norm", "logsumexp"):
-        setattr(ns, name, _reduction(ops.PRIMITIVES[name].forward))
-    ns.reshape, ns.transpose, ns.broadcast_to, ns.sum_to = _reshape, _transpose, _broadcast_to, _sum_to
-    ns.index, ns.scatter, ns.softmax, ns.matmul, ns.zeros_like = _index, _scatter, _softmax, _matmul, _zeros_like
+    for prim in PRIMITIVES.values():
+        if prim.batching == ELEMENTWISE_BATCH:
+            batched = _elementwise(prim.forward)
+        elif prim.batching == REDUCTION_BATCH:
+            batched = _reduction(prim.forward)
+        elif prim.batching == OWN_BATCH:
+            batched = _OWN[prim]
+        else:
+            assert prim.batching == UNBATCHED, f"{prim.name}: no batching declared"
+            continue
+        for name in prim.names:
+            setattr(ns, name, batched)
+    ns.zeros_like = _zeros_like
     return ns
 
 

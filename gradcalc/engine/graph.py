@@ -2,14 +2,15 @@
 
 A Node is PyTorch's tensor-with-`grad_fn`: a value, the primitive that made it,
 its input nodes and static parameters (an axis, a shape). Leaves have no
-primitive. Nodes carry no gradients: autodiff.backward returns them.
+primitive. Nodes carry no gradients: autodiff.backward returns them. A
+Primitive is the record each primitive is declared with (primitives.py).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import GradcalcError
 from . import backend as B
@@ -29,32 +30,133 @@ history = True
 context: tuple | None = None
 
 
-class Primitive:
-    """A named operation: how to evaluate it, and (from rules.py) one VJP per input."""
+if TYPE_CHECKING:  # (types only: a Protocol class costs a millisecond of start-up)
+    Rule = Callable[..., Any]  # rule(ns, g, ans, *inputs, *params): the gradient of one input (rules.py)
+    GradFn = str | Callable[["Node"], str]  # PyTorch's name for the backward node, or a function of the node
+    Check = Callable[..., object]  # check(prim, *input_shapes): raises a GradcalcError before any evaluation
 
-    __slots__ = ("broadcasts", "differentiable", "forward", "frees_inputs", "grad_fn", "n_inputs", "name",
-                 "reads_inputs", "reads_output", "vjps")
+    class Rules(Protocol):
+        """A primitive's rules by input position: a tuple, or rules.EachInput for any number of inputs."""
+
+        def __getitem__(self, i: int, /) -> Rule | None: ...
+
+
+# How batching.py runs a primitive on a stack of seeds:
+ELEMENTWISE_BATCH = "elementwise"  # align the batch axis and broadcast (any value-by-value function)
+REDUCTION_BATCH = "reduction"  # shift the axes past the batch axis
+OWN_BATCH = "own"  # batching.py has a function of its own for it
+UNBATCHED = "unbatched"  # no rule applies it to a gradient, only to values: the numeric function serves
+
+
+class Kind:
+    """A family of primitives and what its members have in common unless their record says otherwise."""
+
+    __slots__ = ("batching", "broadcasts", "builtin", "defaults", "elementwise", "inputs", "name", "params")
+
+    def __init__(self, name: str, *, inputs: str = "", params: tuple[str, ...] = (), defaults: tuple = (),
+                 elementwise: bool = False, broadcasts: bool = False, batching: str = "",
+                 builtin: str | None = None) -> None:
+        self.name = name
+        self.inputs = inputs  # the inputs' names ("x"); "*xs": any number
+        self.params = params  # static parameters after the inputs
+        self.defaults = defaults  # of the last params, when left out
+        self.elementwise = elementwise  # value by value: recorded by a fast path, batched by aligning the batch axis
+        self.broadcasts = broadcasts  # with NumPy broadcasting: backward unbroadcasts each input's gradient
+        self.batching = batching
+        self.builtin = builtin  # the builtin's help line, for a kind whose members are builtins by default
+
+    def __repr__(self) -> str:
+        return f"<kind {self.name}>"
+
+
+class Primitive:
+    """One primitive, declared once (primitives.py): every table of the engine and the language is made from these.
+
+    Evaluation: `forward(*inputs, *params)`, or the array library's function of that name, rebound when
+    --device switches libraries. Derivatives: `vjps`, one rule per input (None: the input gets no gradient;
+    no vjps at all: the primitive has no gradient, as PyTorch's comparisons). `reads` names the values
+    those rules read beyond shapes (inputs by name, `ans` for the output), so the forward pass may free
+    the rest. The others say how it batches, folds a number (symbolic), prints and is called in programs.
+    """
+
+    __slots__ = ("aliases", "also", "batching", "broadcasts", "builtin", "check", "defaults", "differentiable",
+                 "dunder", "fold", "forward", "frees_inputs", "grad_fn", "inputs", "kind", "latex", "library",
+                 "n_inputs", "name", "operator", "params", "reads_inputs", "reads_output", "text", "vjps")
 
     def __init__(
         self,
         name: str,
-        forward: Callable[..., Any],
-        n_inputs: int | None,
-        grad_fn: str | Callable[[Node], str],
-        broadcasts: bool = False,
-        differentiable: bool = True,
+        kind: Kind,
+        forward: Callable[..., Any] | str,
+        vjps: Rules | None,
+        *,
+        reads: str | None = None,
+        inputs: str = "",
+        params: tuple[str, ...] | None = None,
+        grad_fn: GradFn = "",
+        check: Check | None = None,
+        batching: str = "",
+        fold: Callable[..., Any] | None = None,
+        text: str = "",
+        latex: str = "",
+        builtin: str | None = "",
+        also: tuple[str, ...] = (),
+        aliases: tuple[str, ...] = (),
+        operator: str = "",
+        dunder: str = "",
     ) -> None:
         self.name = name
-        self.forward = forward
-        self.n_inputs = n_inputs  # None: any number (stack)
-        self.grad_fn = grad_fn  # PyTorch's name for the backward node, or a function of the node
-        self.vjps: Sequence[Callable[..., Any]] = ()
-        self.broadcasts = broadcasts  # elementwise with NumPy broadcasting: backward unbroadcasts
-        self.differentiable = differentiable  # False: gradient zero everywhere it exists (sign, <)
-        # Which values the VJPs read beyond shapes (rules.py says; by default all of them):
+        self.kind = kind
+        # A name: the array library's own function, called directly rather than through a wrapper
+        # (whose call cost a fifth of a scalar op); primitives.py rebinds it when the library changes.
+        self.library = forward if isinstance(forward, str) else ""
+        self.forward: Callable[..., Any] = getattr(B.xp, forward) if isinstance(forward, str) else forward
+        self.inputs = inputs or kind.inputs
+        names = self.inputs.split()
+        self.n_inputs: int | None = None if self.inputs.startswith("*") else len(names)  # None: any number
+        self.params = kind.params if params is None else params  # static parameters after the inputs
+        self.defaults = kind.defaults  # of the last params, when left out
+        self.grad_fn = grad_fn or f"{name.capitalize()}Backward0"
+        self.check = check  # shape precondition, checked as the node is recorded
+        self.batching = batching or kind.batching
+        self.broadcasts = kind.broadcasts  # backward sums each input's gradient back to its shape
+        self.vjps: Rules = () if vjps is None else vjps
+        self.differentiable = vjps is not None  # False: gradient zero everywhere it exists (<, ==)
+        self.fold = fold  # the function on Python floats: symbolic folds f(2) to a number
+        self.text = text  # gradcalc syntax where that is not a call by name: an operator (<) or a word (and)
+        # LaTeX: a template with {} for the argument (elementwise), the relation (comparisons), the
+        # connective (logic) or the operator (reductions); "" for \operatorname{name}.
+        self.latex = latex
+        self.builtin = kind.builtin if builtin == "" else builtin  # the builtin's help line; None: not a builtin
+        self.also = also  # more names programs may call it by (ln, σ)
+        self.aliases = aliases  # more names in the ops, numeric and batched namespaces (power, abs_)
+        self.operator = operator  # how programs write it (+), as shape errors quote it
+        self.dunder = dunder  # Node's Python operator (add: __add__ and __radd__)
         self.reads_inputs: frozenset[int] | None = None  # None: every input
         self.reads_output = True
         self.frees_inputs = False  # some input is never read by the rules: recording may free it
+        if self.differentiable:
+            if reads is None:
+                raise ValueError(f"primitive {name}: say which values its rules read (reads='x ans', or '')")
+            read = reads.split()
+            unknown = set(read) - {*names, "ans", self.inputs.lstrip("*")}
+            if unknown:
+                raise ValueError(f"primitive {name} reads {sorted(unknown)}, which are not among its inputs "
+                                 f"({self.inputs}) or ans")
+            if isinstance(vjps, tuple) and len(vjps) != self.n_inputs:
+                raise ValueError(f"primitive {name} has {len(vjps)} rules for {self.n_inputs} inputs")
+            self.reads_output = "ans" in read
+            if self.n_inputs is not None:
+                self.reads_inputs = frozenset(i for i, n in enumerate(names) if n in read)
+                self.frees_inputs = len(self.reads_inputs) < self.n_inputs
+            elif self.inputs.lstrip("*") not in read:  # variadic, reading none of them
+                self.reads_inputs = frozenset()
+                self.frees_inputs = True
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Its names in the ops, numeric and batched namespaces."""
+        return (self.name, *self.aliases)
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
@@ -97,6 +199,26 @@ class Node:
     def __repr__(self) -> str:
         label = self.name or (self.op.name if self.op else "leaf")
         return f"Node({label}, shape={self.value.shape})"
+
+    if TYPE_CHECKING:
+        # The operators are ops.py's recording functions themselves, set on the class there (a method
+        # here that called them would cost a call per operation, on a scalar op a fifth of its time).
+        def __add__(self, other: Any) -> Node: ...
+        def __radd__(self, other: Any) -> Node: ...
+        def __sub__(self, other: Any) -> Node: ...
+        def __rsub__(self, other: Any) -> Node: ...
+        def __mul__(self, other: Any) -> Node: ...
+        def __rmul__(self, other: Any) -> Node: ...
+        def __truediv__(self, other: Any) -> Node: ...
+        def __rtruediv__(self, other: Any) -> Node: ...
+        def __pow__(self, other: Any) -> Node: ...
+        def __rpow__(self, other: Any) -> Node: ...
+        def __matmul__(self, other: Any) -> Node: ...
+        def __rmatmul__(self, other: Any) -> Node: ...
+        def __neg__(self) -> Node: ...
+        def __getitem__(self, key: Any) -> Node: ...
+        @property
+        def T(self) -> Node: ...
 
 
 class Released:
@@ -280,6 +402,7 @@ class Literal(Node):
     """A constant made from a Python number, which it keeps: reading it needs no trip from the device."""
 
     __slots__ = ("number",)
+    number: float
 
 
 def constant(value: Any) -> Node:

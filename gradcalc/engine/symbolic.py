@@ -17,11 +17,12 @@ import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 from ..errors import LimitExceeded
 from . import backend as B
 from .graph import Node
+from .primitives import COMPARISON, ELEMENTWISE, LOGIC, PRIMITIVES, REDUCTION
 
 
 class Expr:
@@ -88,16 +89,13 @@ class Call(Expr):
         self.params = params
 
 
-_ELEMENTWISE_MATH = {
-    "exp": math.exp, "log": math.log, "log2": math.log2, "log10": math.log10, "sqrt": math.sqrt, "sin": math.sin,
-    "cos": math.cos, "tan": math.tan, "asin": math.asin, "acos": math.acos, "atan": math.atan, "sinh": math.sinh,
-    "cosh": math.cosh, "tanh": math.tanh, "abs": abs, "sign": lambda v: float((v > 0) - (v < 0)),
-    "floor": math.floor, "ceil": math.ceil, "relu": lambda v: max(v, 0.0),
-    "sigmoid": lambda v: 1 / (1 + math.exp(-v)), "softplus": lambda v: math.log1p(math.exp(v)),
-}
-_COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-_COMPARE_FN = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
-               "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
+# From the records (primitives.py): what folds a number (sin(0) is 0), how comparisons and logic are
+# written, and which calls are reductions (their axis is printed with them).
+_FOLD = {p.name: p.fold for p in PRIMITIVES.values() if p.fold is not None}
+_COMPARE = {p.name: p for p in PRIMITIVES.values() if p.kind is COMPARISON}
+_LOGIC = {p.name: p for p in PRIMITIVES.values() if p.kind is LOGIC}
+_REDUCTIONS = {p.name: p for p in PRIMITIVES.values() if p.kind is REDUCTION}
+_LATEX_FUNCTIONS = {p.name: p.latex for p in PRIMITIVES.values() if p.kind is ELEMENTWISE and p.latex}
 
 
 class Algebra:
@@ -211,7 +209,7 @@ class Algebra:
                 powers.setdefault(base, []).append(exponent)
         if coefficient == 0:
             return self.broadcast(self.num(0.0), shape)
-        factors = []
+        factors: list[Expr] = []
         for base, exponents in powers.items():
             # unbroadcast: x*ones(3)/ones(3)*... leaves ones(3), which elementwise algebra needs no more than 1
             factor = _unbroadcast(self.pow(base, self.add(*exponents) if len(exponents) > 1 else exponents[0]))
@@ -298,10 +296,10 @@ class Algebra:
                 best, size = candidate, _size(candidate)
         return best
 
-    def _product(self, coefficient: float, factors: Iterable[Expr], shape: tuple[int, ...]) -> Expr:
+    def _product(self, coefficient: float, factors: Iterable[Expr], shape: tuple[int, ...]) -> Mul:
         ordered = tuple(sorted(factors, key=lambda f: f.order))
         key = ("*", coefficient, tuple(id(f) for f in ordered))
-        return self._intern(key, lambda: Mul(coefficient, ordered), shape, ordered[0].order)
+        return cast(Mul, self._intern(key, lambda: Mul(coefficient, ordered), shape, ordered[0].order))
 
     def pow(self, base: Expr, exponent: Expr) -> Expr:
         if isinstance(exponent, Num):
@@ -329,18 +327,14 @@ class Algebra:
     # --- everything else ----------------------------------------------------------------------
 
     def call(self, fn: str, args: tuple[Expr, ...], params: tuple, shape: tuple[int, ...]) -> Expr:
-        if fn in _ELEMENTWISE_MATH and isinstance(args[0], Num):
-            folded = _fold(lambda: _ELEMENTWISE_MATH[fn](args[0].value))
+        fold = _FOLD.get(fn)
+        if fold is not None and all(isinstance(a, Num) for a in args):
+            values = [a.value for a in args if isinstance(a, Num)]
+            folded = _fold(lambda: fold(*values))
             if folded is not None:
                 return self.num(folded)
-        if fn in _COMPARE and all(isinstance(a, Num) for a in args):
-            return self.num(float(_COMPARE_FN[fn](args[0].value, args[1].value)))  # type: ignore[attr-defined]
-        if fn in ("logical_and", "logical_or") and any(isinstance(a, Num) for a in args):
+        if fn in _LOGIC and len(args) == 2 and any(isinstance(a, Num) for a in args):
             known = next(a for a in args if isinstance(a, Num))
-            other = args[1] if known is args[0] else args[0]
-            if isinstance(other, Num):
-                both = (known.value != 0, other.value != 0)  # type: ignore[attr-defined]
-                return self.num(float(all(both) if fn == "logical_and" else any(both)))
             if (known.value == 0) == (fn == "logical_and"):  # (0 and c) is 0, (1 or c) is 1
                 return self.num(float(fn == "logical_or"))
         if fn == "where" and isinstance(args[0], Num):
@@ -448,11 +442,6 @@ def _as_power(item: Expr, algebra: Algebra) -> tuple[Expr, Expr]:
 
 # --- from the graph to expressions --------------------------------------------------------
 
-_UNARY = {"exp", "log", "log2", "log10", "sqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
-          "abs", "sigmoid", "relu", "softplus", "sign", "floor", "ceil", "round", "det", "inv", "trace",
-          "logical_not"}
-
-
 def read(roots: list[Node], symbols: dict[Node, str], algebra: Algebra) -> list[Expr]:
     """The expressions of graph nodes; nodes in `symbols` stay as their names (leaves, kept intermediates)."""
     memo: dict[Node, Expr] = {}
@@ -471,7 +460,7 @@ def read(roots: list[Node], symbols: dict[Node, str], algebra: Algebra) -> list[
                 continue
             if not ready:
                 stack.append((node, True))
-                parents = node.inputs
+                parents: Sequence[Node] = node.inputs
                 if node.op.name == "add":
                     parents = terms[node] = _terms(node, symbols, uses, keep)
                 stack.extend((parent, False) for parent in parents if parent not in memo)
@@ -603,9 +592,9 @@ def _reshape(value: Expr, shape: tuple[int, ...], algebra: Algebra) -> Expr:
         left, right = value.args
         # (A @ v[:, None])[:, 0] is A @ v, and (v[None, :] @ B)[0] is v @ B: undo the rule's promotion.
         if _is_promoted_vector(right, column=True) and len(left.shape) == 2:
-            return algebra.call("matmul", (left, right.args[0]), (), shape)  # type: ignore[attr-defined]
+            return algebra.call("matmul", (left, right.args[0]), (), shape)
         if _is_promoted_vector(left, column=False) and len(right.shape) == 2:
-            return algebra.call("matmul", (left.args[0], right), (), shape)  # type: ignore[attr-defined]
+            return algebra.call("matmul", (left.args[0], right), (), shape)
     return algebra.call("reshape", (value,), (shape,), shape)
 
 
@@ -613,13 +602,16 @@ def _repeated_number(expr: Expr) -> bool:
     return isinstance(_unbroadcast(expr), Num)
 
 
-def _is_outer(expr: Call) -> bool:
-    """reshape(a, [n, 1]) @ reshape(b, [1, m]) for vectors a and b (the matmul rule's promotion)."""
+def _outer(expr: Call) -> tuple[Expr, Expr] | None:
+    """(a, b) where expr is reshape(a, [n, 1]) @ reshape(b, [1, m]) for vectors a and b (the matmul rule's
+    promotion), else None."""
     left, right = expr.args
-    return _is_promoted_vector(left, column=True) and _is_promoted_vector(right, column=False)
+    if _is_promoted_vector(left, column=True) and _is_promoted_vector(right, column=False):
+        return left.args[0], right.args[0]
+    return None
 
 
-def _is_promoted_vector(expr: Expr, column: bool) -> bool:
+def _is_promoted_vector(expr: Expr, column: bool) -> TypeGuard[Call]:
     if not (isinstance(expr, Call) and expr.fn == "reshape" and len(expr.args[0].shape) == 1):
         return False
     return expr.shape == ((expr.args[0].shape[0], 1) if column else (1, expr.args[0].shape[0]))
@@ -780,14 +772,14 @@ class Printer:
         """A symbol of `pulled` that is a factor (to the first power) of each of the sum's two or more terms."""
         if not self.pulled or expr.constant or len(expr.terms) < 2:
             return None
-        shared: set[Expr] | None = None
+        shared: set[Sym] | None = None
         for term, _ in expr.terms:
             factors = {f for f in (term.factors if isinstance(term, Mul) else (term,))
                        if isinstance(f, Sym) and f.name in self.pulled}
             shared = factors if shared is None else shared & factors
             if not shared:
                 return None
-        return min(shared, key=lambda f: f.name) if shared else None  # type: ignore[return-value]
+        return min(shared, key=lambda f: f.name) if shared else None
 
     def _common_factors(self, expr: Add) -> Mul | None:
         """A sum whose every term has the same factors, as the sum of the rest times them, or None."""
@@ -820,7 +812,7 @@ class Printer:
         scale, factors = expr.coefficient, []
         for factor in expr.factors:
             common = _common_coefficient(factor) if isinstance(factor, Add) and factor not in self.names else None
-            if common is None:
+            if common is None or not isinstance(factor, Add):
                 factors.append(factor)
                 continue
             scale *= common
@@ -872,15 +864,14 @@ class Printer:
     def _call(self, expr: Call) -> tuple[str, int]:
         fn, args, params = expr.fn, expr.args, expr.params
         if fn in _COMPARE:
-            return f"{self.show(args[0], 2)} {_COMPARE[fn]} {self.show(args[1], 2)}", 0
-        if fn in {"logical_and", "logical_or"}:
-            word = " and " if fn == "logical_and" else " or "
-            return word.join(self.show(a, 1) for a in args), 0
-        if fn == "logical_not":
-            return f"not {self.show(args[0], 1)}", 0
+            return f"{self.show(args[0], 2)} {_COMPARE[fn].text} {self.show(args[1], 2)}", 0
+        if fn in _LOGIC:  # x and y, not x
+            if len(args) == 1:
+                return f"{_LOGIC[fn].text} {self.show(args[0], 1)}", 0
+            return f" {_LOGIC[fn].text} ".join(self.show(a, 1) for a in args), 0
         if fn == "matmul":
-            if _is_outer(expr):  # a column times a row: the outer product of two vectors
-                return f"outer({self.show(args[0].args[0], 0)}, {self.show(args[1].args[0], 0)})", 9
+            if (vectors := _outer(expr)) is not None:  # a column times a row: the outer product of two vectors
+                return f"outer({self.show(vectors[0], 0)}, {self.show(vectors[1], 0)})", 9
             return f"{self.show(args[0], 3)} @ {self.show(args[1], 3)}", 2
         if fn == "broadcast_to":
             return self._broadcast(args[0], params[0]), 9 if isinstance(args[0], Num) and args[0].value == 1 else 2
@@ -906,17 +897,16 @@ class Printer:
             if isinstance(value, Num) and value.value == 1:
                 return literal, 9
             return f"{self.show(value, 3)}*{literal}", 2
-        if fn in ("sum", "mean", "prod", "max", "min", "norm", "logsumexp"):
+        if fn in _REDUCTIONS:
             axis, keepdims = params
             extra = "" if axis is None else f", axis={list(axis) if isinstance(axis, tuple) else axis}"
             extra += ", keepdims=1" if keepdims else ""
             return f"{fn}({self.show(args[0], 0)}{extra})", 9
         if fn == "softmax":
             return f"softmax({self.show(args[0], 0)}, axis={params[0]})", 9
-        shown = {"abs": "abs", "round": "round"}.get(fn, fn)
         inner = ", ".join(self.show(a, 0) for a in args)
         extra = "".join(f", {p!r}" for p in params)
-        return f"{shown}({inner}{extra})", 9
+        return f"{fn}({inner}{extra})", 9
 
     def _sum_to(self, value: Expr, shape: tuple[int, ...]) -> str:
         lead = len(value.shape) - len(shape)
@@ -1007,7 +997,7 @@ def _one_hot(expr: Call) -> list | None:
     for k, n in zip(params[0], params[1]):
         flat = flat * n + k % n
     hot[flat] = 1.0
-    return _nest(hot, params[1])  # type: ignore[no-any-return]
+    return _nest(hot, params[1])
 
 
 def _literal(value: Any) -> str:
@@ -1016,9 +1006,6 @@ def _literal(value: Any) -> str:
     return number(float(value))
 
 
-_LATEX_FUNCTIONS = {"sin": r"\sin", "cos": r"\cos", "tan": r"\tan", "asin": r"\arcsin", "acos": r"\arccos",
-                    "atan": r"\arctan", "sinh": r"\sinh", "cosh": r"\cosh", "tanh": r"\tanh", "log": r"\log",
-                    "sigmoid": r"\sigma", "exp": r"\exp"}
 _GREEK = {"α": r"\alpha", "β": r"\beta", "γ": r"\gamma", "δ": r"\delta", "ε": r"\epsilon", "η": r"\eta",
           "θ": r"\theta", "λ": r"\lambda", "μ": r"\mu", "σ": r"\sigma", "τ": r"\tau", "φ": r"\phi", "ω": r"\omega"}
 
@@ -1130,17 +1117,11 @@ class LatexPrinter(Printer):
 
     def _call(self, expr: Call) -> tuple[str, int]:
         fn, args = expr.fn, expr.args
-        if fn == "sqrt":
-            return rf"\sqrt{{{self.show(args[0], 0)}}}", 9
-        if fn == "abs":
-            return rf"\left|{self.show(args[0], 0)}\right|", 9
-        if fn == "exp":
-            return f"e^{{{self.show(args[0], 0)}}}", 9
         if fn in _LATEX_FUNCTIONS:
-            return rf"{_LATEX_FUNCTIONS[fn]}\left({self.show(args[0], 0)}\right)", 9
+            return _LATEX_FUNCTIONS[fn].format(self.show(args[0], 0)), 9
         if fn == "matmul":
-            if _is_outer(expr):  # a b^T
-                return f"{self.show(args[0].args[0], 2)} {self.show(args[1].args[0], 9)}^{{T}}", 2
+            if (vectors := _outer(expr)) is not None:  # a b^T
+                return f"{self.show(vectors[0], 2)} {self.show(vectors[1], 9)}^{{T}}", 2
             return f"{self.show(args[0], 3)} {self.show(args[1], 3)}", 2
         if fn == "transpose" and (expr.params[0] is None or len(expr.params[0]) == 2):
             return f"{self.show(args[0], 9)}^{{T}}", 9
@@ -1150,22 +1131,21 @@ class LatexPrinter(Printer):
             if isinstance(value, Num) and value.value == 1:
                 return matrix, 9
             return f"{self.show(value, 3)} {matrix}", 2
-        if fn == "sum" and expr.params[0] is None:
-            return rf"\sum {self.show(args[0], 3)}", 2
+        if fn in _REDUCTIONS and _REDUCTIONS[fn].latex and expr.params[0] is None:  # \sum x: over everything
+            return rf"{_REDUCTIONS[fn].latex} {self.show(args[0], 3)}", 2
         if fn == "sum_to":  # unbroadcasting: a sum over the axes the value was broadcast along
             under = _axes_under(B.summed_axes(args[0].shape, expr.params[0])) if expr.params[0] else ""
             return rf"\sum{under} {self.show(args[0], 3)}", 2
         if fn in _COMPARE:  # 1 where it holds, else 0: Iverson's bracket, so a = b reads as no equation
-            symbol = {"<": "<", "<=": r"\le", ">": ">", ">=": r"\ge", "==": "=", "!=": r"\ne"}[_COMPARE[fn]]
+            symbol = _COMPARE[fn].latex
             return rf"\left[{self.show(args[0], 2)} {symbol} {self.show(args[1], 2)}\right]", 9
-        if fn in {"logical_and", "logical_or"}:
-            word = r" \land " if fn == "logical_and" else r" \lor "
-            return word.join(self.show(a, 1) for a in args), 0
-        if fn == "logical_not":
-            return rf"\lnot {self.show(args[0], 1)}", 0
-        if fn in ("sum", "mean", "prod", "max", "min", "norm", "logsumexp") and expr.params[0] is not None:
+        if fn in _LOGIC:
+            if len(args) == 1:
+                return rf"{_LOGIC[fn].latex} {self.show(args[0], 1)}", 0
+            return f" {_LOGIC[fn].latex} ".join(self.show(a, 1) for a in args), 0
+        if fn in _REDUCTIONS and expr.params[0] is not None:
             axis, keepdims = expr.params  # the axis is part of what it means: written under the operator
-            word = r"\sum" if fn == "sum" else rf"\operatorname{{{fn}}}"
+            word = _REDUCTIONS[fn].latex or rf"\operatorname{{{fn}}}"
             under = _axes_under(axis if isinstance(axis, tuple) else (axis,), keepdims)
             return rf"{word}{under} {self.show(args[0], 3)}", 2
         text, precedence = super()._call(expr)

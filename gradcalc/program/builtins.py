@@ -11,6 +11,7 @@ from typing import Any
 from ..engine import backend as B
 from ..engine import ops
 from ..engine.graph import Node, constant, host_value, leaf
+from ..engine.primitives import PRIMITIVES, REDUCTION
 from ..errors import ArgumentError, FileProblem, GradcalcError, ValueProblem
 from ..files import DEFAULT_MAX_FILE_SIZE, Outside, describe, open_regular
 
@@ -161,16 +162,6 @@ def _reshape(x: Node, *sizes: Node) -> Node:
     return ops.reshape(x, shape)
 
 
-def _matrix(name: str, op: Callable[[Node], Node], square: bool) -> Callable[[Node], Node]:
-    def check(x: Node) -> Node:
-        if x.ndim < 2 or (square and x.shape[-1] != x.shape[-2]):
-            need = "a square matrix" if square else "a matrix"
-            raise ValueProblem(f"{name} needs {need}, got shape {x.shape}", "check the shape, e.g. with eval")
-        return op(x)
-
-    return check
-
-
 def _softmax(x: Node, axis: Node | None = None) -> Node:
     if x.ndim == 0:
         return ops.softmax(ops.reshape(x, (1,)), 0)[0]
@@ -278,14 +269,8 @@ def _load(context: Context, path: str, member: str | None = None) -> Node:
     return constant(B.asarray(data))
 
 
-_ELEMENTWISE = {
-    "exp": ops.exp, "log": ops.log, "ln": ops.log, "log2": ops.log2, "log10": ops.log10, "sqrt": ops.sqrt,
-    "abs": ops.abs_,
-    "sin": ops.sin, "cos": ops.cos, "tan": ops.tan, "asin": ops.asin, "acos": ops.acos, "atan": ops.atan,
-    "sinh": ops.sinh, "cosh": ops.cosh, "tanh": ops.tanh, "sigmoid": ops.sigmoid, "relu": ops.relu,
-    "softplus": ops.softplus, "sign": ops.sign, "floor": ops.floor, "ceil": ops.ceil, "round": ops.round_,
-    "σ": ops.sigmoid,  # as courses write the sigmoid
-    # Reciprocal functions, as answers write derivatives (d tan x = sec²x dx): compositions, no rules of their own.
+# Reciprocal functions, as answers write derivatives (d tan x = sec²x dx): compositions, no rules of their own.
+_RECIPROCALS: dict[str, Callable[[Node], Node]] = {
     "sec": lambda x: ops.div(1.0, ops.cos(x)), "csc": lambda x: ops.div(1.0, ops.sin(x)),
     "cot": lambda x: ops.div(1.0, ops.tan(x)), "sech": lambda x: ops.div(1.0, ops.cosh(x)),
     "csch": lambda x: ops.div(1.0, ops.sinh(x)), "coth": lambda x: ops.div(1.0, ops.tanh(x)),
@@ -299,25 +284,19 @@ def _table() -> dict[str, Builtin]:
             context: bool = False) -> None:
         table[name] = Builtin(name, fn, tuple(p for p in params.split() if p), required, summary, context)
 
-    for name, fn in _ELEMENTWISE.items():
+    for prim in PRIMITIVES.values():  # a primitive called by name: its record says how
+        if prim.builtin is not None:
+            fn = ops.RECORDING[prim.name]
+            for name in (prim.name, *prim.also):
+                add(name, _reduction(fn) if prim.kind is REDUCTION else fn, " ".join((prim.inputs, *prim.params)),
+                    prim.n_inputs or 0, prim.builtin)
+    for name, fn in _RECIPROCALS.items():
         add(name, fn, "x", 1, "elementwise")
-    add("maximum", ops.maximum, "a b", 2, "elementwise larger of a and b")
-    add("minimum", ops.minimum, "a b", 2, "elementwise smaller of a and b")
-    add("atan2", ops.atan2, "y x", 2, "elementwise angle of (x, y)")
-    add("pow", ops.power, "x y", 2, "x^y (NumPy's power, PyTorch's pow)")
-    add("clip", ops.clip, "x lo hi", 3, "x limited to [lo, hi]")
-    add("where", lambda c, a, b: ops.where(c, a, b), "cond a b", 3, "a where cond is non-zero, else b")
-    for name, op in (("sum", ops.sum), ("mean", ops.mean), ("prod", ops.prod), ("max", ops.max), ("min", ops.min),
-                     ("norm", ops.norm), ("logsumexp", ops.logsumexp)):
-        add(name, _reduction(op), "x axis keepdims", 1, "reduction over all entries or an axis")
     add("dot", _dot, "a b", 2, "dot product (matrix product for matrices)")
     add("outer", _outer, "a b", 2, "outer product")
     add("diag", _diag, "x", 1, "a vector on a diagonal, or a matrix's diagonal")
     add("transpose", _transpose, "x axis1 axis2", 1, "reversed axes, or two axes swapped")
     add("reshape", _reshape, "x *shape", 1, "the same entries in a new shape")
-    add("trace", _matrix("trace", ops.trace, False), "x", 1, "sum of the diagonal")
-    add("det", _matrix("det", ops.det, True), "x", 1, "determinant")
-    add("inv", _matrix("inv", ops.inv, True), "x", 1, "matrix inverse")
     add("softmax", _softmax, "x axis", 1, "softmax over the last axis (or axis)")
     add("detach", _detach, "x", 1, "the value without its history (no gradient flows through)")
     add("all", _all, "x", 1, "1 if every entry is non-zero, else 0")
