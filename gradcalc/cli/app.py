@@ -668,7 +668,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main_options(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+    version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
 ) -> None:
     """gradcalc: values, gradients and derivatives of equation programs, from the shell."""
