@@ -804,7 +804,7 @@ def test_top_level_help_lists_every_command_and_a_typo_gets_a_suggestion() -> No
     words = set(listed.split())  # an unknown function's error says the builtins are listed here: they are
     assert "functions:" in words and all(name in words or f"{name};" in words for name in BUILTINS), listed
     typo = _process("grd", "samples/neuron.eq")
-    assert typo.returncode == 2 and "Did you mean 'grad'?" in typo.stderr
+    assert typo.returncode == 2 and "hint: did you mean 'grad'?" in typo.stderr
     own = _process("grad", "--help").stdout
     assert "gradcalc grad [OPTIONS]" in own and "--wrt" in own
 

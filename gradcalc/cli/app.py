@@ -7,6 +7,7 @@ written (JSON or text) is decided in another, the command's `Output` (output.py)
 import functools
 import inspect
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable
@@ -36,20 +37,73 @@ _ClickError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "Click
 
 
 class _Group(typer.core.TyperGroup):
-    """Usage errors (a bad option value) become JSON too when --json is given."""
+    """The root command. Click runs without its own error handling (standalone_mode=False), so that
+    `_guarded` reports a usage error (an unknown option, a missing value, a bad choice) as it reports
+    every other error: `error:` and a hint, or with --json one JSON error document; exit 2."""
 
     def main(self, args: Any = None, *positional: Any, **kwargs: Any) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
-        if "--json" not in argv or kwargs.get("standalone_mode") is False:
+        if kwargs.get("standalone_mode") is False:
             return super().main(argv, *positional, **kwargs)
+        if not positional:  # `gradcalc` whatever the launcher (python -m, a console script): usage, completion
+            kwargs.setdefault("prog_name", "gradcalc")
+        if not argv and not os.environ.get(_COMPLETE_VAR):
+            # Nothing to do is a usage error (as rg, uv and curl treat it): the commands on stderr, exit 2;
+            # standard output and status 0 are for what was asked for (--help).
+            sys.stderr.write(_short_help(self))
+            sys.exit(EXIT_BAD_INPUT)
+        status: Any = EXIT_OK
+
+        def parse_and_run() -> None:
+            nonlocal status  # Click returns the code of typer.Exit (and of --help) instead of exiting
+            try:
+                status = super(_Group, self).main(argv, *positional, **{**kwargs, "standalone_mode": False})
+            except _ClickError as error:  # raised only while the command line is read
+                raise _usage_error(error, argv[0] if argv[0] in self.commands else None) from None
+
         try:
-            # Without standalone mode Click returns typer.Exit's code instead of exiting: exit with it.
-            status = super().main(argv, *positional, **{**kwargs, "standalone_mode": False})
-        except _ClickError as error:
-            sys.exit(Output(json=True).error(UsageError(error.format_message()), EXIT_BAD_INPUT).exit_code)
+            _guarded(Output(json="--json" in argv), parse_and_run)
+        except typer.Exit as stop:
+            sys.exit(stop.exit_code)
         except typer.Abort:
             sys.exit(130)
         sys.exit(status if isinstance(status, int) else EXIT_OK)
+
+
+_COMPLETE_VAR = "_GRADCALC_COMPLETE"  # Click's name for it: _{PROG_NAME}_COMPLETE
+
+
+def _short_help(group: Any) -> str:
+    """What bare `gradcalc` prints: how to call it, each command in a line, an example (--help has the rest)."""
+    import shutil
+    import textwrap
+
+    width = min(shutil.get_terminal_size((100, 24)).columns, 100)
+    pad = max(map(len, group.commands)) + 4
+    lines = ["usage: gradcalc COMMAND [FILE | -e PROGRAM] [OPTIONS]", "", "commands:"]
+    for name, command in group.commands.items():
+        summary = (command.help or "").strip().split("\n")[0]
+        lines += textwrap.wrap(summary, width, initial_indent=f"  {name:<{pad - 2}}", subsequent_indent=" " * pad)
+    lines += ["", "example: gradcalc grad -e 'y = x^2 * sin(x)' --set x=2", "",
+              "'gradcalc COMMAND --help' shows a command's options and examples; 'gradcalc --help' shows all.", ""]
+    return "\n".join(lines)
+
+
+def _usage_error(error: Any, command: str | None) -> UsageError:
+    """Click's usage error as gradcalc's own: its message in gradcalc's words, the way out as the hint."""
+    message = error.format_message().strip()
+    # Click appends its suggestions to the message: they are the hint.
+    found = re.search(r"\s*\(?((?:Did you mean|Possible options:)[^)]*?)\)?$", message)
+    suggestion = ""
+    if found:
+        message, suggestion = message[:found.start()], found.group(1)
+        suggestion = suggestion[0].lower() + suggestion[1:] + ("" if suggestion.endswith("?") else ";")
+    if len(message) > 1 and message[0].isupper() and message[1].islower():  # "No such option" as gradcalc words it
+        message = message[0].lower() + message[1:]
+    # Click's parser does not always say which command it was reading: the command line does.
+    path = f"gradcalc {command}" if command else "gradcalc"
+    listed = f"'{path} --help' lists the {'options' if command else 'commands'}"
+    return UsageError(message.rstrip(".").strip(), f"{suggestion} {listed}" if suggestion else listed)
 
 
 def _builtins_epilog() -> str:
@@ -65,7 +119,6 @@ app = typer.Typer(
     name="gradcalc",
     help="Gradient calculator and expression differentiator: write equations, get values, gradients and the graph.",
     epilog=_builtins_epilog(),
-    no_args_is_help=True,
     add_completion=False,
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
