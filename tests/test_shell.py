@@ -4,6 +4,8 @@ completion, and --help examples that work after a wheel install."""
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 from typing import Any
@@ -93,3 +95,64 @@ def test_a_usage_error_in_a_process_is_one_message_on_stderr() -> None:
     result = process("graph", "samples/neuron.eq", "--format", "jpeg", text=True)
     assert result.returncode == EXIT_BAD_INPUT and result.stdout == ""
     assert result.stderr.startswith("error: invalid value for '--format'") and "╭" not in result.stderr
+
+
+# --- shell completion (Typer's): commands, options, --format values and the program's variable names ----------------
+
+def completion_script(shell: str) -> str:
+    """What `gradcalc --show-completion SHELL` prints (the shell named, not detected from the parent process)."""
+    result = process("--show-completion", shell, env={"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}, text=True)
+    assert result.returncode == EXIT_OK, result.stderr
+    return result.stdout
+
+
+@pytest.fixture
+def gradcalc_on_path(tmp_path: Any) -> dict[str, str]:
+    """A `gradcalc` command on PATH that runs this checkout, as the console script would."""
+    command = tmp_path / "bin" / "gradcalc"
+    command.parent.mkdir()
+    command.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m gradcalc "$@"\n', encoding="utf-8")
+    command.chmod(0o755)
+    return {"PATH": f"{command.parent}{os.pathsep}{os.environ['PATH']}",
+            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+
+
+def test_help_offers_to_install_completion() -> None:
+    result = run_cli("--help")
+    assert "--install-completion" in result.stdout and "--show-completion" in result.stdout
+
+
+BASH_CASES = [
+    (["gr"], ["grad", "graph", "gradcheck"]),
+    (["graph", "samples/neuron.eq", "--format", ""], ["tree", "dot", "mermaid", "svg", "png"]),
+    (["grad", "samples/neuron.eq", "--wrt", "w"], ["w1", "w2", "w3", "w4"]),
+    (["grad", "samples/neuron.eq", "--wrt", "w1,a,"], [f"w1,a,{n}" for n in "a w1 w2 w3 w4 b c d L".split()]),
+    (["jacobian", "-e", "x=[1,2];y=x^2", "--of", ""], ["x", "y"]),
+    (["grad", "--js"], ["--json"]),
+]
+
+
+@pytest.mark.skipif(not shutil.which("bash"), reason="needs bash")
+@pytest.mark.parametrize(("words", "expected"), BASH_CASES, ids=[" ".join(w) for w, _ in BASH_CASES])
+def test_bash_completion(gradcalc_on_path: dict[str, str], words: list[str], expected: list[str]) -> None:
+    """The script bash sources, driven as bash drives it: COMP_WORDS and COMP_CWORD, then COMPREPLY."""
+    driver = (completion_script("bash") + "\nCOMP_WORDS=(gradcalc " + " ".join(shlex.quote(w) for w in words) +
+              f")\nCOMP_CWORD={len(words)}\n_gradcalc_completion gradcalc\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n")
+    result = subprocess.run(["bash", "-c", driver], cwd=REPO, capture_output=True, text=True, timeout=60,
+                            check=False, env={**os.environ, **gradcalc_on_path})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == expected, result
+
+
+@pytest.mark.parametrize("shell", ["zsh", "fish"])
+def test_zsh_and_fish_completion(shell: str) -> None:
+    """The exchange their scripts make (_TYPER_COMPLETE_ARGS: the line so far), checked without the shells."""
+    script = completion_script(shell)
+    assert "_GRADCALC_COMPLETE=complete_" + shell in script and "_TYPER_COMPLETE_ARGS" in script, script
+    env = {"_GRADCALC_COMPLETE": f"complete_{shell}", "_TYPER_COMPLETE_FISH_ACTION": "get-args"}
+    for line, expected in (("gradcalc graph samples/neuron.eq --format ", ["tree", "dot", "mermaid", "svg", "png"]),
+                           ("gradcalc grad samples/neuron.eq --of w", ["w1", "w2", "w3", "w4"])):
+        result = process(env={**env, "_TYPER_COMPLETE_ARGS": line}, text=True)
+        assert result.returncode == EXIT_OK, result.stderr
+        for word in expected:
+            assert (f'"{word}"' if shell == "zsh" else f"{word}\n") in result.stdout, (line, result.stdout)

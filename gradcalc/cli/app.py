@@ -119,7 +119,7 @@ app = typer.Typer(
     name="gradcalc",
     help="Gradient calculator and expression differentiator: write equations, get values, gradients and the graph.",
     epilog=_builtins_epilog(),
-    add_completion=False,
+    add_completion=True,
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -346,11 +346,45 @@ def _views() -> Any:
     return render
 
 
+def _complete_names(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of --of and --wrt: the program's variables, from FILE or -e (parsed, not run)."""
+    try:
+        from ..files import read_text
+        from ..language import syntax as S
+        from ..program.api import Program
+
+        # An option still waiting for its value (--wrt<TAB>) leaves FILE unparsed, in ctx.args.
+        expr, file = ctx.params.get("expr"), ctx.params.get("file") or next(iter(ctx.args), None)
+        if expr is not None:
+            text = expr.replace("\\n", "\n")
+        elif file and file != "-":
+            text = read_text(file, 10 * 2**20)
+        else:
+            return []
+        program = Program(text)
+        names = list(program.free_names())
+        stack: list[Any] = list(reversed(program.module.body))
+        while stack:  # in program order; a function's locals are not the program's variables
+            stmt = stack.pop()
+            if isinstance(stmt, S.Assign):
+                names.append(stmt.name)
+            elif isinstance(stmt, S.For):
+                names.append(stmt.var)
+            if not isinstance(stmt, S.FuncDef):
+                stack += reversed([*getattr(stmt, "body", []), *(getattr(stmt, "orelse", None) or [])])
+    except Exception:  # a program that does not parse (yet) has nothing to offer
+        return []
+    before, comma, last = incomplete.rpartition(",")  # --wrt w1,a<TAB>
+    return [before + comma + name for name in dict.fromkeys(names) if name.startswith(last)]
+
+
 _OF = Annotated[Optional[str], typer.Option(
-    "--of", metavar="NAME", help="The output to differentiate (default: the last variable assigned).")]
+    "--of", metavar="NAME", autocompletion=_complete_names,
+    help="The output to differentiate (default: the last variable assigned).")]
 _WRT = Annotated[list[str], typer.Option(
-    "--wrt", metavar="NAME", help="Differentiate with respect to NAME (repeatable or comma-separated; "
-    "default: every leaf). Intermediates are allowed.")]
+    "--wrt", metavar="NAME", autocompletion=_complete_names,
+    help="Differentiate with respect to NAME (repeatable or comma-separated; default: every leaf). Intermediates "
+    "are allowed.")]
 
 
 class Mode(str, Enum):
@@ -432,7 +466,8 @@ def hessian(common: Common, of: _OF = None, wrt: _WRT = []) -> None:  # noqa: B0
 )
 def jvp(
     common: Common,
-    wrt: Annotated[str, typer.Option("--wrt", metavar="NAME", help="The variable that moves.")],
+    wrt: Annotated[str, typer.Option("--wrt", metavar="NAME", autocompletion=_complete_names,
+                                     help="The variable that moves.")],
     tangent: Annotated[str, typer.Option("--tangent", metavar="V", help="Its direction v: 'ones', a number "
                                          "or a JSON array of its shape.")],
     of: _OF = None,
@@ -543,8 +578,8 @@ def _write(data: str | bytes, path: str | None, kind: str) -> str | None:
 )
 def explain(
     common: Common,
-    wrt: Annotated[list[str], typer.Option("--wrt", metavar="NAME", help="The variable whose gradient to explain "
-                                           "(one).")],
+    wrt: Annotated[list[str], typer.Option("--wrt", metavar="NAME", autocompletion=_complete_names,
+                                           help="The variable whose gradient to explain (one).")],
     of: _OF = None,
     max_paths: Annotated[int, typer.Option(min=1, help="List the paths one by one up to this many; "
                                            "past it, group them by the variables that use --wrt.")] = 24,
@@ -650,9 +685,9 @@ def check(
 def gradcheck(
     common: Common,
     of: _OF = None,
-    wrt: Annotated[list[str], typer.Option("--wrt", metavar="NAME", help="Leaves to move (repeatable or "
-                                          "comma-separated; default: every leaf the output depends on "
-                                          "differentiably).")] = [],  # noqa: B006
+    wrt: Annotated[list[str], typer.Option("--wrt", metavar="NAME", autocompletion=_complete_names,
+                                           help="Leaves to move (repeatable or comma-separated; default: every "
+                                           "leaf the output depends on differentiably).")] = [],  # noqa: B006
     eps: Annotated[Optional[float], typer.Option(help="The step of the central differences "
                                                  "[default: 1e-6; 1e-3 in float32].", show_default=False)] = None,
     rtol: Annotated[Optional[float], typer.Option(help="Relative tolerance [default: 1e-3; 1e-2 in float32].",
