@@ -20,6 +20,7 @@ from helpers import (
     json_error,
     run_cli,
 )
+from terminal import run_in_terminal
 
 from gradcalc.cli.app import app
 
@@ -156,3 +157,107 @@ def test_zsh_and_fish_completion(shell: str) -> None:
         assert result.returncode == EXIT_OK, result.stderr
         for word in expected:
             assert (f'"{word}"' if shell == "zsh" else f"{word}\n") in result.stdout, (line, result.stdout)
+
+
+# --- graph's output: -o -, the format from -o's suffix, binary only where it cannot mess up a screen ---------------
+
+FAKE_DOT = """#!/bin/sh
+# Graphviz's dot, as far as gradcalc uses it: the picture of the graph read on stdin, in the format -T names.
+cat > /dev/null
+case "$1" in
+  -Tpng) printf '\\211PNG\\r\\n\\032\\n\\000\\377fake png' ;;
+  -Tsvg) printf '<svg xmlns="http://www.w3.org/2000/svg"><text>\\342\\210\\202L/\\342\\210\\202a</text></svg>\\n' ;;
+  *) exit 1 ;;
+esac
+"""
+PNG_BYTES = b"\x89PNG\r\n\x1a\n\x00\xfffake png"
+
+
+@pytest.fixture
+def fake_dot(tmp_path: Any) -> dict[str, str]:
+    """A `dot` on PATH that draws fake pictures: the tests need no Graphviz."""
+    program = tmp_path / "graphviz" / "dot"
+    program.parent.mkdir()
+    program.write_text(FAKE_DOT, encoding="utf-8")
+    program.chmod(0o755)
+    return {"PATH": f"{program.parent}{os.pathsep}{os.environ['PATH']}"}
+
+
+@pytest.mark.parametrize("kind", ["dot", "mermaid"])
+def test_output_dash_is_standard_output(kind: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """-o - is standard output, not a file named '-': the same bytes as -o FILE and as no -o."""
+    monkeypatch.chdir(tmp_path)
+    dashed = run_cli("graph", NEURON, "--format", kind, "-o", "-")
+    assert dashed.exit_code == EXIT_OK, dashed.output
+    assert not (tmp_path / "-").exists()
+    run_cli("graph", NEURON, "--format", kind, "-o", tmp_path / "file")
+    assert dashed.stdout == (tmp_path / "file").read_text(encoding="utf-8") == \
+        run_cli("graph", NEURON, "--format", kind).stdout
+    assert dashed.stdout.startswith("digraph" if kind == "dot" else "graph TD")
+
+
+def test_output_dash_with_the_tree_prints_the_tree() -> None:
+    assert run_cli("graph", NEURON, "-o", "-").stdout == run_cli("graph", NEURON).stdout
+
+
+@pytest.mark.parametrize(("suffix", "start"), [(".dot", b"digraph"), (".gv", b"digraph"), (".DOT", b"digraph"),
+                                               (".mmd", b"graph TD"), (".mermaid", b"graph TD"),
+                                               (".svg", b"<svg"), (".png", b"\x89PNG")])
+def test_the_format_comes_from_the_suffix(suffix: str, start: bytes, tmp_path: Any, fake_dot: dict[str, str]) -> None:
+    target = tmp_path / f"graph{suffix}"
+    result = process("graph", "samples/neuron.eq", "-o", str(target), env=fake_dot)
+    assert result.returncode == EXIT_OK and result.stdout == b"", result.stderr
+    assert target.read_bytes().startswith(start)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--format", "dot", "-o", "g.svg"), "--format dot contradicts -o g.svg: a .svg file is svg"),
+    (("--format", "png", "-o", "g.mmd"), "--format png contradicts -o g.mmd: a .mmd file is mermaid"),
+    (("--format", "tree", "-o", "g.dot"), "-o writes --format dot, mermaid, svg or png"),
+    (("-o", "g.txt"), "cannot tell the format of -o g.txt from its suffix"),
+    (("--format", "dot", "--json"), "--json and --format dot do not combine"),
+    (("--format", "tree", "--json"), "--json and --format tree do not combine"),
+    (("-o", "g.json", "--json"), "--json and -o g.json do not combine"),
+])
+def test_contradictory_output_flags_are_usage_errors(args: tuple[str, ...], message: str, tmp_path: Any,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("graph", NEURON, *args)
+    if "--json" in args:  # the error is a JSON document, as every error is with --json
+        body = json_error(result)
+        assert body["message"].startswith(message) and body["hint"], body
+    else:
+        assert_bad_input(result)
+        assert result.stderr.startswith(f"error: {message}") and "\n  hint: " in result.stderr, result.stderr
+    assert list(tmp_path.iterdir()) == []  # refused before anything is written
+
+
+def test_a_file_format_with_an_unknown_suffix_is_written_as_asked(tmp_path: Any) -> None:
+    target = tmp_path / "graph.txt"
+    assert run_cli("graph", NEURON, "--format", "mermaid", "-o", target).exit_code == EXIT_OK
+    assert target.read_text(encoding="utf-8").startswith("graph TD")
+
+
+@pytest.mark.parametrize("args", [(), ("-o", "-")])
+def test_png_goes_to_a_pipe_byte_for_byte(args: tuple[str, ...], fake_dot: dict[str, str]) -> None:
+    """`gradcalc graph ... --format png > g.png`: standard output is not a terminal, so the bytes go there."""
+    result = process("graph", "samples/neuron.eq", "--format", "png", *args, env=fake_dot)
+    assert result.returncode == EXIT_OK, result.stderr
+    assert result.stdout == PNG_BYTES and result.stderr == b""
+
+
+def test_svg_goes_to_a_pipe_as_utf8_whatever_the_locale(fake_dot: dict[str, str]) -> None:
+    """A file format's bytes are the file's, not re-encoded for the terminal (a cp1252 pipe keeps ∂ as UTF-8)."""
+    result = process("graph", "samples/neuron.eq", "--format", "svg", env={**fake_dot, "PYTHONIOENCODING": "cp1252"})
+    assert result.returncode == EXIT_OK, result.stderr
+    assert "∂L/∂a".encode() in result.stdout
+
+
+def test_png_is_refused_on_a_terminal_unless_forced(fake_dot: dict[str, str]) -> None:
+    """As curl: binary output would mess up the screen, so it is refused (exit 2); -o - says 'I mean it'."""
+    shown = run_in_terminal("graph", "samples/neuron.eq", "--format", "png", env=fake_dot)
+    assert shown.status == EXIT_BAD_INPUT and shown.raw == b""
+    assert shown.stderr.startswith("error: a PNG is binary: it is not written to a terminal"), shown.stderr
+    assert "> graph.png" in shown.stderr and "-o -" in shown.stderr
+    forced = run_in_terminal("graph", "samples/neuron.eq", "--format", "png", "-o", "-", env=fake_dot)
+    assert forced.status == EXIT_OK and forced.raw.startswith(b"\x89PNG"), forced

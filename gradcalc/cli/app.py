@@ -526,6 +526,11 @@ class Format(str, Enum):
     png = "png"
 
 
+# What -o's suffix says the format is, when --format does not.
+_SUFFIXES = {".dot": Format.dot, ".gv": Format.dot, ".mmd": Format.mermaid, ".mermaid": Format.mermaid,
+             ".svg": Format.svg, ".png": Format.png}
+
+
 @command(
     "  gradcalc graph samples/neuron.eq\n\n"
     "  gradcalc graph samples/neuron.eq --format dot -o neuron.dot\n\n"
@@ -535,41 +540,72 @@ class Format(str, Enum):
 def graph(
     common: Common,
     of: _OF = None,
-    format_: Annotated[Format, typer.Option("--format", help="tree (for people), dot or mermaid (text), "
-                                            "svg or png (drawn by Graphviz).")] = Format.tree,
-    output: Annotated[Optional[str], typer.Option("--output", "-o", metavar="FILE",
-                                                  help="Write to FILE instead of standard output.")] = None,
+    format_: Annotated[Optional[Format], typer.Option(
+        "--format", help="tree (for people), dot or mermaid (text), svg or png (drawn by Graphviz) [default: "
+        "from -o's suffix, .dot .gv .mmd .svg .png; else tree].", show_default=False)] = None,
+    output: Annotated[Optional[str], typer.Option(
+        "--output", "-o", metavar="FILE", help="Write to FILE instead of standard output ('-': standard output, "
+        "even a PNG to a terminal).")] = None,
 ) -> None:
     """Print the computation graph: each variable's grad_fn, value and gradient; each edge's local derivative."""
     from . import drawing
 
+    kind = _graph_format(format_, output, common.json)  # a contradiction is refused before the program runs
     run = _run(common, keep_values=True)
     view = run.graph(of)
 
-    def shown() -> Any:  # the tree (Rich), dot or mermaid text, or a picture: any but the tree to -o's file
-        if format_ is Format.tree:
-            if output is not None:
-                raise UsageError("-o writes --format dot, mermaid, svg or png", "drop -o, or pick a --format")
+    def shown() -> Any:  # the tree (Rich) on standard output, or the bytes of a file format where -o says
+        if kind is Format.tree:
             return _views().graph_tree(view)
-        data: str | bytes = {"dot": drawing.dot, "mermaid": drawing.mermaid}[format_.value](view) \
-            if format_ in (Format.dot, Format.mermaid) else drawing.picture(view, format_.value)
-        return _write(data, output, format_.value)
+        data = {"dot": drawing.dot, "mermaid": drawing.mermaid}[kind.value](view).encode("utf-8") \
+            if kind in (Format.dot, Format.mermaid) else drawing.picture(view, kind.value)
+        _write(data, output)
 
     common.out.result(lambda: drawing.view_json(view), shown)
 
 
-def _write(data: str | bytes, path: str | None, kind: str) -> str | None:
-    """The text for standard output, or None once data is written to path."""
-    if path is None:
-        if isinstance(data, bytes) and kind == "png":
-            raise UsageError("a PNG is binary: it needs a file", "add -o graph.png")
-        return data if isinstance(data, str) else data.decode("utf-8")
+def _graph_format(given: Format | None, output: str | None, json: bool) -> Format:
+    """The format --format gives or -o's suffix implies; a UsageError where the flags contradict each other."""
+    if json and (given is not None or output is not None):
+        flag = f"--format {given.value}" if given is not None else f"-o {output}"
+        raise UsageError(f"--json and {flag} do not combine: --json prints the graph as one JSON document",
+                         "drop --json for the graph as a file format, or drop " + flag.split(maxsplit=1)[0] +
+                         " for the JSON (redirect it to keep it: > graph.json)")
+    to_file = output not in (None, "-")
+    if given is Format.tree and to_file:
+        raise UsageError("-o writes --format dot, mermaid, svg or png: the tree is for the terminal",
+                         "drop -o, or pick another --format")
+    suffix = os.path.splitext(output)[1].lower() if output is not None and to_file else ""
+    implied = _SUFFIXES.get(suffix)
+    if given is not None and implied is not None and implied is not given:
+        raise UsageError(f"--format {given.value} contradicts -o {output}: a {suffix} file is {implied.value}",
+                         f"drop --format, or name the file for {given.value}")
+    kind = given or implied or Format.tree
+    if kind is Format.tree and to_file:
+        raise UsageError(f"cannot tell the format of -o {output} from its suffix",
+                         "name the file .dot, .gv, .mmd, .svg or .png, or give --format")
+    if kind is Format.png and output is None and sys.stdout.isatty():  # as curl: binary is not shown on a screen
+        raise UsageError("a PNG is binary: it is not written to a terminal",
+                         "redirect it (> graph.png), write it with -o graph.png, or force it with -o -")
+    return kind
+
+
+def _write(data: bytes, path: str | None) -> None:
+    """A file format's bytes to path, or to standard output (None or '-'): the same bytes either way."""
+    if path in (None, "-"):
+        sys.stdout.flush()
+        stream = getattr(sys.stdout, "buffer", None)
+        if stream is None:  # a text-only stream (an embedding): text formats only
+            sys.stdout.write(data.decode("utf-8"))
+            return
+        stream.write(data)
+        stream.flush()
+        return
     try:
         with open(path, "wb") as handle:
-            handle.write(data.encode("utf-8") if isinstance(data, str) else data)
+            handle.write(data)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}", "check the folder exists and is writable") from None
-    return None
 
 
 @command(
