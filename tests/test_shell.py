@@ -4,6 +4,7 @@ completion, and --help examples that work after a wheel install."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -261,3 +262,31 @@ def test_png_is_refused_on_a_terminal_unless_forced(fake_dot: dict[str, str]) ->
     assert "> graph.png" in shown.stderr and "-o -" in shown.stderr
     forced = run_in_terminal("graph", "samples/neuron.eq", "--format", "png", "-o", "-", env=fake_dot)
     assert forced.status == EXIT_OK and forced.raw.startswith(b"\x89PNG"), forced
+
+
+# --- colour: NO_COLOR and FORCE_COLOR, as Rich documents them ------------------------------------------------------
+
+COLOURED = "\x1b[31m"  # red: the verdict of a wrong claim
+CHECK = ("check", "samples/neuron.eq", "--claim", "dL/da = 2", "--claim", "dL/dw1 = -1")
+
+
+def plain(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def test_a_pipe_gets_no_colour_unless_forced() -> None:
+    piped = process(*CHECK, env={"NO_COLOR": "", "FORCE_COLOR": ""}, text=True)
+    assert piped.returncode == 1 and "\x1b" not in piped.stdout
+    forced = process(*CHECK, env={"NO_COLOR": "", "FORCE_COLOR": "1", "TERM": "xterm-256color"}, text=True)
+    assert forced.returncode == 1 and COLOURED in forced.stdout
+    assert plain(forced.stdout) == piped.stdout  # the same table, whole (not fitted to a width), no padding left
+    both = process(*CHECK, env={"NO_COLOR": "1", "FORCE_COLOR": "1", "TERM": "xterm-256color"}, text=True)
+    assert COLOURED not in both.stdout and plain(both.stdout) == piped.stdout  # NO_COLOR wins over colour
+    doc = process(*CHECK, "--json", env={"FORCE_COLOR": "1", "TERM": "xterm-256color"}, text=True)
+    assert "\x1b" not in doc.stdout + doc.stderr  # JSON never goes through Rich
+
+
+def test_a_terminal_gets_colour_unless_no_color() -> None:
+    assert COLOURED in run_in_terminal(*CHECK).raw.decode()
+    shown = run_in_terminal(*CHECK, env={"NO_COLOR": "1"})
+    assert shown.status == 1 and COLOURED not in shown.raw.decode() and "✗ wrong" in shown.screen
