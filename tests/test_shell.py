@@ -290,3 +290,40 @@ def test_a_terminal_gets_colour_unless_no_color() -> None:
     assert COLOURED in run_in_terminal(*CHECK).raw.decode()
     shown = run_in_terminal(*CHECK, env={"NO_COLOR": "1"})
     assert shown.status == 1 and COLOURED not in shown.raw.decode() and "✗ wrong" in shown.screen
+
+
+# --- --help: examples that work where gradcalc is installed (a wheel has no samples/) ------------------------------
+
+def help_examples() -> list[tuple[str, list[str]]]:
+    """Each command's example lines, as words (a trailing '(note)' left out)."""
+    found = []
+    for command in app.registered_commands:
+        name = command.name or (command.callback.__name__ if command.callback else "")
+        text = (command.callback.__doc__ if command.callback else "") or ""
+        text += command.epilog or ""
+        for line in text.split("Examples", 1)[-1].splitlines():
+            if line.strip().startswith("gradcalc "):
+                found.append((name, shlex.split(re.split(r"\s{2,}\(", line.strip())[0])))
+    return found
+
+
+def test_help_names_no_file_of_the_source_tree() -> None:
+    for name in command_names():
+        assert "samples/" not in run_cli(name, "--help").stdout, name
+    assert "samples/" not in run_cli("--help").stdout
+
+
+INLINE = [(name, words) for name, words in help_examples() if "-e" in words]
+
+
+@pytest.mark.parametrize(("name", "words"), INLINE, ids=[" ".join(w[1:]) for _, w in INLINE])
+def test_every_inline_help_example_runs(name: str, words: list[str], tmp_path: Any,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The examples with -e need no file: each runs as shown, successfully, in an empty folder."""
+    monkeypatch.chdir(tmp_path)
+    result = run_cli(*words[1:])
+    assert result.exit_code == EXIT_OK, result.output
+
+
+def test_every_command_has_an_inline_example() -> None:
+    assert {name for name, _ in INLINE} >= set(command_names()) - {"doctor"}

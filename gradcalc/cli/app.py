@@ -394,9 +394,9 @@ class Mode(str, Enum):
 
 
 @command(
-    "  gradcalc eval samples/neuron.eq\n\n"
+    "  gradcalc eval -e 'a = 2; w = 3; L = (w*a - 1)^2'\n\n"
     "  gradcalc eval -e 'x = linspace(0, 1, 5); y = x^2' --json\n\n"
-    "  gradcalc eval samples/neuron.eq --set a=3"
+    "  gradcalc eval net.eq --set a=3        (net.eq: a program file of your own)"
 )
 def eval_(common: Common) -> None:
     """Print every variable's value, its shape, and the operation that made it."""
@@ -407,10 +407,11 @@ def eval_(common: Common) -> None:
 
 
 @command(
-    "  gradcalc grad samples/neuron.eq\n\n"
-    "  gradcalc grad samples/neuron.eq --wrt w1,a --wrt d --json\n\n"
-    "  gradcalc grad samples/neuron_tensor.eq --vector ones\n\n"
-    "  gradcalc grad -e 'y = x^2 * sin(x)' --set x=2"
+    "  gradcalc grad -e 'a = 2; w = 3; L = (w*a - 1)^2'\n\n"
+    "  gradcalc grad -e 'a = 2; w = 3; L = (w*a - 1)^2' --wrt w --json\n\n"
+    "  gradcalc grad -e 'x = [1, 2, 3]; y = x^2' --vector ones      (a tensor output: vᵀ·J)\n\n"
+    "  gradcalc grad -e 'y = x^2 * sin(x)' --set x=2\n\n"
+    "  gradcalc grad net.eq --wrt w1,a        (net.eq: a program file of your own)"
 )
 def grad(
     common: Common,
@@ -428,9 +429,9 @@ def grad(
 
 
 @command(
-    "  gradcalc jacobian samples/doubling.eq --of y --wrt x\n\n"
+    "  gradcalc jacobian -e 'x = [1, 2, 3]; y = 2*x' --of y --wrt x\n\n"
     "  gradcalc jacobian -e 'W = randn(3, 4); b = zeros(3); x = ones(4); y = tanh(W @ x + b)' --wrt x --json\n\n"
-    "  gradcalc jacobian samples/neuron_tensor.eq --of L --wrt a --mode fwd --full"
+    "  gradcalc jacobian -e 'x = [1, 2]; y = [x[0]*x[1], x[0]^2]' --wrt x --mode fwd"
 )
 def jacobian(
     common: Common,
@@ -449,7 +450,7 @@ def jacobian(
 
 @command(
     "  gradcalc hessian -e 'x = [1, 2, 3]; L = sum(x^4) + sum(x[:-1] * x[1:])' --wrt x\n\n"
-    "  gradcalc hessian samples/neuron.eq --wrt w1,w3 --json"
+    "  gradcalc hessian -e 'x = 1.5; y = 2; L = x^2 * y^3' --wrt x,y --json"
 )
 def hessian(common: Common, of: _OF = None, wrt: _WRT = []) -> None:  # noqa: B006
     """Print the Hessian of a scalar output: the block ∂²of/∂a∂b for each pair of --wrt variables."""
@@ -461,7 +462,7 @@ def hessian(common: Common, of: _OF = None, wrt: _WRT = []) -> None:  # noqa: B0
 
 
 @command(
-    "  gradcalc jvp samples/doubling.eq --of y --wrt x --tangent '[1, 0, 0]'\n\n"
+    "  gradcalc jvp -e 'x = [1, 2, 3]; y = x^2' --of y --wrt x --tangent '[1, 0, 0]'\n\n"
     "  gradcalc jvp -e 'y = x^2 * sin(x)' --set x=2 --wrt x --tangent 1"
 )
 def jvp(
@@ -486,10 +487,10 @@ class Terms(str, Enum):
 
 
 @command(
-    "  gradcalc diff samples/neuron.eq --of L --wrt w1\n\n"
+    "  gradcalc diff -e 'a = 2; w = 3; L = (w*a - 1)^2' --of L --wrt w\n\n"
     "  gradcalc diff -e 'y = x^2 * sin(x)' --wrt x\n\n"
     "  gradcalc diff -e 'y = x^2 * sin(x)' --wrt x --order 2 --latex\n\n"
-    "  gradcalc diff samples/neuron.eq --wrt a --in-terms-of intermediates --json"
+    "  gradcalc diff -e 'a = 2; h = tanh(3*a); L = h^2' --wrt a --in-terms-of intermediates --json"
 )
 def diff(
     common: Common,
@@ -532,17 +533,18 @@ _SUFFIXES = {".dot": Format.dot, ".gv": Format.dot, ".mmd": Format.mermaid, ".me
 
 
 @command(
-    "  gradcalc graph samples/neuron.eq\n\n"
-    "  gradcalc graph samples/neuron.eq --format dot -o neuron.dot\n\n"
-    "  gradcalc graph samples/neuron.eq --format svg -o neuron.svg   (needs Graphviz)\n\n"
-    "  gradcalc graph samples/doubling.eq --of y --format mermaid"
+    "  gradcalc graph -e 'a = 2; w = 3; L = (w*a - 1)^2'\n\n"
+    "  gradcalc graph -e 'a = 2; w = 3; L = (w*a - 1)^2' -o graph.dot       (the format from the suffix)\n\n"
+    "  gradcalc graph -e 'a = 2; w = 3; L = (w*a - 1)^2' --format mermaid\n\n"
+    "  gradcalc graph net.eq -o graph.svg        (net.eq: a file of your own; needs Graphviz)\n\n"
+    "  gradcalc graph net.eq --format png > graph.png"
 )
 def graph(
     common: Common,
     of: _OF = None,
     format_: Annotated[Optional[Format], typer.Option(
-        "--format", help="tree (for people), dot or mermaid (text), svg or png (drawn by Graphviz) [default: "
-        "from -o's suffix, .dot .gv .mmd .svg .png; else tree].", show_default=False)] = None,
+        "--format", help="tree (for people), dot or mermaid (text), svg or png (drawn by Graphviz). "
+        "Default: the one -o's suffix names (.dot .gv .mmd .svg .png), else tree.", show_default=False)] = None,
     output: Annotated[Optional[str], typer.Option(
         "--output", "-o", metavar="FILE", help="Write to FILE instead of standard output ('-': standard output, "
         "even a PNG to a terminal).")] = None,
@@ -609,8 +611,8 @@ def _write(data: bytes, path: str | None) -> None:
 
 
 @command(
-    "  gradcalc explain samples/neuron.eq --of L --wrt a\n\n"
-    "  gradcalc explain samples/doubling.eq --of y --wrt x --json"
+    "  gradcalc explain -e 'a = 2; b = 3*a; c = a^2; L = b*c' --of L --wrt a\n\n"
+    "  gradcalc explain -e 'a = 2; b = 3*a; c = a^2; L = b*c' --of L --wrt a --json"
 )
 def explain(
     common: Common,
@@ -634,10 +636,10 @@ def explain(
 
 
 @command(
-    "  gradcalc check samples/neuron.eq --claim 'dL/dw1 = -w3*a' --claim 'dL/da = 2.5'\n\n"
-    "  gradcalc check samples/neuron.eq samples/answers.txt      (one claim per line)\n\n"
-    "  gradcalc check samples/homework.eq                        (its own check statements)\n\n"
-    "  gradcalc check samples/neuron.eq samples/submissions/ -j 2 --json   (grade a folder)"
+    "  gradcalc check -e 'a = 2; w = 3; L = (w*a - 1)^2' --claim 'dL/dw = 2*(w*a - 1)*a' --claim 'dL/da = 30'\n\n"
+    "  gradcalc check net.eq answers.txt          (net.eq: a program file; answers.txt: a claim per line)\n\n"
+    "  gradcalc check homework.eq                 (a program with its own check statements)\n\n"
+    "  gradcalc check key.eq submissions/ -j 2 --json   (grade a folder of answers files)"
 )
 def check(
     common: Common,
@@ -714,8 +716,9 @@ def check(
 
 
 @command(
-    "  gradcalc gradcheck samples/neuron.eq\n\n"
-    "  gradcalc gradcheck samples/neuron_tensor.eq --wrt w1,a   (a tensor output: its whole Jacobian)\n\n"
+    "  gradcalc gradcheck -e 'x = [0.5, 1.5]; L = sum(x^3 * log(x))'\n\n"
+    "  gradcalc gradcheck -e 'W = randn(2, 3); x = [1, 2, 3]; y = tanh(W @ x)' --wrt W   (a tensor output: its "
+    "whole Jacobian)\n\n"
     "  gradcalc gradcheck -e 'x = [0.5, 1.5]; L = sum(x^3 * log(x))' --order 2 --json"
 )
 def gradcheck(
