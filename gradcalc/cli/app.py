@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from enum import Enum
 from functools import cached_property
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 import typer.core
@@ -29,11 +29,16 @@ from ..errors import (
 )
 from .output import Output
 
+if TYPE_CHECKING:  # types only: the grad and eval paths do not load the checking modules
+    from ..errors import Source
+    from ..language.syntax import Claim
+    from ..tools.homework.check import Unreadable
+
 EXIT_OK, EXIT_WRONG, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader closed the pipe
 
 # Click's base error, whether Typer vendors Click (0.26+) or depends on it.
-_ClickError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_ClickError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
 class _Group(typer.core.TyperGroup):
@@ -694,7 +699,8 @@ def check(
         if totals["passed"] != totals["submissions"]:
             raise typer.Exit(EXIT_WRONG)
         return
-    groups = [C.parse_claim_option(text) for text in claim]
+    groups: list[tuple[list[Claim] | list[Claim | Unreadable], Source]] = \
+        [C.parse_claim_option(text) for text in claim]
     if answers:
         groups.append(C.read_claims(answers[0], common.file_limit))
     if not groups:
