@@ -354,7 +354,7 @@ def _views() -> Any:
 def _complete_names(ctx: typer.Context, incomplete: str) -> list[str]:
     """Shell completion of --of and --wrt: the program's variables, from FILE or -e (parsed, not run)."""
     try:
-        from ..files import read_text
+        from ..files import parse_size, read_text
         from ..language import syntax as S
         from ..program.api import Program
 
@@ -363,7 +363,7 @@ def _complete_names(ctx: typer.Context, incomplete: str) -> list[str]:
         if expr is not None:
             text = expr.replace("\\n", "\n")
         elif file and file != "-":
-            text = read_text(file, 10 * 2**20)
+            text = read_text(file, parse_size(ctx.params.get("max_file_size") or "10M", "--max-file-size"))
         else:
             return []
         program = Program(text)

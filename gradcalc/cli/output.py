@@ -91,6 +91,8 @@ _LINE_END = re.compile(r"(?: |\x1b\[[0-9;]*m)*$")
 def _trimmed(line: str) -> str:
     """The line without the spaces at its end; style codes there are kept (they close what the line opened)."""
     text = line.rstrip("\n")
+    if "\x1b" not in text:  # no colour (most pipes): the spaces alone
+        return text.rstrip(" ") + line[len(text):]
     end = _LINE_END.search(text)
     assert end is not None  # the pattern matches the empty string at the end
     return text[:end.start()] + end.group().replace(" ", "") + line[len(text):]

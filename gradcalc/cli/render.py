@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from functools import cached_property
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -86,7 +87,6 @@ def grad_view(run: Run, result: Gradients, full: bool = False) -> RenderableType
     rows = []
     for name, g in result.grads.items():
         node = run.node(name, prefer_leaf=True)
-        # below a tensor's rows, not after its last: the rows stay aligned
         note = f"(no path from {of})" if name in result.no_path else ""
         rows.append([name, shape_text(node.value.shape), Shown(node.value, full), Shown(g, full, note)])
     table = FittedTable((("variable", "left"), ("shape", "left"), ("value", "right"), (column, "right")), rows)
@@ -99,11 +99,17 @@ class Shown:
     def __init__(self, value: Any, full: bool, note: str = "") -> None:
         self.value, self.full, self.note = value, full, note
 
+    @cached_property
+    def whole(self) -> str:
+        """The text at its own width (formatted once: a table may be laid out more than once)."""
+        text = B.format_value(self.value, self.full)
+        if self.note:  # below a tensor's rows, not after its last: the rows stay aligned
+            text += ("\n" if "\n" in text else "  ") + self.note
+        return text
+
     def text(self, width: int | None = None) -> str:
         """The text, its lines re-wrapped to width where they are longer (NumPy's wrapping, narrower)."""
-        text = B.format_value(self.value, self.full)
-        if self.note:
-            text += ("\n" if "\n" in text else "  ") + self.note
+        text = self.whole
         if width is None or _widest(text) <= width:
             return text
         return "\n".join(line for row in _rows(text.split("\n")) for line in _wrapped(row, width))
@@ -155,27 +161,31 @@ class FittedTable:
     def __init__(self, columns: tuple[tuple[str, str], ...], rows: list[list[Any]]) -> None:
         self.columns, self.rows = columns, rows
 
-    def _table(self, moved: set[int]) -> Table:
-        table = _table(*self.columns)
-        for i, row in enumerate(self.rows):
-            table.add_row(*[(Text("(below)", style="dim") if i in moved else cell.text())
-                            if isinstance(cell, Shown) else cell for cell in row])
-        return table
+    def _cells(self, moved: set[int]) -> list[list[Any]]:
+        return [[(Text("(below)", style="dim") if i in moved else cell.whole) if isinstance(cell, Shown) else cell
+                 for cell in row] for i, row in enumerate(self.rows)]
+
+    def _width(self, cells: list[list[Any]]) -> int:
+        """The table's width unwrapped: its widest cell in each column, and two spaces between columns (what
+        Rich lays out for _table's tables; measured here, as Rich's measuring took longer than drawing)."""
+        widest = [max([_widest(title), *(_widest(row[j]) for row in cells)]) for j, (title, _) in
+                  enumerate(self.columns)]
+        return sum(widest) + 2 * (len(widest) - 1)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        from rich.measure import Measurement
-
         width = options.max_width
-        unbounded = options.update(max_width=10**6)  # Measurement.get clamps what it reports to max_width
         moved: set[int] = set()
-        table = self._table(moved)
-        while Measurement.get(console, unbounded, table).maximum > width:
-            widths = {i: max(_widest(cell.text()) for cell in row if isinstance(cell, Shown))
+        cells = self._cells(moved)
+        while self._width(cells) > width:
+            widths = {i: max(_widest(cell.whole) for cell in row if isinstance(cell, Shown))
                       for i, row in enumerate(self.rows) if i not in moved and _tensors(row)}
             if not widths:  # only numbers left: nothing more can move
                 break
             moved.add(max(widths, key=widths.__getitem__))
-            table = self._table(moved)
+            cells = self._cells(moved)
+        table = _table(*self.columns)
+        for row in cells:
+            table.add_row(*row)
         yield table
         if moved:
             yield Text("")
@@ -191,8 +201,11 @@ def _tensors(row: list[Any]) -> bool:
     return any(isinstance(cell, Shown) and getattr(cell.value, "ndim", 0) > 0 for cell in row)
 
 
-def _widest(text: str) -> int:
-    return max(map(len, text.split("\n")))
+def _widest(text: str | Text) -> int:
+    """The width of a cell's widest line, in terminal columns."""
+    from rich.cells import cell_len
+
+    return max(map(cell_len, (text.plain if isinstance(text, Text) else text).split("\n")))
 
 
 ROWS_SHOWN, COLUMNS_SHOWN, EDGE = 24, 10, 3
@@ -240,14 +253,14 @@ class FoldedMatrix:
         return table
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        from rich.measure import Measurement
-
-        unbounded = options.update(max_width=10**6)  # Measurement.get clamps what it reports to max_width
+        # Each column's width (its widest cell), measured once; a block takes columns while they fit.
+        label = max(map(_widest, ["", *self.rows]))
+        widths = [max(_widest(title), *(_widest(row[j]) for row in self.cells)) for j, title in enumerate(self.columns)]
         first = 0
         while first < len(self.columns):
-            end = first + 1  # at least one column a block, fitting or not
-            while end < len(self.columns) and \
-                    Measurement.get(console, unbounded, self.table(first, end + 1)).maximum <= options.max_width:
+            end, used = first + 1, label + 2 + widths[first]  # at least one column a block, fitting or not
+            while end < len(self.columns) and used + 2 + widths[end] <= options.max_width:
+                used += 2 + widths[end]
                 end += 1
             if first:
                 yield Text("")
