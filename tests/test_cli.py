@@ -656,11 +656,23 @@ def test_loaded_value_is_a_leaf_that_set_replaces(data_folder) -> None:
 
 # --- version, help, exit codes, python -m ---------------------------------------------------------------------
 
-def test_version() -> None:
-    result = run_cli("--version")
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version(flag: str) -> None:
+    """`gradcalc X.Y.Z` and exit 0, as the installed package's metadata says (one source: __version__)."""
+    result = run_cli(flag)
     assert result.exit_code == EXIT_OK
-    assert importlib.metadata.version("gradcalc") in result.stdout
-    assert "gradcalc" in result.stdout
+    assert result.stdout == f"gradcalc {importlib.metadata.version('gradcalc')}\n"
+    assert result.stdout == f"gradcalc {gradcalc.__version__}\n"
+    assert result.stderr == ""
+
+
+def test_the_package_version_is_read_from_one_place() -> None:
+    """pyproject.toml takes the version from gradcalc/__init__.py: the wheel and --version cannot disagree."""
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    assert project["tool"]["hatch"]["version"]["path"] == "gradcalc/__init__.py"
 
 
 def command_names() -> list[str]:
@@ -792,7 +804,7 @@ def test_top_level_help_lists_every_command_and_a_typo_gets_a_suggestion() -> No
     words = set(listed.split())  # an unknown function's error says the builtins are listed here: they are
     assert "functions:" in words and all(name in words or f"{name};" in words for name in BUILTINS), listed
     typo = _process("grd", "samples/neuron.eq")
-    assert typo.returncode == 2 and "Did you mean 'grad'?" in typo.stderr
+    assert typo.returncode == 2 and "hint: did you mean 'grad'?" in typo.stderr
     own = _process("grad", "--help").stdout
     assert "gradcalc grad [OPTIONS]" in own and "--wrt" in own
 

@@ -749,14 +749,15 @@ def test_svg_is_written_to_a_file(tmp_path: Any) -> None:
 
 
 @needs_dot
-def test_png_needs_a_file_and_writes_one(tmp_path: Any) -> None:
-    result = run_cli("graph", NEURON, "--format", "png")
-    assert_bad_input(result)
-    assert "-o" in result.stderr, result.stderr
+def test_png_goes_to_a_file_or_a_pipe(tmp_path: Any) -> None:
+    """A PNG to standard output that is not a terminal (as here) is written; on a terminal it is refused
+    (tests/test_shell.py)."""
     target = tmp_path / "neuron.png"
     written = run_cli("graph", NEURON, "--format", "png", "-o", target)
     assert written.exit_code == EXIT_OK, written.output
     assert target.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    piped = run_cli("graph", NEURON, "--format", "png")
+    assert piped.exit_code == EXIT_OK and piped.stdout.startswith("\ufffdPNG"), piped.output  # bytes, read as text
 
 
 @pytest.mark.parametrize("kind", ["svg", "png"])

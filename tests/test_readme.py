@@ -46,6 +46,54 @@ def test_readme_example_is_real_output(command: str, shown: str) -> None:
         "python tests/test_readme.py --update"
 
 
+# --- the Python API session: every `>>>` line runs, and prints what the README says it prints -----------------------
+
+SESSION = re.compile(r"```pycon\n(.*?)```", re.DOTALL)
+
+
+@pytest.mark.parametrize("number", range(len(SESSION.findall(README.read_text(encoding="utf-8")))))
+def test_readme_python_session_is_true(number: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import doctest
+
+    text = SESSION.findall(README.read_text(encoding="utf-8"))[number]
+    monkeypatch.chdir(ROOT)  # the session opens samples/ as a reader in this folder would
+    test = doctest.DocTestParser().get_doctest(text, {}, f"README.md session {number + 1}", str(README), 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    failures: list[str] = []
+    runner.run(test, out=failures.append)
+    assert runner.failures == 0 and test.examples, "".join(failures)
+
+
+def test_readme_has_a_python_session() -> None:
+    assert "run.grad(" in "".join(SESSION.findall(README.read_text(encoding="utf-8")))
+
+
+# --- the front door: two commands that work on a PEP 668 system, the second the one CI runs -------------------------
+
+def quick_start() -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    block = re.search(r"## Quick start\n.*?```sh\n(.*?)```", text, re.DOTALL)
+    assert block, "no sh block in the Quick start"
+    return [line.split("  #")[0].strip() for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_quick_start_is_two_commands_in_a_virtual_environment() -> None:
+    """Debian's and Ubuntu's Python refuse `pip install` outside a virtual environment (PEP 668)."""
+    install, tests = quick_start()
+    for command in (install, tests):
+        steps = [step.strip() for step in command.split("&&")]
+        assert steps[0] == "python3 -m venv .venv" and steps[1] == ". .venv/bin/activate", command
+        assert steps[2].startswith("pip install "), command
+    assert install.endswith("pip install . && gradcalc grad samples/neuron.eq")
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    """.ci/run makes its own virtual environment, then runs what the README's second command runs in one."""
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1]
+    _, tests = quick_start()
+    assert tests.endswith(" && " + ci), (tests, ci)
+
+
 def update() -> None:
     text = README.read_text(encoding="utf-8")
     text = BLOCK.sub(lambda m: f"```console\n$ {m.group(1)}\n{run_example(m.group(1)).rstrip()}\n```", text)

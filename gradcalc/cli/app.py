@@ -7,13 +7,14 @@ written (JSON or text) is decided in another, the command's `Output` (output.py)
 import functools
 import inspect
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from enum import Enum
 from functools import cached_property
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 import typer.core
@@ -28,28 +29,86 @@ from ..errors import (
 )
 from .output import Output
 
+if TYPE_CHECKING:  # types only: the grad and eval paths do not load the checking modules
+    from ..errors import Source
+    from ..language.syntax import Claim
+    from ..tools.homework.check import Unreadable
+
 EXIT_OK, EXIT_WRONG, EXIT_BAD_INPUT, EXIT_BUG = 0, 1, 2, 3
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader closed the pipe
 
 # Click's base error, whether Typer vendors Click (0.26+) or depends on it.
-_ClickError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_ClickError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
 class _Group(typer.core.TyperGroup):
-    """Usage errors (a bad option value) become JSON too when --json is given."""
+    """The root command. Click runs without its own error handling (standalone_mode=False), so that
+    `_guarded` reports a usage error (an unknown option, a missing value, a bad choice) as it reports
+    every other error: `error:` and a hint, or with --json one JSON error document; exit 2."""
 
     def main(self, args: Any = None, *positional: Any, **kwargs: Any) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
-        if "--json" not in argv or kwargs.get("standalone_mode") is False:
+        if kwargs.get("standalone_mode") is False:
             return super().main(argv, *positional, **kwargs)
+        if not positional:  # `gradcalc` whatever the launcher (python -m, a console script): usage, completion
+            kwargs.setdefault("prog_name", "gradcalc")
+        if not argv and not os.environ.get(_COMPLETE_VAR):
+            # Nothing to do is a usage error (as rg, uv and curl treat it): the commands on stderr, exit 2;
+            # standard output and status 0 are for what was asked for (--help).
+            sys.stderr.write(_short_help(self))
+            sys.exit(EXIT_BAD_INPUT)
+        status: Any = EXIT_OK
+
+        def parse_and_run() -> None:
+            nonlocal status  # Click returns the code of typer.Exit (and of --help) instead of exiting
+            try:
+                status = super(_Group, self).main(argv, *positional, **{**kwargs, "standalone_mode": False})
+            except _ClickError as error:  # raised only while the command line is read
+                raise _usage_error(error, argv[0] if argv[0] in self.commands else None) from None
+
         try:
-            # Without standalone mode Click returns typer.Exit's code instead of exiting: exit with it.
-            status = super().main(argv, *positional, **{**kwargs, "standalone_mode": False})
-        except _ClickError as error:
-            sys.exit(Output(json=True).error(UsageError(error.format_message()), EXIT_BAD_INPUT).exit_code)
+            _guarded(Output(json="--json" in argv), parse_and_run)
+        except typer.Exit as stop:
+            sys.exit(stop.exit_code)
         except typer.Abort:
             sys.exit(130)
         sys.exit(status if isinstance(status, int) else EXIT_OK)
+
+
+_COMPLETE_VAR = "_GRADCALC_COMPLETE"  # Click's name for it: _{PROG_NAME}_COMPLETE
+
+
+def _short_help(group: Any) -> str:
+    """What bare `gradcalc` prints: how to call it, each command in a line, an example (--help has the rest)."""
+    import shutil
+    import textwrap
+
+    width = min(shutil.get_terminal_size((100, 24)).columns, 100)
+    pad = max(map(len, group.commands)) + 4
+    lines = ["usage: gradcalc COMMAND [FILE | -e PROGRAM] [OPTIONS]", "", "commands:"]
+    for name, command in group.commands.items():
+        summary = (command.help or "").strip().split("\n")[0]
+        lines += textwrap.wrap(summary, width, initial_indent=f"  {name:<{pad - 2}}", subsequent_indent=" " * pad)
+    lines += ["", "example: gradcalc grad -e 'y = x^2 * sin(x)' --set x=2", "",
+              "'gradcalc COMMAND --help' shows a command's options and examples; 'gradcalc --help' shows all.", ""]
+    return "\n".join(lines)
+
+
+def _usage_error(error: Any, command: str | None) -> UsageError:
+    """Click's usage error as gradcalc's own: its message in gradcalc's words, the way out as the hint."""
+    message = error.format_message().strip()
+    # Click appends its suggestions to the message: they are the hint.
+    found = re.search(r"\s*\(?((?:Did you mean|Possible options:)[^)]*?)\)?$", message)
+    suggestion = ""
+    if found:
+        message, suggestion = message[:found.start()], found.group(1)
+        suggestion = suggestion[0].lower() + suggestion[1:] + ("" if suggestion.endswith("?") else ";")
+    if len(message) > 1 and message[0].isupper() and message[1].islower():  # "No such option" as gradcalc words it
+        message = message[0].lower() + message[1:]
+    # Click's parser does not always say which command it was reading: the command line does.
+    path = f"gradcalc {command}" if command else "gradcalc"
+    listed = f"'{path} --help' lists the {'options' if command else 'commands'}"
+    return UsageError(message.rstrip(".").strip(), f"{suggestion} {listed}" if suggestion else listed)
 
 
 def _builtins_epilog() -> str:
@@ -65,8 +124,7 @@ app = typer.Typer(
     name="gradcalc",
     help="Gradient calculator and expression differentiator: write equations, get values, gradients and the graph.",
     epilog=_builtins_epilog(),
-    no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -293,11 +351,45 @@ def _views() -> Any:
     return render
 
 
+def _complete_names(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of --of and --wrt: the program's variables, from FILE or -e (parsed, not run)."""
+    try:
+        from ..files import parse_size, read_text
+        from ..language import syntax as S
+        from ..program.api import Program
+
+        # An option still waiting for its value (--wrt<TAB>) leaves FILE unparsed, in ctx.args.
+        expr, file = ctx.params.get("expr"), ctx.params.get("file") or next(iter(ctx.args), None)
+        if expr is not None:
+            text = expr.replace("\\n", "\n")
+        elif file and file != "-":
+            text = read_text(file, parse_size(ctx.params.get("max_file_size") or "10M", "--max-file-size"))
+        else:
+            return []
+        program = Program(text)
+        names = list(program.free_names())
+        stack: list[Any] = list(reversed(program.module.body))
+        while stack:  # in program order; a function's locals are not the program's variables
+            stmt = stack.pop()
+            if isinstance(stmt, S.Assign):
+                names.append(stmt.name)
+            elif isinstance(stmt, S.For):
+                names.append(stmt.var)
+            if not isinstance(stmt, S.FuncDef):
+                stack += reversed([*getattr(stmt, "body", []), *(getattr(stmt, "orelse", None) or [])])
+    except Exception:  # a program that does not parse (yet) has nothing to offer
+        return []
+    before, comma, last = incomplete.rpartition(",")  # --wrt w1,a<TAB>
+    return [before + comma + name for name in dict.fromkeys(names) if name.startswith(last)]
+
+
 _OF = Annotated[Optional[str], typer.Option(
-    "--of", metavar="NAME", help="The output to differentiate (default: the last variable assigned).")]
+    "--of", metavar="NAME", autocompletion=_complete_names,
+    help="The output to differentiate (default: the last variable assigned).")]
 _WRT = Annotated[list[str], typer.Option(
-    "--wrt", metavar="NAME", help="Differentiate with respect to NAME (repeatable or comma-separated; "
-    "default: every leaf). Intermediates are allowed.")]
+    "--wrt", metavar="NAME", autocompletion=_complete_names,
+    help="Differentiate with respect to NAME (repeatable or comma-separated; default: every leaf). Intermediates "
+    "are allowed.")]
 
 
 class Mode(str, Enum):
@@ -307,9 +399,9 @@ class Mode(str, Enum):
 
 
 @command(
-    "  gradcalc eval samples/neuron.eq\n\n"
+    "  gradcalc eval -e 'a = 2; w = 3; L = (w*a - 1)^2'\n\n"
     "  gradcalc eval -e 'x = linspace(0, 1, 5); y = x^2' --json\n\n"
-    "  gradcalc eval samples/neuron.eq --set a=3"
+    "  gradcalc eval net.eq --set a=3        (net.eq: a program file of your own)"
 )
 def eval_(common: Common) -> None:
     """Print every variable's value, its shape, and the operation that made it."""
@@ -320,10 +412,11 @@ def eval_(common: Common) -> None:
 
 
 @command(
-    "  gradcalc grad samples/neuron.eq\n\n"
-    "  gradcalc grad samples/neuron.eq --wrt w1,a --wrt d --json\n\n"
-    "  gradcalc grad samples/neuron_tensor.eq --vector ones\n\n"
-    "  gradcalc grad -e 'y = x^2 * sin(x)' --set x=2"
+    "  gradcalc grad -e 'a = 2; w = 3; L = (w*a - 1)^2'\n\n"
+    "  gradcalc grad -e 'a = 2; w = 3; L = (w*a - 1)^2' --wrt w --json\n\n"
+    "  gradcalc grad -e 'x = [1, 2, 3]; y = x^2' --vector ones      (a tensor output: vᵀ·J)\n\n"
+    "  gradcalc grad -e 'y = x^2 * sin(x)' --set x=2\n\n"
+    "  gradcalc grad net.eq --wrt w1,a        (net.eq: a program file of your own)"
 )
 def grad(
     common: Common,
@@ -341,9 +434,9 @@ def grad(
 
 
 @command(
-    "  gradcalc jacobian samples/doubling.eq --of y --wrt x\n\n"
+    "  gradcalc jacobian -e 'x = [1, 2, 3]; y = 2*x' --of y --wrt x\n\n"
     "  gradcalc jacobian -e 'W = randn(3, 4); b = zeros(3); x = ones(4); y = tanh(W @ x + b)' --wrt x --json\n\n"
-    "  gradcalc jacobian samples/neuron_tensor.eq --of L --wrt a --mode fwd --full"
+    "  gradcalc jacobian -e 'x = [1, 2]; y = [x[0]*x[1], x[0]^2]' --wrt x --mode fwd"
 )
 def jacobian(
     common: Common,
@@ -362,7 +455,7 @@ def jacobian(
 
 @command(
     "  gradcalc hessian -e 'x = [1, 2, 3]; L = sum(x^4) + sum(x[:-1] * x[1:])' --wrt x\n\n"
-    "  gradcalc hessian samples/neuron.eq --wrt w1,w3 --json"
+    "  gradcalc hessian -e 'x = 1.5; y = 2; L = x^2 * y^3' --wrt x,y --json"
 )
 def hessian(common: Common, of: _OF = None, wrt: _WRT = []) -> None:  # noqa: B006
     """Print the Hessian of a scalar output: the block ∂²of/∂a∂b for each pair of --wrt variables."""
@@ -374,12 +467,13 @@ def hessian(common: Common, of: _OF = None, wrt: _WRT = []) -> None:  # noqa: B0
 
 
 @command(
-    "  gradcalc jvp samples/doubling.eq --of y --wrt x --tangent '[1, 0, 0]'\n\n"
+    "  gradcalc jvp -e 'x = [1, 2, 3]; y = x^2' --of y --wrt x --tangent '[1, 0, 0]'\n\n"
     "  gradcalc jvp -e 'y = x^2 * sin(x)' --set x=2 --wrt x --tangent 1"
 )
 def jvp(
     common: Common,
-    wrt: Annotated[str, typer.Option("--wrt", metavar="NAME", help="The variable that moves.")],
+    wrt: Annotated[str, typer.Option("--wrt", metavar="NAME", autocompletion=_complete_names,
+                                     help="The variable that moves.")],
     tangent: Annotated[str, typer.Option("--tangent", metavar="V", help="Its direction v: 'ones', a number "
                                          "or a JSON array of its shape.")],
     of: _OF = None,
@@ -398,10 +492,10 @@ class Terms(str, Enum):
 
 
 @command(
-    "  gradcalc diff samples/neuron.eq --of L --wrt w1\n\n"
+    "  gradcalc diff -e 'a = 2; w = 3; L = (w*a - 1)^2' --of L --wrt w\n\n"
     "  gradcalc diff -e 'y = x^2 * sin(x)' --wrt x\n\n"
     "  gradcalc diff -e 'y = x^2 * sin(x)' --wrt x --order 2 --latex\n\n"
-    "  gradcalc diff samples/neuron.eq --wrt a --in-terms-of intermediates --json"
+    "  gradcalc diff -e 'a = 2; h = tanh(3*a); L = h^2' --wrt a --in-terms-of intermediates --json"
 )
 def diff(
     common: Common,
@@ -438,60 +532,97 @@ class Format(str, Enum):
     png = "png"
 
 
+# What -o's suffix says the format is, when --format does not.
+_SUFFIXES = {".dot": Format.dot, ".gv": Format.dot, ".mmd": Format.mermaid, ".mermaid": Format.mermaid,
+             ".svg": Format.svg, ".png": Format.png}
+
+
 @command(
-    "  gradcalc graph samples/neuron.eq\n\n"
-    "  gradcalc graph samples/neuron.eq --format dot -o neuron.dot\n\n"
-    "  gradcalc graph samples/neuron.eq --format svg -o neuron.svg   (needs Graphviz)\n\n"
-    "  gradcalc graph samples/doubling.eq --of y --format mermaid"
+    "  gradcalc graph -e 'a = 2; w = 3; L = (w*a - 1)^2'\n\n"
+    "  gradcalc graph -e 'a = 2; w = 3; L = (w*a - 1)^2' -o graph.dot       (the format from the suffix)\n\n"
+    "  gradcalc graph -e 'a = 2; w = 3; L = (w*a - 1)^2' --format mermaid\n\n"
+    "  gradcalc graph net.eq -o graph.svg        (net.eq: a file of your own; needs Graphviz)\n\n"
+    "  gradcalc graph net.eq --format png > graph.png"
 )
 def graph(
     common: Common,
     of: _OF = None,
-    format_: Annotated[Format, typer.Option("--format", help="tree (for people), dot or mermaid (text), "
-                                            "svg or png (drawn by Graphviz).")] = Format.tree,
-    output: Annotated[Optional[str], typer.Option("--output", "-o", metavar="FILE",
-                                                  help="Write to FILE instead of standard output.")] = None,
+    format_: Annotated[Optional[Format], typer.Option(
+        "--format", help="tree (for people), dot or mermaid (text), svg or png (drawn by Graphviz). "
+        "Default: the one -o's suffix names (.dot .gv .mmd .svg .png), else tree.", show_default=False)] = None,
+    output: Annotated[Optional[str], typer.Option(
+        "--output", "-o", metavar="FILE", help="Write to FILE instead of standard output ('-': standard output, "
+        "even a PNG to a terminal).")] = None,
 ) -> None:
     """Print the computation graph: each variable's grad_fn, value and gradient; each edge's local derivative."""
     from . import drawing
 
+    kind = _graph_format(format_, output, common.json)  # a contradiction is refused before the program runs
     run = _run(common, keep_values=True)
     view = run.graph(of)
 
-    def shown() -> Any:  # the tree (Rich), dot or mermaid text, or a picture: any but the tree to -o's file
-        if format_ is Format.tree:
-            if output is not None:
-                raise UsageError("-o writes --format dot, mermaid, svg or png", "drop -o, or pick a --format")
+    def shown() -> Any:  # the tree (Rich) on standard output, or the bytes of a file format where -o says
+        if kind is Format.tree:
             return _views().graph_tree(view)
-        data: str | bytes = {"dot": drawing.dot, "mermaid": drawing.mermaid}[format_.value](view) \
-            if format_ in (Format.dot, Format.mermaid) else drawing.picture(view, format_.value)
-        return _write(data, output, format_.value)
+        data = {"dot": drawing.dot, "mermaid": drawing.mermaid}[kind.value](view).encode("utf-8") \
+            if kind in (Format.dot, Format.mermaid) else drawing.picture(view, kind.value)
+        _write(data, output)
 
     common.out.result(lambda: drawing.view_json(view), shown)
 
 
-def _write(data: str | bytes, path: str | None, kind: str) -> str | None:
-    """The text for standard output, or None once data is written to path."""
-    if path is None:
-        if isinstance(data, bytes) and kind == "png":
-            raise UsageError("a PNG is binary: it needs a file", "add -o graph.png")
-        return data if isinstance(data, str) else data.decode("utf-8")
+def _graph_format(given: Format | None, output: str | None, json: bool) -> Format:
+    """The format --format gives or -o's suffix implies; a UsageError where the flags contradict each other."""
+    if json and (given is not None or output is not None):
+        flag = f"--format {given.value}" if given is not None else f"-o {output}"
+        raise UsageError(f"--json and {flag} do not combine: --json prints the graph as one JSON document",
+                         "drop --json for the graph as a file format, or drop " + flag.split(maxsplit=1)[0] +
+                         " for the JSON (redirect it to keep it: > graph.json)")
+    to_file = output not in (None, "-")
+    if given is Format.tree and to_file:
+        raise UsageError("-o writes --format dot, mermaid, svg or png: the tree is for the terminal",
+                         "drop -o, or pick another --format")
+    suffix = os.path.splitext(output)[1].lower() if output is not None and to_file else ""
+    implied = _SUFFIXES.get(suffix)
+    if given is not None and implied is not None and implied is not given:
+        raise UsageError(f"--format {given.value} contradicts -o {output}: a {suffix} file is {implied.value}",
+                         f"drop --format, or name the file for {given.value}")
+    kind = given or implied or Format.tree
+    if kind is Format.tree and to_file:
+        raise UsageError(f"cannot tell the format of -o {output} from its suffix",
+                         "name the file .dot, .gv, .mmd, .svg or .png, or give --format")
+    if kind is Format.png and output is None and sys.stdout.isatty():  # as curl: binary is not shown on a screen
+        raise UsageError("a PNG is binary: it is not written to a terminal",
+                         "redirect it (> graph.png), write it with -o graph.png, or force it with -o -")
+    return kind
+
+
+def _write(data: bytes, path: str | None) -> None:
+    """A file format's bytes to path, or to standard output (None or '-'): the same bytes either way."""
+    if path in (None, "-"):
+        sys.stdout.flush()
+        stream = getattr(sys.stdout, "buffer", None)
+        if stream is None:  # a text-only stream (an embedding): text formats only
+            sys.stdout.write(data.decode("utf-8"))
+            return
+        stream.write(data)
+        stream.flush()
+        return
     try:
         with open(path, "wb") as handle:
-            handle.write(data.encode("utf-8") if isinstance(data, str) else data)
+            handle.write(data)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}", "check the folder exists and is writable") from None
-    return None
 
 
 @command(
-    "  gradcalc explain samples/neuron.eq --of L --wrt a\n\n"
-    "  gradcalc explain samples/doubling.eq --of y --wrt x --json"
+    "  gradcalc explain -e 'a = 2; b = 3*a; c = a^2; L = b*c' --of L --wrt a\n\n"
+    "  gradcalc explain -e 'a = 2; b = 3*a; c = a^2; L = b*c' --of L --wrt a --json"
 )
 def explain(
     common: Common,
-    wrt: Annotated[list[str], typer.Option("--wrt", metavar="NAME", help="The variable whose gradient to explain "
-                                           "(one).")],
+    wrt: Annotated[list[str], typer.Option("--wrt", metavar="NAME", autocompletion=_complete_names,
+                                           help="The variable whose gradient to explain (one).")],
     of: _OF = None,
     max_paths: Annotated[int, typer.Option(min=1, help="List the paths one by one up to this many; "
                                            "past it, group them by the variables that use --wrt.")] = 24,
@@ -510,10 +641,10 @@ def explain(
 
 
 @command(
-    "  gradcalc check samples/neuron.eq --claim 'dL/dw1 = -w3*a' --claim 'dL/da = 2.5'\n\n"
-    "  gradcalc check samples/neuron.eq samples/answers.txt      (one claim per line)\n\n"
-    "  gradcalc check samples/homework.eq                        (its own check statements)\n\n"
-    "  gradcalc check samples/neuron.eq samples/submissions/ -j 2 --json   (grade a folder)"
+    "  gradcalc check -e 'a = 2; w = 3; L = (w*a - 1)^2' --claim 'dL/dw = 2*(w*a - 1)*a' --claim 'dL/da = 30'\n\n"
+    "  gradcalc check net.eq answers.txt          (net.eq: a program file; answers.txt: a claim per line)\n\n"
+    "  gradcalc check homework.eq                 (a program with its own check statements)\n\n"
+    "  gradcalc check key.eq submissions/ -j 2 --json   (grade a folder of answers files)"
 )
 def check(
     common: Common,
@@ -568,7 +699,8 @@ def check(
         if totals["passed"] != totals["submissions"]:
             raise typer.Exit(EXIT_WRONG)
         return
-    groups = [C.parse_claim_option(text) for text in claim]
+    groups: list[tuple[list[Claim] | list[Claim | Unreadable], Source]] = \
+        [C.parse_claim_option(text) for text in claim]
     if answers:
         groups.append(C.read_claims(answers[0], common.file_limit))
     if not groups:
@@ -590,16 +722,17 @@ def check(
 
 
 @command(
-    "  gradcalc gradcheck samples/neuron.eq\n\n"
-    "  gradcalc gradcheck samples/neuron_tensor.eq --wrt w1,a   (a tensor output: its whole Jacobian)\n\n"
+    "  gradcalc gradcheck -e 'x = [0.5, 1.5]; L = sum(x^3 * log(x))'\n\n"
+    "  gradcalc gradcheck -e 'W = randn(2, 3); x = [1, 2, 3]; y = tanh(W @ x)' --wrt W   (a tensor output: its "
+    "whole Jacobian)\n\n"
     "  gradcalc gradcheck -e 'x = [0.5, 1.5]; L = sum(x^3 * log(x))' --order 2 --json"
 )
 def gradcheck(
     common: Common,
     of: _OF = None,
-    wrt: Annotated[list[str], typer.Option("--wrt", metavar="NAME", help="Leaves to move (repeatable or "
-                                          "comma-separated; default: every leaf the output depends on "
-                                          "differentiably).")] = [],  # noqa: B006
+    wrt: Annotated[list[str], typer.Option("--wrt", metavar="NAME", autocompletion=_complete_names,
+                                           help="Leaves to move (repeatable or comma-separated; default: every "
+                                           "leaf the output depends on differentiably).")] = [],  # noqa: B006
     eps: Annotated[Optional[float], typer.Option(help="The step of the central differences "
                                                  "[default: 1e-6; 1e-3 in float32].", show_default=False)] = None,
     rtol: Annotated[Optional[float], typer.Option(help="Relative tolerance [default: 1e-3; 1e-2 in float32].",
@@ -668,7 +801,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main_options(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+    version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
 ) -> None:
     """gradcalc: values, gradients and derivatives of equation programs, from the shell."""

@@ -111,7 +111,7 @@ def picture(view: View, kind: str) -> bytes:
 
 def view_json(view: View) -> dict[str, Any]:
     """The SPEC's {"nodes": [...], "edges": [...]}; past VIEW_LIMIT nodes, summaries and "total_nodes" too."""
-    doc = {
+    doc: dict[str, Any] = {
         "of": view.of,
         "nodes": [_node_json(n) for n in view.nodes],
         "edges": [{"from": e.source, "to": e.target, "derivative": e.text,

@@ -7,13 +7,17 @@ and warnings are lines of text.
 """
 
 import io
+import re
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import typer
 
 from ..errors import GradcalcError, Interrupted, error_json, error_text
+
+if TYPE_CHECKING:  # Rich is imported only when a person reads the output
+    from rich.console import Console
 
 
 class Output:
@@ -68,16 +72,36 @@ class Output:
 
 def _print(view: Any) -> None:
     """A Rich view on standard output, fitted to a terminal or whole when piped."""
-    from rich.console import Console
-
     from .render import Inert
 
     shown = Inert(view)
-    # markup=False: values and claims are shown as they are; '[nan, 2]' is not a style tag.
     if sys.stdout.isatty():
-        Console(soft_wrap=False, markup=False).print(shown)
+        console(sys.stdout).print(shown)
         return
     # Piped: no width to fit (a wide matrix stays whole) and no padding at line ends, so output diffs cleanly.
-    console = Console(soft_wrap=False, width=100_000, record=True, file=io.StringIO(), markup=False)
-    console.print(shown)
-    sys.stdout.write("\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n")
+    captured = io.StringIO()
+    console(captured, width=100_000).print(shown)
+    sys.stdout.write("".join(_trimmed(line) for line in captured.getvalue().splitlines(True)))
+
+
+# A line's end: padding, and with FORCE_COLOR the style codes around it (Rich pads inside a cell's style).
+_LINE_END = re.compile(r"(?: |\x1b\[[0-9;]*m)*$")
+
+
+def _trimmed(line: str) -> str:
+    """The line without the spaces at its end; style codes there are kept (they close what the line opened)."""
+    text = line.rstrip("\n")
+    if "\x1b" not in text:  # no colour (most pipes): the spaces alone
+        return text.rstrip(" ") + line[len(text):]
+    end = _LINE_END.search(text)
+    assert end is not None  # the pattern matches the empty string at the end
+    return text[:end.start()] + end.group().replace(" ", "") + line[len(text):]
+
+
+def console(file: TextIO, width: int | None = None) -> "Console":
+    """The one Rich console gradcalc prints through. Colour is Rich's to decide from the environment, as it
+    documents: NO_COLOR turns colour off, FORCE_COLOR (non-empty) turns it on even in a pipe, TERM=dumb off."""
+    from rich.console import Console
+
+    # markup=False: values and claims are shown as they are; '[nan, 2]' is not a style tag.
+    return Console(file=file, width=width, soft_wrap=False, markup=False)

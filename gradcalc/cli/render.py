@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from functools import cached_property
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -45,12 +46,13 @@ def _kind(run: Run, name: str, node: Node) -> str:
     return node.grad_fn or ("constant" if not node.requires_grad else "leaf")
 
 
-def _table(*columns: tuple[str, str], wrap_last: bool = False) -> Table:
+def _table(*columns: tuple[str, str], wrap_last: bool = False, words: bool = False) -> Table:
     """A table for people. wrap_last: its last column is words (a note, a result) that wrap to fit a
-    terminal, so that a narrow one still shows every claim, verdict and number of the others whole."""
+    terminal, so that a narrow one still shows every claim, verdict and number of the others whole.
+    words: every column may wrap between words (an index [2, 3], a title), never inside one (a number)."""
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     for i, (title, justify) in enumerate(columns):
-        wraps = wrap_last and i == len(columns) - 1
+        wraps = words or (wrap_last and i == len(columns) - 1)
         table.add_column(title, justify=justify, no_wrap=not wraps)  # type: ignore[arg-type]
     return table
 
@@ -68,9 +70,9 @@ def _loop_notes(run: Run) -> list[Text]:
 
 def values_view(run: Run, full: bool = False) -> RenderableType:
     """`eval`: every variable's value, shape and how it was made."""
-    table = _table(("variable", "left"), ("shape", "left"), ("value", "right"), ("made by", "left"))
-    for name, node in run.frame.items():
-        table.add_row(name, shape_text(node.value.shape), B.format_value(node.value, full), _kind(run, name, node))
+    rows = [[name, shape_text(node.value.shape), Shown(node.value, full), _kind(run, name, node)]
+            for name, node in run.frame.items()]
+    table = FittedTable((("variable", "left"), ("shape", "left"), ("value", "right"), ("made by", "left")), rows)
     return Group(table, *_loop_notes(run))
 
 
@@ -82,14 +84,128 @@ def grad_view(run: Run, result: Gradients, full: bool = False) -> RenderableType
     if result.value.shape:
         heading.append(f"   (shape {shape_text(result.value.shape)})", style="dim")
     column = f"vᵀ·∂{of}/∂variable" if result.vector is not None else f"∂{of}/∂variable"
-    table = _table(("variable", "left"), ("shape", "left"), ("value", "right"), (column, "right"))
+    rows = []
     for name, g in result.grads.items():
         node = run.node(name, prefer_leaf=True)
-        shown = B.format_value(g, full)
-        if name in result.no_path:  # below a tensor's rows, not after its last: the rows stay aligned
-            shown += ("\n" if "\n" in shown else "  ") + f"(no path from {of})"
-        table.add_row(name, shape_text(node.value.shape), B.format_value(node.value, full), shown)
+        note = f"(no path from {of})" if name in result.no_path else ""
+        rows.append([name, shape_text(node.value.shape), Shown(node.value, full), Shown(g, full, note)])
+    table = FittedTable((("variable", "left"), ("shape", "left"), ("value", "right"), (column, "right")), rows)
     return Group(heading, Text(""), table, *_loop_notes(run))
+
+
+class Shown:
+    """A value in a table cell: its text as format_value writes it, and a note after it."""
+
+    def __init__(self, value: Any, full: bool, note: str = "") -> None:
+        self.value, self.full, self.note = value, full, note
+
+    @cached_property
+    def whole(self) -> str:
+        """The text at its own width (formatted once: a table may be laid out more than once)."""
+        text = B.format_value(self.value, self.full)
+        if self.note:  # below a tensor's rows, not after its last: the rows stay aligned
+            text += ("\n" if "\n" in text else "  ") + self.note
+        return text
+
+    def text(self, width: int | None = None) -> str:
+        """The text, its lines re-wrapped to width where they are longer (NumPy's wrapping, narrower)."""
+        text = self.whole
+        if width is None or _widest(text) <= width:
+            return text
+        return "\n".join(line for row in _rows(text.split("\n")) for line in _wrapped(row, width))
+
+
+def _rows(lines: list[str]) -> list[str]:
+    """NumPy's lines joined back into rows: a row it wrapped goes on after a comma, indented past its brackets."""
+    rows: list[str] = []
+    lead = 0
+    for line in lines:
+        previous = rows[-1].rstrip() if rows else ""
+        starts = not previous.endswith(",") or previous.endswith("],") or previous.strip() == "...," or \
+            line.lstrip().startswith("[") or not line.strip()
+        if starts:
+            rows.append(line)
+            lead = _lead(line)
+        else:
+            rows[-1] += " " + line[lead:]
+    return rows
+
+
+def _lead(line: str) -> int:
+    """How far a row's numbers are indented: its spaces and opening brackets (a number's padding is its own)."""
+    return len(line) - len(line.lstrip(" ").lstrip("["))
+
+
+def _wrapped(line: str, width: int) -> list[str]:
+    """A row of numbers as lines of at most width characters, broken after a comma as NumPy breaks it: the
+    continuation indented past the brackets, each number whole (padded as format_value padded it)."""
+    if len(line) <= width:
+        return [line]
+    lead = " " * _lead(line)
+    pieces = line.split(", ")
+    lines, current = [], pieces[0]
+    for piece in pieces[1:]:
+        if len(current) + 2 + len(piece) + 1 <= width:  # room for ", piece" and the comma after it
+            current += ", " + piece
+        else:
+            lines.append(current + ",")
+            current = lead + piece
+    return [*lines, current]
+
+
+class FittedTable:
+    """A table of values that fits the width it is drawn at. Where it would not, the rows with the widest
+    tensors show "(below)" and their values follow the table, one under another, wrapped to the width as
+    NumPy wraps rows: a number is never cut. Piped output has no width to fit and is drawn whole."""
+
+    def __init__(self, columns: tuple[tuple[str, str], ...], rows: list[list[Any]]) -> None:
+        self.columns, self.rows = columns, rows
+
+    def _cells(self, moved: set[int]) -> list[list[Any]]:
+        return [[(Text("(below)", style="dim") if i in moved else cell.whole) if isinstance(cell, Shown) else cell
+                 for cell in row] for i, row in enumerate(self.rows)]
+
+    def _width(self, cells: list[list[Any]]) -> int:
+        """The table's width unwrapped: its widest cell in each column, and two spaces between columns (what
+        Rich lays out for _table's tables; measured here, as Rich's measuring took longer than drawing)."""
+        widest = [max([_widest(title), *(_widest(row[j]) for row in cells)]) for j, (title, _) in
+                  enumerate(self.columns)]
+        return sum(widest) + 2 * (len(widest) - 1)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        moved: set[int] = set()
+        cells = self._cells(moved)
+        while self._width(cells) > width:
+            widths = {i: max(_widest(cell.whole) for cell in row if isinstance(cell, Shown))
+                      for i, row in enumerate(self.rows) if i not in moved and _tensors(row)}
+            if not widths:  # only numbers left: nothing more can move
+                break
+            moved.add(max(widths, key=widths.__getitem__))
+            cells = self._cells(moved)
+        table = _table(*self.columns)
+        for row in cells:
+            table.add_row(*row)
+        yield table
+        if moved:
+            yield Text("")
+        for i in sorted(moved):
+            name = self.rows[i][0]
+            for (title, _), cell in zip(self.columns, self.rows[i]):
+                if isinstance(cell, Shown):
+                    yield Text(name if title == "value" else title.replace("variable", name), style="bold")
+                    yield Text(_indented("  " + cell.text(width - 2), 2), no_wrap=True, overflow="ignore")
+
+
+def _tensors(row: list[Any]) -> bool:
+    return any(isinstance(cell, Shown) and getattr(cell.value, "ndim", 0) > 0 for cell in row)
+
+
+def _widest(text: str | Text) -> int:
+    """The width of a cell's widest line, in terminal columns."""
+    from rich.cells import cell_len
+
+    return max(map(cell_len, (text.plain if isinstance(text, Text) else text).split("\n")))
 
 
 ROWS_SHOWN, COLUMNS_SHOWN, EDGE = 24, 10, 3
@@ -109,20 +225,47 @@ def _kept(count: int, limit: int, full: bool) -> list[int | None]:
     return [*range(EDGE), None, *range(count - EDGE, count)]
 
 
-def matrix_table(rows: list[str], columns: list[str], block: Any, full: bool) -> Table:
+def matrix_table(rows: list[str], columns: list[str], block: Any, full: bool) -> RenderableType:
     """A labelled matrix (rows: output entries, columns: input entries), large ones summarised."""
     matrix = B.to_host(block).reshape(len(rows), len(columns))
     shown_rows, shown_columns = _kept(len(rows), ROWS_SHOWN, full), _kept(len(columns), COLUMNS_SHOWN, full)
-    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-    table.add_column("", style="bold")
-    for j in shown_columns:
-        table.add_column("…" if j is None else columns[j], justify="right")
-    for i in shown_rows:
-        if i is None:
-            table.add_row("…", *["⋮" if j is not None else "⋱" for j in shown_columns])
-            continue
-        table.add_row(rows[i], *["…" if j is None else B.format_number(float(matrix[i, j])) for j in shown_columns])
-    return table
+    cells = [[("⋮" if j is not None else "⋱") if i is None else
+              "…" if j is None else B.format_number(float(matrix[i, j])) for j in shown_columns] for i in shown_rows]
+    return FoldedMatrix(["…" if i is None else rows[i] for i in shown_rows],
+                        ["…" if j is None else columns[j] for j in shown_columns], cells)
+
+
+class FoldedMatrix:
+    """A labelled matrix that fits the width it is drawn at: where its columns would not, they are folded into
+    blocks of columns one under another (NumPy's linewidth, with labels), so that no number is cut."""
+
+    def __init__(self, rows: list[str], columns: list[str], cells: list[list[str]]) -> None:
+        self.rows, self.columns, self.cells = rows, columns, cells
+
+    def table(self, first: int, end: int) -> Table:
+        """Columns first to end (exclusive), with the row labels."""
+        table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+        table.add_column("", style="bold", no_wrap=True)
+        for title in self.columns[first:end]:
+            table.add_column(title, justify="right", no_wrap=True)
+        for label, row in zip(self.rows, self.cells):
+            table.add_row(label, *row[first:end])
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        # Each column's width (its widest cell), measured once; a block takes columns while they fit.
+        label = max(map(_widest, ["", *self.rows]))
+        widths = [max(_widest(title), *(_widest(row[j]) for row in self.cells)) for j, title in enumerate(self.columns)]
+        first = 0
+        while first < len(self.columns):
+            end, used = first + 1, label + 2 + widths[first]  # at least one column a block, fitting or not
+            while end < len(self.columns) and used + 2 + widths[end] <= options.max_width:
+                used += 2 + widths[end]
+                end += 1
+            if first:
+                yield Text("")
+            yield self.table(first, end)
+            first = end
 
 
 def _size_note(rows: int, columns: int, full: bool) -> list[Text]:
@@ -165,11 +308,9 @@ def hessian_view(run: Run, result: Any, full: bool = False) -> RenderableType:
 
 def jvp_view(run: Run, result: Any, full: bool = False) -> RenderableType:
     """`jvp`: J·v, the output's change along the tangent."""
-    table = _table(("", "left"), ("shape", "left"), ("value", "right"))
-    table.add_row(f"{result.wrt} (tangent v)", shape_text(tuple(result.tangent.shape)),
-                  B.format_value(result.tangent, full))
-    table.add_row(f"J·v = ∂{result.of}/∂{result.wrt}·v", shape_text(tuple(result.jvp.shape)),
-                  B.format_value(result.jvp, full))
+    table = FittedTable((("", "left"), ("shape", "left"), ("value", "right")), [
+        [f"{result.wrt} (tangent v)", shape_text(tuple(result.tangent.shape)), Shown(result.tangent, full)],
+        [f"J·v = ∂{result.of}/∂{result.wrt}·v", shape_text(tuple(result.jvp.shape)), Shown(result.jvp, full)]])
     heading = Text.assemble((result.of, "bold"), " = ", B.format_value(result.value, full))
     return Group(heading, Text(""), table, *_loop_notes(run))
 
@@ -489,7 +630,7 @@ def gradcheck_view(result: Any, full: bool = False) -> RenderableType:
     heading = Text.assemble((f"gradcheck of {result.of}", "bold"),
                             f": autograd {what} against central differences (eps {B.format_number(result.eps)})")
     table = _table(("variable", "left"), ("shape", "left"), ("max abs error", "right"), ("at", "left"),
-                   ("max rel error", "right"), ("at", "left"), ("verdict", "left"))
+                   ("max rel error", "right"), ("at", "left"), ("verdict", "left"), words=True)
     details: list[RenderableType] = []
     for c in result.comparisons:
         verdict = Text("✓ pass", style="green") if c.passed else Text("✗ FAIL", style="red")

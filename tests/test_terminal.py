@@ -1,0 +1,105 @@
+"""On a real terminal (a pseudo-terminal of 60 to 200 columns), no table cuts a number, a claim, a verdict or a
+score: what does not fit wraps, folds or moves below the table (#19)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from helpers import json_ok, run_cli, strict_json
+from terminal import run_in_terminal
+
+from gradcalc.engine import backend as B
+
+WIDTHS = [60, 80, 120, 200]
+
+# A two-layer network: its matrices' rows are wider than 80 columns once value and gradient sit side by side.
+TWO_LAYER = ("W1 = randn(4, 6); x = randn(6); b1 = zeros(4); h = tanh(W1 @ x + b1); "
+             "W2 = randn(3, 4); b2 = zeros(3); y = W2 @ h + b2; L = sum(y^2) / 2")
+
+
+def numbers(value: Any) -> list[str]:
+    """Every entry of a JSON value as the tables write it."""
+    if isinstance(value, list):
+        return [text for item in value for text in numbers(item)]
+    return [B.format_number(float(value))]
+
+
+def assert_whole(screen: str, texts: list[str], width: int) -> None:
+    """Each text is on the screen whole (a number not glued to more digits), no line is wider than the
+    terminal, and nothing was cut with '…'."""
+    assert "…" not in screen, screen
+    assert max(map(len, screen.splitlines())) <= width, screen
+    for text in texts:
+        pattern = (r"(?<![\d.])" if text[0].isdigit() else r"(?<![\w.-])") + re.escape(text) + r"(?![\d])"
+        assert re.search(pattern, screen), f"{text!r} is not on the {width}-column screen whole:\n{screen}"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_grad_of_a_two_layer_network_keeps_every_number_whole(width: int) -> None:
+    """At 80 columns the matrices' entries were cut mid-digit ('-0.…') and the variable column vanished."""
+    shown = run_in_terminal("grad", "-e", TWO_LAYER, columns=width)
+    assert shown.status == 0, shown.stderr
+    doc = json_ok("grad", "-e", TWO_LAYER)
+    values = json_ok("eval", "-e", TWO_LAYER)["values"]
+    texts = [text for name, g in doc["grad"].items() for text in (*numbers(g), *numbers(values[name]))]
+    assert_whole(shown.screen, texts + list(doc["grad"]), width)
+    header = next(line for line in shown.screen.splitlines() if line.startswith("variable"))
+    assert "shape" in header and "∂L/∂variable" in header
+    if width <= 120:  # the matrices moved below the table (the table is 150 columns wide), each under its name
+        assert "(below)" in shown.screen and "\n∂L/∂W1\n" in shown.screen and "\nW1\n" in shown.screen
+    else:
+        assert "(below)" not in shown.screen
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_eval_keeps_every_number_whole(width: int) -> None:
+    shown = run_in_terminal("eval", "-e", TWO_LAYER, columns=width)
+    values = json_ok("eval", "-e", TWO_LAYER)["values"]
+    assert_whole(shown.screen, [t for v in values.values() for t in numbers(v)] + ["TanhBackward0"], width)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_jacobian_and_hessian_fold_their_columns(width: int) -> None:
+    """A labelled matrix wider than the terminal is folded into blocks of columns, each with the row labels."""
+    jacobian = run_in_terminal("jacobian", "-e", TWO_LAYER, "--of", "y", "--wrt", "x", columns=width)
+    doc = json_ok("jacobian", "-e", TWO_LAYER, "--of", "y", "--wrt", "x")
+    assert_whole(jacobian.screen, numbers(doc["jacobian"]) + [f"x[{j}]" for j in range(6)], width)
+    hessian = run_in_terminal("hessian", "-e", TWO_LAYER, "--wrt", "x", columns=width)
+    doc = json_ok("hessian", "-e", TWO_LAYER, "--wrt", "x")
+    assert_whole(hessian.screen, numbers(doc["hessian"]), width)
+    rows = re.findall(r"^x\[0\] ", hessian.screen, re.MULTILINE)
+    assert len(rows) == (1 if width >= 80 else 2), hessian.screen  # one row label per block of columns
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_gradcheck_keeps_errors_indices_and_verdicts_whole(width: int) -> None:
+    shown = run_in_terminal("gradcheck", "-e", TWO_LAYER, columns=width)
+    doc = json_ok("gradcheck", "-e", TWO_LAYER)
+    texts = [f"{r['max_abs_error']:.2e}" for r in doc["results"]] + [f"{r['max_rel_error']:.2e}" for r in
+                                                                      doc["results"]]
+    assert_whole(shown.screen, texts, width)
+    assert shown.screen.count("✓ pass") == len(doc["results"])
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_check_keeps_claims_verdicts_and_values_whole(width: int) -> None:
+    shown = run_in_terminal("check", "samples/homework.eq", columns=width)
+    assert shown.status == 1, shown.stderr
+    claims = ["dL/dd = -1", "dL/db = -w3", "dL/dw1 = -w3*a", "dL/dw2 = -4*a", "dL/da = -w3*w1"]
+    assert_whole(shown.screen, ["-0.5", "-1.5", "2.5", "-8"], width)
+    table = shown.screen.split("\n\n")[0]
+    for claim in claims:  # on one line of the table each
+        assert claim in table, table
+    assert table.count("✓ right") == 3 and table.count("✗ wrong") == 2, table
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_grading_keeps_names_and_scores_whole(width: int) -> None:
+    shown = run_in_terminal("check", "samples/neuron.eq", "samples/submissions/", columns=width)
+    doc = strict_json(run_cli("check", "samples/neuron.eq", "samples/submissions/", "--json").stdout)
+    scores = [f"{s['right']}/{s['total']}" for s in doc["submissions"] if not s.get("error")]
+    assert_whole(shown.screen, scores, width)
+    for submission in doc["submissions"]:
+        assert submission["submission"].split("/")[-1] in shown.screen, shown.screen
