@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -31,11 +30,17 @@ from ...errors import (
     error_json,
     error_text,
 )
-from ...files import DEFAULT_MAX_FILE_SIZE, entry_problem, read_text
+from ...files import DEFAULT_MAX_FILE_SIZE, entry_problem
 from ...language import syntax as S
-from ...language.parser import parse, parse_claims
 from ...program.api import Run, differentiable_inputs, tolerance
 from ...program.builtins import BUILTINS, CONSTANTS
+from ...program.notation.reading import (  # the readers too, where the CLI and the tests call them
+    Unreadable,
+    answers,  # noqa: F401
+    claims_of_program,  # noqa: F401
+    parse_claim_option,  # noqa: F401
+    read_claims,
+)
 
 POINTS = 4  # nearby points where an expression claim must hold too
 SPREAD = 0.2  # a leaf moves by up to 20% of its size (by up to 0.5 where it is 0): signs and domains hold
@@ -48,7 +53,6 @@ REPORTED_ENTRIES = 10_000  # grading sends back values up to this size: the pare
 # operations: reading costs about 0.1 ms an operation, so a wrong answer costs about what a right one does
 # (a loop of 5,000 steps has some 25,000: 2 s, and its text is 5,000 lines no one reads in feedback).
 DERIVATIVE_BUDGET = 2000
-_CHECK_STATEMENT = re.compile(r"(^|;)\s*check\b", re.MULTILINE)
 
 
 @dataclass
@@ -172,73 +176,6 @@ class Report:
 
 def failed_report(name: str, error: GradcalcError) -> Report:
     return Report(name, error=error_json(error)["error"], error_message=error_text(error))
-
-
-# --- reading claims ---------------------------------------------------------------------------
-
-@dataclass
-class Unreadable:
-    """A line of an answers file (or a --claim) that does not parse: judged invalid, the others still judged."""
-
-    text: str
-    line: int | None
-    error: GradcalcError
-
-
-def claims_of_program(module: S.Module) -> list[S.Claim]:
-    """A program's own check statements."""
-    return [stmt for stmt in module.body if isinstance(stmt, S.Claim)]
-
-
-def read_claims(path: str, limit: int = DEFAULT_MAX_FILE_SIZE, roots: tuple[str, ...] | None = None
-                ) -> tuple[list[S.Claim] | list[S.Claim | Unreadable], Source]:
-    """A submission's claims: a model file's check statements, or an answers file's lines.
-
-    A file is a model when it ends in .eq, or parses as a program with check
-    statements; anything else is an answers file (one claim per line). With roots (a submission
-    in a class's folder), it must be a regular file inside them; it is read to at most `limit` bytes.
-    """
-    text = read_text(path, limit, roots)
-    source = Source(text, "<stdin>" if path == "-" else path)
-    try:
-        if path.endswith(".eq"):
-            return claims_of_program(parse(text)), source
-        claims: list[S.Claim] = []
-        if _CHECK_STATEMENT.search(text):  # perhaps a model: parse it as one (answers files need not pay that)
-            try:
-                claims = claims_of_program(parse(text))
-            except GradcalcError:
-                pass
-        if claims:
-            return claims, source
-    except GradcalcError as exc:
-        raise exc.within(source) from None
-    return answers(text, source), source  # not a model: an answers file
-
-
-def answers(text: str, source: Source) -> list[S.Claim | Unreadable]:
-    """The claims of an answers file; where it does not parse, line by line, so that one
-    claim's slip costs that claim only (a claim spanning lines then reads as broken)."""
-    try:
-        return list(parse_claims(text))
-    except GradcalcError:
-        pass
-    found: list[S.Claim | Unreadable] = []
-    for number, line in enumerate(text.split("\n"), 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        try:
-            found += parse_claims("\n" * (number - 1) + line)  # padded: places stay the file's
-        except GradcalcError as exc:
-            written = line if "'" in line or '"' in line else line.split("#", 1)[0]  # without its comment
-            found.append(Unreadable(" ".join(written.split()), number if source.filename != "--claim" else None,
-                                    exc.within(source)))
-    return found
-
-
-def parse_claim_option(text: str) -> tuple[list[S.Claim | Unreadable], Source]:
-    source = Source(text, "--claim")
-    return answers(text, source), source
 
 
 # --- judging ----------------------------------------------------------------------------------
