@@ -204,7 +204,7 @@ class _Lexer(Lexer):
         self.match = re.compile("|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in ordered)).match
         self.ignore = frozenset(conf.ignore)
 
-    def lex(self, text: str) -> Iterator[Token]:  # type: ignore[override]  (Lark's interface 0: the text)
+    def lex(self, text: str) -> Iterator[Token]:  # type: ignore[override]  # Lark's interface 0: the text
         match, keywords, ignore = self.match, self.keywords, self.ignore
         new_token = Token._future_new  # Token(...) without its keyword-argument checks: one per token, it shows
         pos, line, line_start, end = 0, 1, 0, len(text)
@@ -336,7 +336,7 @@ class _ToSyntax(Transformer):
             return S.Claim(of[1:], wrt[:-1], claimed, Pos(start.line, start.column, width), wrt2=wrt[:-1])
         return S.Claim(of, wrt, claimed, Pos(start.line, start.column, width))
 
-    def second_claim(self, head: tuple[str, Token], op: Token, names: tuple[str, str, Token], _eq: Token,
+    def second_claim(self, head: tuple[str, Pos], op: Token, names: tuple[str, str, Token], _eq: Token,
                      claimed: S.Expr) -> S.Claim:
         if _OPERATORS.get(str(op), str(op)) != "/":
             raise GradcalcSyntaxError(f"a claim's left side is a derivative such as d²L/dw², not '{op}'",
@@ -605,11 +605,12 @@ def parse(text: str, max_depth: int = DEFAULT_MAX_DEPTH, dialect: Dialect = PLAI
 def parse_expression(text: str, max_depth: int = DEFAULT_MAX_DEPTH, dialect: Dialect = PLAIN) -> S.Expr:
     """Parse one expression on its own (a --set or --vector value)."""
     try:
-        return _parse(text.strip(), "value", max_depth, dialect)  # type: ignore[no-any-return]
+        expr: S.Expr = _parse(text.strip(), "value", max_depth, dialect)
     except GradcalcSyntaxError as error:
         if "SEMICOLON" in str(error.message).upper() or "';'" in error.message or "new line" in error.message:
             error.hint = "a value is one expression: a number, a JSON array, or one such as randn(3, 3)"
         raise
+    return expr
 
 
 def parse_claims(text: str, max_depth: int = DEFAULT_MAX_DEPTH, dialect: Dialect = PLAIN,
@@ -697,14 +698,14 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start",
     line = exc.line if exc.line and exc.line > 0 else max(1, text.count("\n") + 1)
     column = exc.column if exc.column and exc.column > 0 else 1
     if isinstance(exc, UnexpectedCharacters):
-        char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else "?"
+        at = len(text) if exc.pos_in_stream is None else exc.pos_in_stream  # the lexer always says where
+        char = text[at] if at < len(text) else "?"
         hint = "remove it"
-        after_operand = exc.pos_in_stream > 0 and (text[exc.pos_in_stream - 1].isalnum()
-                                                   or text[exc.pos_in_stream - 1] in "_)]")
+        after_operand = at > 0 and (text[at - 1].isalnum() or text[at - 1] in "_)]")
         if char == "'" and after_operand and start == "claims":  # y' = 2x, f'(x): Lagrange's prime
             hint = "write the derivative with what it is of and by: dy/dx = ..."
         elif char == "'" and after_operand:  # x': MATLAB's transpose
-            name = re.search(r"[^\W\d]\w*$", text[:exc.pos_in_stream])
+            name = re.search(r"[^\W\d]\w*$", text[:at])
             x = name.group() if name is not None else "x"
             hint = f"for a transpose write {x}.T or transpose({x}); text in quotes is only a load() file name"
         elif char in "\"'":
@@ -717,8 +718,7 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start",
             hint = "write abs(x) for |x|, and 'or' for a logical or"
         return GradcalcSyntaxError(f"unexpected character {char!r}", hint, Pos(line, column, 1))
     if isinstance(exc, UnexpectedEOF) or (isinstance(exc, UnexpectedToken) and exc.token.type == "$END"):
-        expected = getattr(exc, "expected", set())
-        words = _expected_words(set(expected))
+        words = _expected_words(set(getattr(exc, "expected", set())))
         lines = text.splitlines() or [""]
         return GradcalcSyntaxError(
             "the claim ends before its value" if start == "claims" else "the program ends in the middle of a statement",

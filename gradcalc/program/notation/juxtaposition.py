@@ -29,9 +29,14 @@ def _one_group(tokens: list[Token]) -> bool:
     return False
 
 
+def _start(token: Token) -> int:
+    """Where a token starts in the text (the lexer gives every token its place)."""
+    return token.start_pos or 0
+
+
 def _attached(previous: Token, token: Token) -> bool:
     """Whether token follows previous with no space between them."""
-    return previous.start_pos is not None and token.start_pos == previous.start_pos + len(previous)
+    return _start(token) == _start(previous) + len(previous)
 
 
 def is_function(name: str) -> bool:
@@ -118,7 +123,7 @@ class Juxtaposition:
               and not (previous.type == "NAME" and kind == "LPAR" and is_function(str(previous)))):
             # f(x) is a call and x[0] an index; W.T (x), x (1 + x), V [1, 2], 2[x + 1] and (a)[b] are products
             split = self.divided.get(depth)
-            if split is not None and (previous.start_pos + len(previous) < token.start_pos or (
+            if split is not None and (_start(previous) + len(previous) < _start(token) or (
                     split[0].type == "POW_OP" and (kind == "LPAR" or _one_group(split[1:])))):
                 # x^2 cos(x), 1/2 x, x^2(x + 1), x^(2)y (LaTeX's x^{2}y): a space or a bracket ends the exponent
                 split = None

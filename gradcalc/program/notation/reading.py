@@ -7,6 +7,7 @@ is made gradcalc text first, and every place is put back where it was written in
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...errors import GradcalcError, Source
@@ -25,6 +26,9 @@ class Unreadable:
     text: str
     line: int | None
     error: GradcalcError
+
+
+Claims = Sequence[S.Claim | Unreadable]  # a submission's claims, in order, the unreadable lines among them
 
 
 def parse_claims(text: str, max_depth: int = parser.DEFAULT_MAX_DEPTH) -> list[S.Claim]:
@@ -55,7 +59,7 @@ def claims_of_program(module: S.Module) -> list[S.Claim]:
 
 
 def read_claims(path: str, limit: int = DEFAULT_MAX_FILE_SIZE, roots: tuple[str, ...] | None = None
-                ) -> tuple[list[S.Claim] | list[S.Claim | Unreadable], Source]:
+                ) -> tuple[Claims, Source]:
     """A submission's claims: a model file's check statements, or an answers file's lines.
 
     A file is a model when it ends in .eq, or parses as a program with check
@@ -100,7 +104,7 @@ def answers(text: str, source: Source) -> list[S.Claim | Unreadable]:
     return found
 
 
-def parse_claim_option(text: str) -> tuple[list[S.Claim | Unreadable], Source]:
+def parse_claim_option(text: str) -> tuple[Claims, Source]:
     """The claims of a --claim option (several may be separated by ';' or ',')."""
     source = Source(text, "--claim")
     return answers(text, source), source

@@ -26,6 +26,7 @@ from ...language import syntax as S
 from ...program.api import Run, differentiable_inputs, tolerance
 from ...program.builtins import BUILTINS, CONSTANTS
 from ...program.notation.reading import (  # the readers too, where the CLI and the tests call them
+    Claims,
     Unreadable,
     answers,  # noqa: F401
     claims_of_program,  # noqa: F401
@@ -227,7 +228,7 @@ class Judge:
         self._derivatives: dict[tuple[str, str], tuple[str, str]] = {}  # (text, why there is none)
         self._functions = frozenset({*BUILTINS, *run.interpreter.functions})  # what a claim may call
 
-    def report(self, name: str, *groups: tuple[list[S.Claim] | list[S.Claim | Unreadable], Source]) -> Report:
+    def report(self, name: str, *groups: tuple[Claims, Source]) -> Report:
         """Judge each group of claims (claims and the source they were written in) as one submission."""
         verdicts = [self.verdict(claim, source) if isinstance(claim, S.Claim) else _unreadable(claim)
                     for claims, source in groups for claim in claims]
@@ -535,7 +536,7 @@ class Judge:
             case.paths = (self._path_diagnosis(claim, case.samples, case.matches_sum)
                           if claim.wrt is not None and claim.wrt2 is None and case.samples[0].want.shape == ()
                           else None) or False
-        return case.paths if case.paths and case.paths.code == code else None
+        return case.paths if isinstance(case.paths, Diagnosis) and case.paths.code == code else None
 
     def _judge_unshaped(self, claim: S.Claim, verdict: Verdict) -> bool:
         """A claim whose shapes do not fit, but would with a matrix transposed: wrong, with that diagnosis."""
@@ -590,16 +591,17 @@ class Judge:
     def _path_diagnosis(self, claim: S.Claim, samples: list[_Sample],
                         matches: Callable[[Any, _Sample], bool]) -> Diagnosis | None:
         assert claim.wrt is not None
-        per_sample = [self._path_values(s.run, claim.of, claim.wrt) for s in samples]
-        if any(p is None for p in per_sample) or not per_sample[0]:
+        found = [self._path_values(s.run, claim.of, claim.wrt) for s in samples]
+        per_sample = [paths for paths in found if paths is not None]
+        if len(per_sample) < len(found) or not per_sample[0]:
             return None
-        names = [name for name, _ in per_sample[0]]  # type: ignore[union-attr]
-        if len(names) < 2 or any([n for n, _ in p] != names for p in per_sample):  # type: ignore[union-attr]
+        names = [name for name, _ in per_sample[0]]
+        if len(names) < 2 or any([n for n, _ in p] != names for p in per_sample):
             return None  # one path (its double is a factor of 2), or paths differing between points (a branch)
         for weights in _weightings(len(names)):
-            if all(matches(sum((w * v for w, (_, v) in zip(weights, paths)), 0.0), s)  # type: ignore[arg-type]
+            if all(matches(sum((w * v for w, (_, v) in zip(weights, paths)), 0.0), s)
                    for s, paths in zip(samples, per_sample)):
-                return _path_story(claim, names, weights, per_sample[0])  # type: ignore[arg-type]
+                return _path_story(claim, names, weights, per_sample[0])
         return None
 
     def _path_values(self, run: Run, of: str, wrt: str) -> list[tuple[str, Any]] | None:
@@ -978,7 +980,8 @@ def _turned(expr: S.Expr, name: str) -> S.Expr:
             setattr(copy, slot, [turn(v) for v in value] if isinstance(value, list) else turn(value))
         return copy
 
-    return turn(expr)  # type: ignore[no-any-return]
+    turned: S.Expr = turn(expr)
+    return turned
 
 
 def judge_file(judge: Judge, path: str, name: str | None = None, roots: tuple[str, ...] | None = None) -> Report:
@@ -1034,7 +1037,7 @@ def submissions(paths: list[str]) -> list[Submission]:
             root = os.path.dirname(path) or os.curdir
             found.append(Submission(path, path, root, entry_problem(path, root)))
             continue
-        inside = []
+        inside: list[str] = []
         for folder, dirs, files in os.walk(path):
             links = [d for d in dirs if not d.startswith(".") and os.path.islink(os.path.join(folder, d))]
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in links)
