@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 from strategies import token_soup
 
 from gradcalc.errors import GradcalcError
-from gradcalc.language.parser import DEFAULT_MAX_DEPTH, parse, parse_claims, parse_expression, raise_recursion_limit
+from gradcalc.language.parser import DEFAULT_MAX_DEPTH, parse, parse_expression, raise_recursion_limit
 from gradcalc.program.builtins import BUILTINS
+from gradcalc.program.notation.juxtaposition import NOTATION  # as the program layer parses: check statements' 2x
+from gradcalc.program.notation.reading import parse_claims
 
 # gradcalc raises the recursion limit on its first run; do it now, so that Hypothesis does not see it
 # change in the middle of a test (and warn).
@@ -62,7 +64,7 @@ program_like_text = st.text(alphabet=program_alphabet, max_size=80)
 
 def parse_or_gradcalc_error(text: str, max_depth: int = 200) -> None:
     try:
-        parse(text, max_depth)
+        parse(text, max_depth, NOTATION)
     except GradcalcError as error:
         assert error.message, repr(text)
         assert error.pos is None or (error.pos.line >= 1 and error.pos.column >= 1), (repr(text), error.pos)
@@ -97,7 +99,7 @@ def test_parser_brackets_and_small_depth_limits(text: str, depth: int) -> None:
 def test_parse_expression_token_soup(text: str) -> None:
     """--set values are parsed as one expression."""
     try:
-        parse_expression(text)
+        parse_expression(text, dialect=NOTATION)
     except GradcalcError as error:
         assert error.message
         assert error.pos is None or (error.pos.line >= 1 and error.pos.column >= 1), (repr(text), error.pos)

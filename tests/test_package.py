@@ -51,6 +51,6 @@ def test_grad_json_loads_only_what_it_needs() -> None:
     assert json.loads(result.stdout)["value"] == 15
     loaded = set(result.stderr.split())
     for module in ("engine.symbolic", "tools.homework.check", "tools.gradcheck", "tools.homework.grading",
-                   "engine.graphview", "cli.render", "language.latex", "cli.drawing"):
+                   "engine.graphview", "cli.render", "program.notation.latex", "cli.drawing"):
         assert f"gradcalc.{module}" not in loaded
     assert "rich" not in loaded

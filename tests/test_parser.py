@@ -19,6 +19,7 @@ from strategies import expressions, token_soup
 
 from gradcalc.errors import GradcalcError
 from gradcalc.language import parser as P
+from gradcalc.program.notation.juxtaposition import NOTATION  # claims as written: 2x, sin x
 
 EVERY_CONSTRUCT = """
 # comments, statements, compound assignment, reassignment
@@ -67,7 +68,7 @@ class _RejectAll:
 def outcome(text: str, start: str = "start") -> tuple:
     """The tree, or the error's text, hint and place: what a user sees."""
     try:
-        return ("tree", P._parse(text, start, P.DEFAULT_MAX_DEPTH))
+        return ("tree", P._parse(text, start, P.DEFAULT_MAX_DEPTH, NOTATION))
     except GradcalcError as error:
         return ("error", error.message, error.hint, error.pos)
 
@@ -83,7 +84,7 @@ def assert_same(text: str, start: str = "start", valid: bool | None = None) -> N
     if valid is not None:
         assert (fast[0] == "tree") == valid, (text, fast)
     if fast[0] == "tree":  # and the fast loop took it, rather than handing it to Lark
-        assert P._fast(start, P.DEFAULT_MAX_DEPTH).parse(text) == lark[1]
+        assert P._fast(start, P.DEFAULT_MAX_DEPTH, NOTATION).parse(text) == lark[1]
 
 
 def test_trees_compare_field_by_field() -> None:

@@ -10,7 +10,7 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from enum import Enum
 from functools import cached_property
@@ -699,8 +699,7 @@ def check(
         if totals["passed"] != totals["submissions"]:
             raise typer.Exit(EXIT_WRONG)
         return
-    groups: list[tuple[list[Claim] | list[Claim | Unreadable], Source]] = \
-        [C.parse_claim_option(text) for text in claim]
+    groups: list[tuple[Sequence[Claim | Unreadable], Source]] = [C.parse_claim_option(text) for text in claim]
     if answers:
         groups.append(C.read_claims(answers[0], common.file_limit))
     if not groups:

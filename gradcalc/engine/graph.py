@@ -239,12 +239,12 @@ class Released:
         return len(self.shape)
 
 
-# On only while the builder runs a program: there an unnamed node is a temporary with
+# On only while the interpreter runs a program: there an unnamed node is a temporary with
 # exactly one user. Nodes made elsewhere (by a differentiable backward, or by hand
 # through the API) may be shared, so their values are never freed.
 release_temporaries = False
 
-# While the builder runs a program: every node recorded that requires grad, in creation order.
+# While the interpreter runs a program: every node recorded that requires grad, in creation order.
 # Backward walks it instead of searching the graph and sorting what it finds.
 tape: list[Node] | None = None
 

@@ -1,5 +1,6 @@
-"""The language: text to syntax tree (the grammar, the parser, claims in gradcalc's notation or LaTeX).
+"""The language: text to syntax tree (the grammar, the parser, the syntax tree).
 
-Imports neither NumPy nor the engine. One exception, lazy: reading a claim such as `sin x`
-asks program.builtins which names are functions (parser.is_function).
+Imports neither NumPy, nor the engine, nor anything above it: which names are builtin functions
+and how claims are written (`sin x`, LaTeX) come in a `parser.Dialect` from the program layer
+(program/notation/).
 """

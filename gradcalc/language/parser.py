@@ -3,6 +3,10 @@
 The Transformer runs inside the parser (Lark's `transformer=` option), so no
 parse tree is built: each grammar alias has one short method returning a
 syntax node. Lark's errors become GradcalcSyntaxError with a place and a hint.
+
+The language knows no builtin and no claim notation: a `Dialect` from the layer above
+says which names are functions (for hints such as `sum(x)` for `x.sum()`) and reads a
+claim's tokens as people write them (`2x sin x`); `PLAIN` has neither.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from collections.abc import Callable, Iterator
 from functools import lru_cache
 from importlib import resources
 from itertools import chain
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
@@ -25,8 +29,8 @@ from lark.visitors import _vargs_inline, _VArgsWrapper
 from ..errors import GradcalcError, GradcalcSyntaxError, Pos, did_you_mean, line_starts, pos_at
 from . import syntax as S
 
-_OPEN = {"LPAR": "(", "LSQB": "[", "LBRACE": "{"}
-_CLOSE = {"RPAR": "(", "RSQB": "[", "RBRACE": "{"}
+OPENING = {"LPAR": "(", "LSQB": "[", "LBRACE": "{"}
+CLOSING = {"RPAR": "(", "RSQB": "[", "RBRACE": "{"}
 _PAIR = {"(": ")", "[": "]", "{": "}"}
 _NO_SUCH_FUNCTION = "gradcalc has no function of that name: see the list with gradcalc --help"
 _MODULES = {"torch", "np", "numpy", "math", "jnp", "jax", "F", "nn", "tf", "sp", "sympy", "scipy", "cmath"}
@@ -70,8 +74,30 @@ _SUBSCRIPTS = str.maketrans("₀₁₂₃₄₅₆₇₈₉", "0123456789")  # w
 _new_pos = tuple.__new__  # a Pos without NamedTuple's Python-level __new__: one per token, it shows
 
 
-def _pos(token: Token) -> Pos:
+def token_pos(token: Token) -> Pos:
     return _new_pos(Pos, (token.line or 1, token.column or 1, len(token) or 1))
+
+
+class ClaimReader(Protocol):
+    """Reads one claim's tokens (or a claims file's) as they come, and says what the parser gets instead."""
+
+    ended: bool  # a check statement's claim is over: the program's own tokens follow
+
+    def feed(self, token: Token, depth: int) -> list[Token]:
+        """The tokens to give the parser in place of `token`, met at bracket depth `depth`."""
+
+    def finish(self) -> list[Token]:
+        """The tokens still owed at the end of the text."""
+
+
+class Dialect(NamedTuple):
+    """What the layer above adds to the language: which names are functions, and how claims are written."""
+
+    is_function: Callable[[str], bool]
+    claim_reader: Callable[[int, bool], ClaimReader] | None  # (bracket depth, a claims file) → a claim's reader
+
+
+PLAIN = Dialect(lambda name: False, None)  # the language alone: no builtins, claims in its strict syntax
 
 
 def grammar_text() -> str:
@@ -87,16 +113,19 @@ class _Brackets:
 
     always_accept = ("_NL",)
 
-    def __init__(self, max_depth: int, claims: bool = False) -> None:
+    def __init__(self, max_depth: int, claims: bool = False,
+                 reader: Callable[[int, bool], ClaimReader] | None = None) -> None:
         self.max_depth = max_depth
         self.claims = claims  # a file of claims: every line is one
+        self.reader = reader  # the dialect's reader of claims, if it has one
         self.open: list[Token] = []  # the brackets open where the parser stopped (for its error message)
 
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
         stack: list[Token] = []
         self.open = stack
         pending_newline: Token | None = None
-        claim = _Juxtaposition(0, True) if self.claims else None
+        reader = self.reader
+        claim = reader(0, True) if self.claims and reader is not None else None
         for token in stream:
             kind = token.type
             if kind == "_NL":
@@ -117,27 +146,27 @@ class _Brackets:
                 emitted = claim.feed(token, len(stack))
                 if claim.ended:
                     claim = None
-            elif kind == "CHECK":
-                claim = _Juxtaposition(len(stack), False)
-            if kind in _OPEN:
+            elif kind == "CHECK" and reader is not None:
+                claim = reader(len(stack), False)
+            if kind in OPENING:
                 if len(stack) >= self.max_depth:
                     raise GradcalcSyntaxError(
                         f"brackets nested more than {self.max_depth} deep",
                         "simplify the expression, or raise the limit with --max-depth",
-                        _pos(token),
+                        token_pos(token),
                     )
                 stack.append(token)
-            elif kind in _CLOSE:
+            elif kind in CLOSING:
                 if not stack:
                     raise GradcalcSyntaxError(
-                        f"unmatched '{token}'", "remove it, or add the opening bracket it closes", _pos(token)
+                        f"unmatched '{token}'", "remove it, or add the opening bracket it closes", token_pos(token)
                     )
                 opener = stack.pop()
-                if str(opener) != _CLOSE[kind]:
+                if str(opener) != CLOSING[kind]:
                     raise GradcalcSyntaxError(
                         f"'{token}' does not match '{opener}' opened at line {opener.line}, column {opener.column}",
                         f"close it with '{_PAIR[str(opener)]}'",
-                        _pos(token),
+                        token_pos(token),
                     )
             if emitted is None:
                 yield token
@@ -148,177 +177,12 @@ class _Brackets:
             raise GradcalcSyntaxError(
                 f"'{opener}' is never closed",
                 f"add the matching '{_PAIR[str(opener)]}'",
-                _pos(opener),
+                token_pos(opener),
             )
         if claim is not None:
             yield from claim.finish()
         if pending_newline is not None:
             yield pending_newline
-
-
-_OPERAND_ENDS = frozenset({"NUMBER", "NAME", "RPAR", "RSQB", "SUPERSCRIPT", "TRANSPOSE"})
-_OPERAND_STARTS = frozenset({"NAME", "LPAR", "ROOT", "LSQB"})
-_CLAIM_ENDS = frozenset({"_NL", "SEMICOLON", "COMMA", "RBRACE"})
-
-
-def _one_group(tokens: list[Token]) -> bool:
-    """The tokens are one bracketed group: ( ... ) with the first bracket closed by the last."""
-    depth = 0
-    for i, token in enumerate(tokens):
-        depth += 1 if token.type in _OPEN else -1 if token.type in _CLOSE else 0
-        if depth == 0:
-            return i == len(tokens) - 1 and i > 0
-    return False
-
-
-def _attached(previous: Token, token: Token) -> bool:
-    """Whether token follows previous with no space between them."""
-    return previous.start_pos is not None and token.start_pos == previous.start_pos + len(previous)
-
-
-def is_function(name: str) -> bool:
-    """Whether a name is a builtin function (claims read sin x as sin(x), and latex.py its powers)."""
-    from ..program.builtins import BUILTINS  # only claims with juxtaposed names need it: not imported at start-up
-
-    return name in BUILTINS
-
-
-class _Juxtaposition:
-    """In a claim's expression, as answers are written: 2x, 3x², 2sin(x)cos(x), (σ(z) − y)x multiply.
-
-    Programs stay strict; a claim is what a student writes. A juxtaposition right after
-    the operand of / or ^ is an error, since readers split on it: 1/2x is 1/(2x) to some,
-    x/2 to others, and e^2x is e^(2x) in most notes; with a space (x^2 cos(x), 1/2 x), or
-    a bracket after a power (x^2(x + 1)), the operand has ended and the product is of the whole.
-    A function without brackets takes the product that follows, as in print: sin 2x cos x is
-    sin(2x)·cos(x), sin x + 1 is sin(x) + 1. A variable before a bracket, e^x(1 + x), is
-    parsed as a call: check.py makes it a product.
-    """
-
-    def __init__(self, depth: int, file: bool) -> None:
-        self.depth = depth  # the bracket depth of the claim
-        self.file = file  # a claims file: a new claim follows each separator
-        self.expression = False  # past the claim's = or ≈
-        self.ended = False  # a check statement in a program is over
-        self.previous: Token | None = None
-        self.earlier: Token | None = None  # the token before the previous one: W.T (x) is no call of T
-        self.divided: dict[int, list[Token]] = {}  # by depth: a / or ^ and its operand's tokens so far
-        self.calls: list[list] = []  # the open calls without brackets: [depth, tokens of the argument, power]
-        self.power: list[Token] | None = None  # a function's ², ^2 waiting for its argument
-        self.powered: list[tuple[int, list[Token]]] = []  # sin²(...): the ² to put after the ')' at a depth
-
-    def feed(self, token: Token, depth: int) -> list[Token]:
-        """Take the next token (at bracket depth `depth`); return the tokens to emit in its place.
-
-        A function's power, sin²x, tanh^2(x), is the power of its value: the ² waits until the
-        argument is read and follows it, sin(x)², as the parser reads it.
-        """
-        kind = token.type
-        if self.expression and self.power is not None:
-            power = self.power
-            if power[-1].type == "POW_OP" and kind == "NUMBER":  # sin^2: the exponent
-                power.append(token)
-                return []
-            self.power = None
-            if power[-1].type != "POW_OP" and kind == "LPAR":  # sin²(x): after its ')'
-                self.powered.append((depth, power))
-                return self._feed(token, depth)
-            if power[-1].type != "POW_OP" and kind in ("NAME", "NUMBER", "ROOT"):  # sin² x: after the call closes
-                emitted = self._feed(token, depth)
-                self.calls[-1][2] = power
-                return emitted
-            return [t for written in [*power, token] for t in self._feed(written, depth)]  # not a function's power
-        if (self.expression and kind in ("SUPERSCRIPT", "POW_OP") and self.previous is not None
-                and self.previous.type == "NAME" and is_function(str(self.previous))):
-            self.power = [token]
-            return []
-        emitted = self._feed(token, depth)
-        if kind == "RPAR" and self.powered and self.powered[-1][0] == depth - 1:
-            emitted += self.powered.pop()[1]
-            self.previous = emitted[-1]
-        return emitted
-
-    def _feed(self, token: Token, depth: int) -> list[Token]:
-        kind = token.type
-        inserted = self._close_calls(token, depth)
-        if depth == self.depth and kind in _CLAIM_ENDS:
-            self.expression, self.ended = False, not self.file
-            return [*inserted, token]
-        if not self.expression:
-            if depth == self.depth and kind in ("EQUALS", "APPROX"):
-                self.expression, self.previous, self.divided = True, None, {}
-            return [*inserted, token]
-        earlier, previous, self.previous = self.earlier, self.previous, token
-        self.earlier = previous
-        if inserted:
-            previous = inserted[-1]  # a call just closed: its ')' comes before this token
-        if (previous is not None and previous.type == "NAME" and kind in ("NAME", "NUMBER", "ROOT")
-                and is_function(str(previous))):  # sin x, sin 2x: a call whose argument follows
-            self.calls.append([depth, [], []])
-            inserted.append(_made("LPAR", "(", token))
-        elif (previous is not None and previous.type in _OPERAND_ENDS and kind in _OPERAND_STARTS
-              and not (previous.type == "NAME" and kind in ("LPAR", "LSQB") and _attached(previous, token)
-                       and (earlier is None or earlier.type != "DOT"))
-              and not (previous.type == "NAME" and kind == "LPAR" and is_function(str(previous)))):
-            # f(x) is a call and x[0] an index; W.T (x), x (1 + x), V [1, 2], 2[x + 1] and (a)[b] are products
-            split = self.divided.get(depth)
-            if split is not None and (previous.start_pos + len(previous) < token.start_pos or (
-                    split[0].type == "POW_OP" and (kind == "LPAR" or _one_group(split[1:])))):
-                # x^2 cos(x), 1/2 x, x^2(x + 1), x^(2)y (LaTeX's x^{2}y): a space or a bracket ends the exponent
-                split = None
-                del self.divided[depth]
-            if split is not None:
-                operator, operand = split[0], "".join(split[1:])
-                part = "denominator" if operator.type == "MUL_OP" else "exponent"
-                raise GradcalcSyntaxError(
-                    f"'{operator}{operand}{token}' is ambiguous: is '{token}' in the {part} or not?",
-                    f"write {operator}({operand}*{token}...) if it is, or {operator}{operand}*{token} if it is not",
-                    _pos(token))
-            inserted.append(_made("MUL_OP", S.JUXTAPOSED, token))
-        for call in self.calls:
-            call[1].append(token)
-        for tokens in self.divided.values():
-            tokens.extend(inserted)
-            tokens.append(token)
-        if kind == "POW_OP" or (kind == "MUL_OP" and token in ("/", "÷")):
-            self.divided[depth] = [token]
-        elif (kind in ("MUL_OP", "COMP_OP") or (kind == "ADD_OP" and previous is not None
-                                                 and previous.type in _OPERAND_ENDS)) or kind in _CLOSE:
-            self.divided.pop(depth, None)  # the operand is complete (a binary operator, or its bracket closed)
-        return [*inserted, token]
-
-    def _close_calls(self, token: Token | None, depth: int) -> list[Token]:
-        """The ')' of each open call without brackets whose argument this token ends (None: the end)."""
-        closed: list[Token] = []
-        while self.calls:
-            call_depth, argument, power = self.calls[-1]
-            if token is not None and depth == call_depth and argument:
-                kind = token.type
-                binary_sign = kind == "ADD_OP" and argument[-1].type in _OPERAND_ENDS
-                if not (binary_sign or kind in ("MUL_OP", "COMP_OP", "EQUALS", "APPROX") or kind in _CLAIM_ENDS
-                        or kind in _CLOSE or (kind == "NAME" and (is_function(str(token)) or str(token) == "e"))):
-                    # sin 2x cos x, tan t e^-t: the next function, or e (of e^...), starts the next factor
-                    break  # sin 2x: the argument goes on
-            elif token is not None and depth >= call_depth:
-                break  # inside the argument's own brackets, or its first token
-            self.calls.pop()
-            closed.append(_made("RPAR", ")", token if token is not None else argument[-1]))
-            closed += power  # sin² x: sin(x)²
-        if closed and self.previous is not None:
-            self.previous = closed[-1]
-        return closed
-
-    def finish(self) -> list[Token]:
-        """The ')' of the calls without brackets still open at the end of the text."""
-        if self.power is not None:  # sin² at the very end: as written, for the parser to reject
-            power, self.power = self.power, None
-            return [t for written in power for t in self._feed(written, self.depth)] + self._close_calls(None, 0)
-        return self._close_calls(None, 0)
-
-
-def _made(kind: str, value: str, at: Token) -> Token:
-    """A token the claims' reading puts in (a '*', or the brackets of sin x), placed at `at`."""
-    return Token._future_new(kind, value, at.start_pos, at.line, at.column)
 
 
 class _Lexer(Lexer):
@@ -340,7 +204,7 @@ class _Lexer(Lexer):
         self.match = re.compile("|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in ordered)).match
         self.ignore = frozenset(conf.ignore)
 
-    def lex(self, text: str) -> Iterator[Token]:  # type: ignore[override]  (Lark's interface 0: the text)
+    def lex(self, text: str) -> Iterator[Token]:  # type: ignore[override]  # Lark's interface 0: the text
         match, keywords, ignore = self.match, self.keywords, self.ignore
         new_token = Token._future_new  # Token(...) without its keyword-argument checks: one per token, it shows
         pos, line, line_start, end = 0, 1, 0, len(text)
@@ -384,7 +248,7 @@ def _order(tokens: tuple[Token, ...]) -> None:
     if written.translate(_SUPERSCRIPTS).lstrip("^").lstrip("*") not in ("2", "2.0"):
         raise GradcalcSyntaxError(f"a derivative of order {written.translate(_SUPERSCRIPTS).lstrip('^*')}",
                                   "claims are about first and second derivatives: dL/dw, d²L/dw², ∂²L/∂a∂b",
-                                  _pos(tokens[0]))
+                                  token_pos(tokens[0]))
 
 
 def _statements(children: list) -> list[S.Stmt]:
@@ -410,42 +274,42 @@ class _ToSyntax(Transformer):
         return _statements(list(children))
 
     def assign(self, name: Token, op: Token, value: S.Expr) -> S.Assign:
-        return S.Assign(sys.intern(str(name)), sys.intern(str(op)), value, _pos(name))
+        return S.Assign(sys.intern(str(name)), sys.intern(str(op)), value, token_pos(name))
 
     def params(self, *names: Token) -> list[str]:
         seen: set[str] = set()
         for name in names:
             if str(name) in seen:
                 raise GradcalcSyntaxError(f"parameter '{name}' appears twice", "give each parameter its own name",
-                                          _pos(name))
+                                          token_pos(name))
             seen.add(str(name))
         return [str(n) for n in names]
 
     def funcdef(self, override: Token | None, name: Token, params: list[str] | None, _eq: Token,
                 body: S.Expr) -> S.FuncDef:
-        return S.FuncDef(str(name), params or [], [S.Return(body, body.pos)], _pos(name), override is not None)
+        return S.FuncDef(str(name), params or [], [S.Return(body, body.pos)], token_pos(name), override is not None)
 
     def funcblock(self, override: Token | None, name: Token, params: list[str] | None,
                   body: list[S.Stmt]) -> S.FuncDef:
-        return S.FuncDef(str(name), params or [], body, _pos(name), override is not None)
+        return S.FuncDef(str(name), params or [], body, token_pos(name), override is not None)
 
     def while_stmt(self, keyword: Token, cond: S.Expr, body: list[S.Stmt]) -> S.While:
-        return S.While(cond, body, _pos(keyword))
+        return S.While(cond, body, token_pos(keyword))
 
     def if_stmt(self, keyword: Token, cond: S.Expr, body: list[S.Stmt], _else: Token | None = None,
                 orelse: S.If | list[S.Stmt] | None = None) -> S.If:
         if isinstance(orelse, S.If):
             orelse = [orelse]
-        return S.If(cond, body, orelse or [], _pos(keyword))
+        return S.If(cond, body, orelse or [], token_pos(keyword))
 
     def for_stmt(self, keyword: Token, var: Token, _in: Token, iterable: S.Expr, body: list[S.Stmt]) -> S.For:
-        return S.For(sys.intern(str(var)), iterable, body, _pos(keyword))
+        return S.For(sys.intern(str(var)), iterable, body, token_pos(keyword))
 
     def no_grad(self, keyword: Token, body: list[S.Stmt]) -> S.NoGrad:
-        return S.NoGrad(body, _pos(keyword))
+        return S.NoGrad(body, token_pos(keyword))
 
     def return_stmt(self, keyword: Token, value: S.Expr) -> S.Return:
-        return S.Return(value, _pos(keyword))
+        return S.Return(value, token_pos(keyword))
 
     def claims(self, *children: object) -> list[S.Claim]:
         return [child for child in children if isinstance(child, S.Claim)]
@@ -454,31 +318,32 @@ class _ToSyntax(Transformer):
         return claim
 
     def value_claim(self, name: Token, _eq: Token, claimed: S.Expr) -> S.Claim:
-        return S.Claim(str(name), None, claimed, _pos(name))
+        return S.Claim(str(name), None, claimed, token_pos(name))
 
     def derivative_claim(self, top: Token, op: Token, bottom: Token, _eq: Token, claimed: S.Expr) -> S.Claim:
         if _OPERATORS.get(str(op), str(op)) != "/":
             raise GradcalcSyntaxError(f"a claim's left side is a derivative such as dL/dw1, not '{op}'",
-                                      "write dL/dw1 = ... (or ∂L/∂w1 = ...), or L = ... to claim a value", _pos(op))
-        start = _pos(top)
-        end = _pos(bottom)
+                                      "write dL/dw1 = ... (or ∂L/∂w1 = ...), or L = ... to claim a value",
+                                      token_pos(op))
+        start = token_pos(top)
+        end = token_pos(bottom)
         width = end.column + end.width - start.column if end.line == start.line else start.width
         of, wrt = self._variable(top), self._variable(bottom)
         if top.type != "PARTIAL_NAME" and of[:1] == "2" and of[1:2].isalpha():  # d2y/dx2: no name starts with 2
             if not (bottom.type != "PARTIAL_NAME" and wrt.endswith("2") and len(wrt) > 1):
                 raise GradcalcSyntaxError(f"'{top}' is a second derivative, but '{bottom}' is not of second order",
-                                          "write d2y/dx2 (or d²y/dx², ∂²y/∂a∂b)", _pos(bottom))
+                                          "write d2y/dx2 (or d²y/dx², ∂²y/∂a∂b)", token_pos(bottom))
             return S.Claim(of[1:], wrt[:-1], claimed, Pos(start.line, start.column, width), wrt2=wrt[:-1])
         return S.Claim(of, wrt, claimed, Pos(start.line, start.column, width))
 
-    def second_claim(self, head: tuple[str, Token], op: Token, names: tuple[str, str, Token], _eq: Token,
+    def second_claim(self, head: tuple[str, Pos], op: Token, names: tuple[str, str, Token], _eq: Token,
                      claimed: S.Expr) -> S.Claim:
         if _OPERATORS.get(str(op), str(op)) != "/":
             raise GradcalcSyntaxError(f"a claim's left side is a derivative such as d²L/dw², not '{op}'",
-                                      "write d²L/dw² = ... (or ∂²L/∂a∂b = ...)", _pos(op))
+                                      "write d²L/dw² = ... (or ∂²L/∂a∂b = ...)", token_pos(op))
         of, start = head
         wrt, wrt2, last = names
-        end = _pos(last)
+        end = token_pos(last)
         width = end.column + end.width - start.column if end.line == start.line else 1
         return S.Claim(of, wrt, claimed, Pos(start.line, start.column, width), wrt2=wrt2)
 
@@ -486,9 +351,9 @@ class _ToSyntax(Transformer):
         """∂²L, ∂^2 L, d²y, d^2 y: the output of a second derivative."""
         if tokens[0].type == "NAME" and str(tokens[0]) != "d":
             raise GradcalcSyntaxError(f"'{tokens[0]}' is not a derivative's d", "write d²y/dx² or ∂²y/∂x²",
-                                      _pos(tokens[0]))
+                                      token_pos(tokens[0]))
         _order(tokens[1:-1])
-        return str(tokens[-1]), _pos(tokens[0])
+        return str(tokens[-1]), token_pos(tokens[0])
 
     def wrt2(self, *tokens: Token) -> tuple[str, str, Token]:
         """∂w², ∂a∂b, dx², dx^2, dx dy: the two variables of a second derivative."""
@@ -514,32 +379,32 @@ class _ToSyntax(Transformer):
             return str(token)
         if len(token) < 2 or not token.startswith("d"):
             raise GradcalcSyntaxError(f"'{token}' is not a derivative's part",
-                                      "write the derivative as dL/dw1 or ∂L/∂w1", _pos(token))
+                                      "write the derivative as dL/dw1 or ∂L/∂w1", token_pos(token))
         return str(token)[1:]
 
     def boolop(self, left: S.Expr, op: Token, right: S.Expr) -> S.BoolOp:
-        return S.BoolOp(str(op), left, right, _pos(op))
+        return S.BoolOp(str(op), left, right, token_pos(op))
 
     def not_(self, op: Token, operand: S.Expr) -> S.Not:
-        return S.Not(operand, _pos(op))
+        return S.Not(operand, token_pos(op))
 
     def compare(self, first: S.Expr, *rest: object) -> S.Compare:
         ops = [str(t) for t in rest[0::2]]
         operands = [first, *rest[1::2]]
-        return S.Compare(ops, operands, _pos(rest[0]))  # type: ignore[arg-type]
+        return S.Compare(ops, operands, token_pos(rest[0]))  # type: ignore[arg-type]
 
     def binop(self, left: S.Expr, op: Token, right: S.Expr) -> S.Binary:
-        return S.Binary(sys.intern(_OPERATORS.get(str(op), str(op))), left, right, _pos(op))
+        return S.Binary(sys.intern(_OPERATORS.get(str(op), str(op))), left, right, token_pos(op))
 
     def unary(self, op: Token, operand: S.Expr) -> S.Unary:
-        return S.Unary(sys.intern(_OPERATORS.get(str(op), str(op))), operand, _pos(op))
+        return S.Unary(sys.intern(_OPERATORS.get(str(op), str(op))), operand, token_pos(op))
 
     def root(self, op: Token, operand: S.Expr) -> S.Call:
-        return S.Call("sqrt", [operand], [], _pos(op))
+        return S.Call("sqrt", [operand], [], token_pos(op))
 
     def superscript(self, base: S.Expr, power: Token) -> S.Binary:
         """x² as x^2, x⁻¹ as x^-1."""
-        pos = _pos(power)
+        pos = token_pos(power)
         text = str(power).translate(_SUPERSCRIPTS)
         exponent: S.Expr = S.Number(float(text.lstrip("+-")), text.lstrip("+-"), pos)
         if text[0] in "+-":
@@ -547,35 +412,35 @@ class _ToSyntax(Transformer):
         return S.Binary("^", base, exponent, pos)
 
     def index(self, target: S.Expr, bracket: Token, subscripts: list[S.Expr]) -> S.Index:
-        return S.Index(target, subscripts, _pos(bracket))
+        return S.Index(target, subscripts, token_pos(bracket))
 
     def subscripts(self, *items: S.Expr) -> list[S.Expr]:
         return list(items)
 
     def slice(self, start: S.Expr | None, colon: Token, stop: S.Expr | None, _colon2: Token | None,
               step: S.Expr | None) -> S.Slice:
-        return S.Slice(start, stop, step, _pos(colon))
+        return S.Slice(start, stop, step, token_pos(colon))
 
     def attribute(self, target: S.Expr, name: Token) -> S.Attribute:
-        return S.Attribute(target, str(name), _pos(name))
+        return S.Attribute(target, str(name), token_pos(name))
 
     def transposed(self, target: S.Expr, sign: Token) -> S.Attribute:
         """Wᵀ, as notes write it, is W.T."""
-        return S.Attribute(target, "T", _pos(sign))
+        return S.Attribute(target, "T", token_pos(sign))
 
     def number(self, token: Token) -> S.Number:
-        return S.Number(float(token), str(token), _pos(token))
+        return S.Number(float(token), str(token), token_pos(token))
 
     def string(self, token: Token) -> S.String:
-        return S.String(str(token)[1:-1], _pos(token))
+        return S.String(str(token)[1:-1], token_pos(token))
 
     def name(self, token: Token) -> S.Name:
-        return S.Name(sys.intern(str(token)), _pos(token))
+        return S.Name(sys.intern(str(token)), token_pos(token))
 
     def call(self, name: Token, args: list | None) -> S.Call:
         positional = [a for a in args or [] if not isinstance(a, S.Keyword)]
         keywords = [a for a in args or [] if isinstance(a, S.Keyword)]
-        return S.Call(sys.intern(str(name)), positional, keywords, _pos(name))
+        return S.Call(sys.intern(str(name)), positional, keywords, token_pos(name))
 
     def args(self, *items: object) -> list:
         seen_keyword = False
@@ -591,10 +456,10 @@ class _ToSyntax(Transformer):
         return list(items)
 
     def keyword(self, name: Token, _eq: Token, value: S.Expr) -> S.Keyword:
-        return S.Keyword(sys.intern(str(name)), value, _pos(name))
+        return S.Keyword(sys.intern(str(name)), value, token_pos(name))
 
     def tensor(self, bracket: Token, items: list[S.Expr] | None) -> S.Tensor:
-        return S.Tensor(items or [], _pos(bracket))
+        return S.Tensor(items or [], token_pos(bracket))
 
     def items(self, *items: S.Expr) -> list[S.Expr]:
         return list(items)
@@ -603,15 +468,15 @@ class _ToSyntax(Transformer):
 DEFAULT_MAX_DEPTH = 200
 
 
-@lru_cache(maxsize=4)
-def _parser(start: str, max_depth: int) -> Lark:
+@lru_cache(maxsize=8)
+def _parser(start: str, max_depth: int, dialect: Dialect = PLAIN) -> Lark:
     # cache=True stores the analysed grammar in the temp folder: start-up is a load, not an LALR build.
     return Lark(
         grammar_text(),
         parser="lalr",
         start=start,
         lexer=_Lexer,
-        postlex=_Brackets(max_depth, claims=start == "claims"),
+        postlex=_Brackets(max_depth, claims=start == "claims", reader=dialect.claim_reader),
         transformer=_ToSyntax(),
         maybe_placeholders=True,
         cache=True,
@@ -723,51 +588,36 @@ def _direct(callback: Any) -> tuple[Any, bool]:
     return callback, False
 
 
-@lru_cache(maxsize=4)
-def _fast(start: str, max_depth: int) -> _FastLALR:
-    return _FastLALR(_parser(start, max_depth), start)
+@lru_cache(maxsize=8)
+def _fast(start: str, max_depth: int, dialect: Dialect = PLAIN) -> _FastLALR:
+    return _FastLALR(_parser(start, max_depth, dialect), start)
 
 
-def parse(text: str, max_depth: int = DEFAULT_MAX_DEPTH) -> S.Module:
+def parse(text: str, max_depth: int = DEFAULT_MAX_DEPTH, dialect: Dialect = PLAIN) -> S.Module:
     """Parse a whole program. Raises GradcalcSyntaxError with a place and a hint."""
-    module: S.Module = _parse(text, "start", max_depth)
+    module: S.Module = _parse(text, "start", max_depth, dialect)
     claims = [stmt for stmt in module.body if isinstance(stmt, S.Claim)]
     if claims:
         with_claim_texts(claims, text)
     return module
 
 
-def parse_expression(text: str, max_depth: int = DEFAULT_MAX_DEPTH) -> S.Expr:
+def parse_expression(text: str, max_depth: int = DEFAULT_MAX_DEPTH, dialect: Dialect = PLAIN) -> S.Expr:
     """Parse one expression on its own (a --set or --vector value)."""
     try:
-        return _parse(text.strip(), "value", max_depth)  # type: ignore[no-any-return]
+        expr: S.Expr = _parse(text.strip(), "value", max_depth, dialect)
     except GradcalcSyntaxError as error:
         if "SEMICOLON" in str(error.message).upper() or "';'" in error.message or "new line" in error.message:
             error.hint = "a value is one expression: a number, a JSON array, or one such as randn(3, 3)"
         raise
+    return expr
 
 
-def parse_claims(text: str, max_depth: int = DEFAULT_MAX_DEPTH) -> list[S.Claim]:
-    """Parse a file of claims (one per line, `#` comments), such as a student's answers, in
-    gradcalc's notation or in LaTeX (`\\frac{\\partial L}{\\partial w} = ...`, see latex.py)."""
-    from . import latex
-
-    if not latex.looks_like_latex(text):
-        found: list[S.Claim] = _parse(text, "claims", max_depth)
-        return with_claim_texts(found, text)
-    read = latex.from_latex(text)
-    try:
-        found = _parse(read.text, "claims", max_depth)
-    except GradcalcError as error:
-        if error.pos is not None:
-            error.pos = read.place(error.pos, text)
-        raise
-    # Texts and places as written, in the LaTeX.
-    with_claim_texts(found, read.text, lambda begin, end: text[read.origin[begin]:read.origin[end - 1] + 1])
-    for claim in found:
-        for node in [claim, *S.walk(claim.claimed)]:
-            node.pos = read.place(node.pos, text)
-    return found
+def parse_claims(text: str, max_depth: int = DEFAULT_MAX_DEPTH, dialect: Dialect = PLAIN,
+                 written: Callable[[int, int], str] | None = None) -> list[S.Claim]:
+    """Parse a file of claims (one per line, `#` comments), each with its text (see with_claim_texts)."""
+    found: list[S.Claim] = _parse(text, "claims", max_depth, dialect)
+    return with_claim_texts(found, text, written)
 
 
 def with_claim_texts(claims: list[S.Claim], text: str,
@@ -794,12 +644,12 @@ def with_claim_texts(claims: list[S.Claim], text: str,
     return claims
 
 
-def _parse(text: str, start: str, max_depth: int) -> Any:
+def _parse(text: str, start: str, max_depth: int, dialect: Dialect = PLAIN) -> Any:
     try:
         try:
-            return _fast(start, max_depth).parse(text)
+            return _fast(start, max_depth, dialect).parse(text)
         except _Rejected:
-            return _parser(start, max_depth).parse(text)  # raises Lark's error for the text
+            return _parser(start, max_depth, dialect).parse(text)  # raises Lark's error for the text
     except VisitError as exc:  # an error raised by a Transformer method
         if isinstance(exc.orig_exc, GradcalcError):
             raise exc.orig_exc from None
@@ -807,8 +657,8 @@ def _parse(text: str, start: str, max_depth: int) -> Any:
     except GradcalcError:
         raise
     except UnexpectedInput as exc:
-        opened = _unclosed(exc, _parser(start, max_depth).options.postlex)
-        raise (opened or _explain(exc, text, start)) from None
+        opened = _unclosed(exc, _parser(start, max_depth, dialect).options.postlex)
+        raise (opened or _explain(exc, text, start, dialect.is_function)) from None
 
 
 def _unclosed(exc: UnexpectedInput, brackets: Any) -> GradcalcSyntaxError | None:
@@ -822,7 +672,7 @@ def _unclosed(exc: UnexpectedInput, brackets: Any) -> GradcalcSyntaxError | None
         f"'{opener}' opened here is still open at line {token.line}",
         f"close it with '{_PAIR[str(opener)]}' on line {opener.line} (inside brackets, a new line does not end "
         "a statement)",
-        _pos(opener))
+        token_pos(opener))
 
 
 def _expected_words(expected: set[str]) -> str:
@@ -841,19 +691,21 @@ def _expected_words(expected: set[str]) -> str:
 _CLAIM_FORM = "write it as dL/dw1 = <expression>, ∂L/∂w1 = <expression>, or L = <value> for a value"
 
 
-def _explain(exc: UnexpectedInput, text: str, start: str = "start") -> GradcalcSyntaxError:
-    """Turn Lark's error into a message a student can act on (`start`: what the text is, as in the grammar)."""
+def _explain(exc: UnexpectedInput, text: str, start: str = "start",
+             is_function: Callable[[str], bool] = PLAIN.is_function) -> GradcalcSyntaxError:
+    """Turn Lark's error into a message a student can act on (`start`: what the text is, as in the grammar;
+    `is_function`: the dialect's, for hints that name a function)."""
     line = exc.line if exc.line and exc.line > 0 else max(1, text.count("\n") + 1)
     column = exc.column if exc.column and exc.column > 0 else 1
     if isinstance(exc, UnexpectedCharacters):
-        char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else "?"
+        at = len(text) if exc.pos_in_stream is None else exc.pos_in_stream  # the lexer always says where
+        char = text[at] if at < len(text) else "?"
         hint = "remove it"
-        after_operand = exc.pos_in_stream > 0 and (text[exc.pos_in_stream - 1].isalnum()
-                                                   or text[exc.pos_in_stream - 1] in "_)]")
+        after_operand = at > 0 and (text[at - 1].isalnum() or text[at - 1] in "_)]")
         if char == "'" and after_operand and start == "claims":  # y' = 2x, f'(x): Lagrange's prime
             hint = "write the derivative with what it is of and by: dy/dx = ..."
         elif char == "'" and after_operand:  # x': MATLAB's transpose
-            name = re.search(r"[^\W\d]\w*$", text[:exc.pos_in_stream])
+            name = re.search(r"[^\W\d]\w*$", text[:at])
             x = name.group() if name is not None else "x"
             hint = f"for a transpose write {x}.T or transpose({x}); text in quotes is only a load() file name"
         elif char in "\"'":
@@ -866,8 +718,7 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start") -> GradcalcS
             hint = "write abs(x) for |x|, and 'or' for a logical or"
         return GradcalcSyntaxError(f"unexpected character {char!r}", hint, Pos(line, column, 1))
     if isinstance(exc, UnexpectedEOF) or (isinstance(exc, UnexpectedToken) and exc.token.type == "$END"):
-        expected = getattr(exc, "expected", set())
-        words = _expected_words(set(expected))
+        words = _expected_words(set(getattr(exc, "expected", set())))
         lines = text.splitlines() or [""]
         return GradcalcSyntaxError(
             "the claim ends before its value" if start == "claims" else "the program ends in the middle of a statement",
@@ -876,7 +727,7 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start") -> GradcalcS
         )
     assert isinstance(exc, UnexpectedToken)
     token = exc.token
-    pos = _pos(token)
+    pos = token_pos(token)
     expected = set(exc.expected)
     words = _expected_words(expected)
     if token.type == "_NL":

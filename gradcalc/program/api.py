@@ -25,6 +25,7 @@ from ..errors import GradcalcError, NameNotFound, Source, UsageError, did_you_me
 from ..files import DEFAULT_MAX_FILE_SIZE, read_text
 from ..language.parser import DEFAULT_MAX_DEPTH, parse, parse_expression, raise_recursion_limit
 from .interpreter import Executed, Limits, claim_context, execute, make_context
+from .notation.juxtaposition import NOTATION
 
 T = TypeVar("T")
 
@@ -60,7 +61,7 @@ class Program:
         raise_recursion_limit(max_depth)
         try:
             with paused_gc():
-                self.module = parse(text, max_depth)
+                self.module = parse(text, max_depth, NOTATION)
         except GradcalcError as exc:
             raise exc.within(self.source) from None
 
@@ -136,7 +137,7 @@ def _constant_expression(label: str, text: str, seed: int) -> Any:
 
     source = Source(text.strip(), label)
     try:
-        expr = parse_expression(text)
+        expr = parse_expression(text, dialect=NOTATION)
         variables = [n for n in walk(expr) if isinstance(n, SyntaxName) and n.name not in CONSTANTS]
         if variables:
             raise UsageError(f"{label}: the value uses the variable '{variables[0].name}'",

@@ -13,29 +13,27 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import re
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...engine import backend as B
 from ...engine.symbolic import TooLong, operations
-from ...errors import (
-    GradcalcError,
-    GradcalcSyntaxError,
-    NameNotFound,
-    ShapeError,
-    Source,
-    did_you_mean,
-    error_json,
-    error_text,
-)
-from ...files import DEFAULT_MAX_FILE_SIZE, entry_problem, read_text
+from ...errors import GradcalcError, NameNotFound, ShapeError, Source, did_you_mean, error_json, error_text
+from ...files import DEFAULT_MAX_FILE_SIZE, entry_problem
 from ...language import syntax as S
-from ...language.parser import parse, parse_claims
 from ...program.api import Run, differentiable_inputs, tolerance
 from ...program.builtins import BUILTINS, CONSTANTS
+from ...program.notation.reading import (  # the readers too, where the CLI and the tests call them
+    Claims,
+    Unreadable,
+    answers,  # noqa: F401
+    claims_of_program,  # noqa: F401
+    parse_claim_option,  # noqa: F401
+    read_claims,
+)
+from ...program.notation.resolving import finish
 
 POINTS = 4  # nearby points where an expression claim must hold too
 SPREAD = 0.2  # a leaf moves by up to 20% of its size (by up to 0.5 where it is 0): signs and domains hold
@@ -48,7 +46,6 @@ REPORTED_ENTRIES = 10_000  # grading sends back values up to this size: the pare
 # operations: reading costs about 0.1 ms an operation, so a wrong answer costs about what a right one does
 # (a loop of 5,000 steps has some 25,000: 2 s, and its text is 5,000 lines no one reads in feedback).
 DERIVATIVE_BUDGET = 2000
-_CHECK_STATEMENT = re.compile(r"(^|;)\s*check\b", re.MULTILINE)
 
 
 @dataclass
@@ -174,73 +171,6 @@ def failed_report(name: str, error: GradcalcError) -> Report:
     return Report(name, error=error_json(error)["error"], error_message=error_text(error))
 
 
-# --- reading claims ---------------------------------------------------------------------------
-
-@dataclass
-class Unreadable:
-    """A line of an answers file (or a --claim) that does not parse: judged invalid, the others still judged."""
-
-    text: str
-    line: int | None
-    error: GradcalcError
-
-
-def claims_of_program(module: S.Module) -> list[S.Claim]:
-    """A program's own check statements."""
-    return [stmt for stmt in module.body if isinstance(stmt, S.Claim)]
-
-
-def read_claims(path: str, limit: int = DEFAULT_MAX_FILE_SIZE, roots: tuple[str, ...] | None = None
-                ) -> tuple[list[S.Claim] | list[S.Claim | Unreadable], Source]:
-    """A submission's claims: a model file's check statements, or an answers file's lines.
-
-    A file is a model when it ends in .eq, or parses as a program with check
-    statements; anything else is an answers file (one claim per line). With roots (a submission
-    in a class's folder), it must be a regular file inside them; it is read to at most `limit` bytes.
-    """
-    text = read_text(path, limit, roots)
-    source = Source(text, "<stdin>" if path == "-" else path)
-    try:
-        if path.endswith(".eq"):
-            return claims_of_program(parse(text)), source
-        claims: list[S.Claim] = []
-        if _CHECK_STATEMENT.search(text):  # perhaps a model: parse it as one (answers files need not pay that)
-            try:
-                claims = claims_of_program(parse(text))
-            except GradcalcError:
-                pass
-        if claims:
-            return claims, source
-    except GradcalcError as exc:
-        raise exc.within(source) from None
-    return answers(text, source), source  # not a model: an answers file
-
-
-def answers(text: str, source: Source) -> list[S.Claim | Unreadable]:
-    """The claims of an answers file; where it does not parse, line by line, so that one
-    claim's slip costs that claim only (a claim spanning lines then reads as broken)."""
-    try:
-        return list(parse_claims(text))
-    except GradcalcError:
-        pass
-    found: list[S.Claim | Unreadable] = []
-    for number, line in enumerate(text.split("\n"), 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        try:
-            found += parse_claims("\n" * (number - 1) + line)  # padded: places stay the file's
-        except GradcalcError as exc:
-            written = line if "'" in line or '"' in line else line.split("#", 1)[0]  # without its comment
-            found.append(Unreadable(" ".join(written.split()), number if source.filename != "--claim" else None,
-                                    exc.within(source)))
-    return found
-
-
-def parse_claim_option(text: str) -> tuple[list[S.Claim | Unreadable], Source]:
-    source = Source(text, "--claim")
-    return answers(text, source), source
-
-
 # --- judging ----------------------------------------------------------------------------------
 
 @dataclass
@@ -296,8 +226,9 @@ class Judge:
         self._jacobians: dict[tuple[int, str, str], Any] = {}
         self._paths: dict[tuple[int, str, str], list[tuple[str, Any]] | None] = {}
         self._derivatives: dict[tuple[str, str], tuple[str, str]] = {}  # (text, why there is none)
+        self._functions = frozenset({*BUILTINS, *run.interpreter.functions})  # what a claim may call
 
-    def report(self, name: str, *groups: tuple[list[S.Claim] | list[S.Claim | Unreadable], Source]) -> Report:
+    def report(self, name: str, *groups: tuple[Claims, Source]) -> Report:
         """Judge each group of claims (claims and the source they were written in) as one submission."""
         verdicts = [self.verdict(claim, source) if isinstance(claim, S.Claim) else _unreadable(claim)
                     for claims, source in groups for claim in claims]
@@ -308,16 +239,15 @@ class Judge:
         return Report(name, verdicts, self._first_wrong(verdicts))
 
     def verdict(self, claim: S.Claim, source: Source) -> Verdict:
+        """One claim as written (the verdict reports it so), finished against the program's names by the
+        notation, then judged; invalid where either fails. The claim given is not changed."""
         verdict = Verdict(claim.text, claim.of, claim.wrt, claim.pos.line if source.filename != "--claim" else None,
                           "wrong", "number" if _is_constant(claim.claimed) else "expression", wrt2=claim.wrt2)
         try:
-            frame = self.run.frame
-            claim.of, claim.wrt, claim.wrt2 = (_unsubscripted(n, frame) for n in (claim.of, claim.wrt, claim.wrt2))
-            claim.claimed = _juxtaposed_calls(claim.claimed, frame, {*BUILTINS, *self.run.interpreter.functions},
-                                              source.text)
-            verdict.kind = "number" if _is_constant(claim.claimed) else "expression"  # [0.3, 0.1]^T is a number
-            self._check_names(claim)
-            self._judge(claim, source, verdict)
+            finished = finish(claim, self.run.frame, self._functions, source.text)  # the notation's errors
+            verdict.kind = "number" if _is_constant(finished.claimed) else "expression"  # [0.3, 0.1]^T is a number
+            self._check_names(finished)
+            self._judge(finished, source, verdict)
         except (GradcalcError, RecursionError) as caught:
             exc = caught if isinstance(caught, GradcalcError) else \
                 GradcalcError("the claim nests too deeply to judge", "write it with fewer nested parts")
@@ -606,7 +536,7 @@ class Judge:
             case.paths = (self._path_diagnosis(claim, case.samples, case.matches_sum)
                           if claim.wrt is not None and claim.wrt2 is None and case.samples[0].want.shape == ()
                           else None) or False
-        return case.paths if case.paths and case.paths.code == code else None
+        return case.paths if isinstance(case.paths, Diagnosis) and case.paths.code == code else None
 
     def _judge_unshaped(self, claim: S.Claim, verdict: Verdict) -> bool:
         """A claim whose shapes do not fit, but would with a matrix transposed: wrong, with that diagnosis."""
@@ -661,16 +591,17 @@ class Judge:
     def _path_diagnosis(self, claim: S.Claim, samples: list[_Sample],
                         matches: Callable[[Any, _Sample], bool]) -> Diagnosis | None:
         assert claim.wrt is not None
-        per_sample = [self._path_values(s.run, claim.of, claim.wrt) for s in samples]
-        if any(p is None for p in per_sample) or not per_sample[0]:
+        found = [self._path_values(s.run, claim.of, claim.wrt) for s in samples]
+        per_sample = [paths for paths in found if paths is not None]
+        if len(per_sample) < len(found) or not per_sample[0]:
             return None
-        names = [name for name, _ in per_sample[0]]  # type: ignore[union-attr]
-        if len(names) < 2 or any([n for n, _ in p] != names for p in per_sample):  # type: ignore[union-attr]
+        names = [name for name, _ in per_sample[0]]
+        if len(names) < 2 or any([n for n, _ in p] != names for p in per_sample):
             return None  # one path (its double is a factor of 2), or paths differing between points (a branch)
         for weights in _weightings(len(names)):
-            if all(matches(sum((w * v for w, (_, v) in zip(weights, paths)), 0.0), s)  # type: ignore[arg-type]
+            if all(matches(sum((w * v for w, (_, v) in zip(weights, paths)), 0.0), s)
                    for s, paths in zip(samples, per_sample)):
-                return _path_story(claim, names, weights, per_sample[0])  # type: ignore[arg-type]
+                return _path_story(claim, names, weights, per_sample[0])
         return None
 
     def _path_values(self, run: Run, of: str, wrt: str) -> list[tuple[str, Any]] | None:
@@ -1020,184 +951,6 @@ def _short(value: Any) -> str:
     return B.format_value(value).replace("\n", " ")
 
 
-def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: set[str], text: str = "") -> S.Expr:
-    """A variable before a bracket in a claim is a product, as answers write it: x(1 + x) is x·(1 + x),
-    e^x(1 + x) is e^x·(1 + x), and 1/x(1 + x) is ambiguous. Calls of functions stay calls. A name
-    the program does not have is its name without underscores (w_1 for w1) if it has that, or else,
-    if it is its variables side by side in one way only (ab), their product; a power written right
-    after it is the last factor's (xy² is x·y², as printed), and so is a call (xsin(x) is x·sin(x))."""
-    def product(call: S.Call) -> tuple[S.Expr, S.Expr] | None:
-        if call.keywords or len(call.args) != 1:
-            return None
-        if call.name in variables:
-            return S.Name(call.name, call.pos), fix(call.args[0])
-        names = None if call.name in functions else _split_name(call.name, variables)
-        if names is not None:  # xy(x + y)
-            return _product(names, call.pos), fix(call.args[0])
-        return None
-
-    def factors(node: S.Expr) -> list[S.Expr] | None:
-        """The factors of a name or a call that is variables side by side (xy, xy(1 + x), xsin(x)), or None."""
-        if isinstance(node, S.Name) and _unsubscripted(node.name, variables) not in variables:
-            names = _split_name(node.name, variables)
-            return [S.Name(name, node.pos) for name in names] if names else None
-        if isinstance(node, S.Call) and (node.name in variables or node.name not in functions):
-            # x(1 + x) (a variable σ too, though σ is also the sigmoid); then xsin(x), a function's call after
-            # variables; then xy(x + y), variables alone
-            split = None if node.name in variables else _split_call(node.name, variables, functions)
-            if split is not None:
-                names, function = split
-                return [*(S.Name(name, node.pos) for name in names),
-                        S.Call(function, [fix(a) for a in node.args], [fix(k) for k in node.keywords], node.pos)]
-            if (parts := product(node)) is not None:
-                return [parts[0], parts[1]]
-        return None
-
-    lines = text.splitlines()
-
-    def line_from(at: Any, shift: int = 0) -> str:
-        """The line's text from the place's column (moved by shift), as written."""
-        line = lines[at.line - 1] if 0 < at.line <= len(lines) else ""
-        return line[at.column - 1 + shift:] if at.column - 1 + shift >= 0 else ""
-
-    def spaced(call: S.Call) -> bool:
-        """Whether a call's argument follows its name after a space (σ x, read as a function's), not a bracket."""
-        return line_from(_start(call.args[0]), -1).startswith(" ")
-
-    def bare_denominator(division: S.Binary) -> bool:
-        """Whether a division was written a/b, its denominator without brackets (not \\frac, not /(...))."""
-        after = line_from(division.pos)
-        return after.startswith("/") and not after[1:].lstrip().startswith("(")
-
-    def fix(node: Any) -> Any:
-        if isinstance(node, S.Call) and node.name == "sqrt" and len(node.args) == 1 and line_from(node.pos)[:1] == "√":
-            inner = node.args[0]  # √x(1 + y²): readers split on it, as on 1/2x
-            if isinstance(inner, S.Call) and inner.name in variables and len(inner.args) == 1:
-                raise GradcalcSyntaxError(
-                    f"'√{inner.name}(...)' is ambiguous: is the bracket under the root or not?",
-                    f"write √({inner.name}*(...)) if it is, or √{inner.name} (...) (a space) if it is not", node.pos)
-        if isinstance(node, S.Binary) and node.op == "/" and bare_denominator(node):  # -(x - μ)/σ^2 f: ends at f
-            power, right = None, node.right
-            if isinstance(right, S.Binary) and right.op == "^" and isinstance(right.left, S.Call) \
-                    and _before(right, right.left):
-                power, right = right, right.left
-            if isinstance(right, S.Call) and right.name in variables and len(right.args) == 1 and spaced(right):
-                base: S.Expr = S.Name(right.name, right.pos)
-                if power is not None:
-                    base = S.Binary("^", base, fix(power.right), power.pos)
-                return S.Binary(S.JUXTAPOSED, S.Binary("/", fix(node.left), base, node.pos), fix(right.args[0]),
-                                node.pos)
-        if isinstance(node, S.Binary) and node.op in "+-" and isinstance(node.left, S.Binary) and node.left.op in "+-":
-            spine = []  # a long sum, a + b - c + ...: down its left side without recursion
-            while isinstance(node, S.Binary) and node.op in "+-" and isinstance(node.left, S.Binary) \
-                    and node.left.op in "+-":
-                spine.append(node)
-                node = node.left
-            below = fix(node)
-            for term in reversed(spine):
-                term.left, term.right, below = below, fix(term.right), term
-            return below
-        if (number := _scientific(node)) is not None:
-            return number
-        if isinstance(node, S.Tensor) and len(node.items) == 1 and isinstance(node.items[0], S.Binary | S.Unary):
-            return fix(node.items[0])  # [(x - 3)(2x) - (x^2 + 1)]/(x - 3)^2: brackets that group, not a vector
-        if isinstance(node, S.Tensor):  # a literal's rows are rows: [[x + 1], [y]] stays a column
-            node.items = [S.Tensor([fix(i) for i in row.items], row.pos) if isinstance(row, S.Tensor) else fix(row)
-                          for row in node.items]
-            return node
-        if isinstance(node, S.Binary) and node.op == S.JUXTAPOSED:  # 3f (x): the program's function f, called
-            holder, last = None, node.left
-            while isinstance(last, S.Binary) and last.op == S.JUXTAPOSED:
-                holder, last = last, last.right
-            if isinstance(last, S.Name) and last.name in functions and last.name not in variables:
-                call = S.Call(last.name, [node.right], [], last.pos)
-                if holder is None:
-                    return fix(call)
-                holder.right = call
-                return fix(node.left)
-        if isinstance(node, S.Binary) and node.op == "^" and "T" not in variables:  # Xᵀ written X^T
-            if isinstance(node.right, S.Name) and node.right.name == "T":
-                return S.Attribute(fix(node.left), "T", node.right.pos)
-            called = node.right
-            if isinstance(called, S.Call) and called.name == "T" and len(called.args) == 1 and not called.keywords:
-                return S.Binary(S.JUXTAPOSED, S.Attribute(fix(node.left), "T", called.pos), fix(called.args[0]),
-                                called.pos)  # W^T (δ): the bracket after T is a factor
-        called = node.left if isinstance(node, S.Binary) and node.op == "^" else None
-        if isinstance(called, S.Call) and called.name in variables and len(called.args) == 1 and _before(node, called):
-            # σ^2 x, σ² x: read as a function's power (sin² x), but σ is the program's variable: σ²·x
-            return S.Binary(S.JUXTAPOSED, S.Binary("^", S.Name(called.name, called.pos), fix(node.right), node.pos),
-                            fix(called.args[0]), node.pos)
-        if isinstance(node, S.Binary) and node.op == "^" and (parts := factors(node.left)) is not None:
-            name = node.left
-            written_after = isinstance(name, S.Call) or (
-                name.pos.line == node.pos.line and name.pos.column + name.pos.width == node.pos.column)
-            if written_after:  # xy^2, xy²: y's power; (xy)^2 is the whole product's
-                parts[-1] = S.Binary("^", parts[-1], fix(node.right), node.pos)
-                return _product(parts, node.pos)
-            return S.Binary("^", _product(parts, node.pos), fix(node.right), node.pos)
-        if isinstance(node, S.Name) and _unsubscripted(node.name, variables) != node.name:
-            return S.Name(_unsubscripted(node.name, variables), node.pos)
-        if isinstance(node, S.Name | S.Call) and (parts := factors(node)) is not None:
-            return _product(parts, node.pos)  # ab is a·b where a and b are variables and ab is not; x(1 + x)
-        right = node.right if isinstance(node, S.Binary) and node.op in ("^", "/") else None
-        negated = isinstance(right, S.Unary) and right.op == "-"  # e^-x(1 + x)
-        called = right.operand if negated else right  # type: ignore[union-attr]
-        if isinstance(called, S.Call) and called.name in variables and (parts := product(called)) is not None:
-            name, factor = parts
-            exponent: S.Expr = S.Unary("-", name, right.pos) if negated else name  # type: ignore[union-attr]
-            if node.op == "/":
-                raise GradcalcSyntaxError(
-                    f"'/{called.name}(...)' is ambiguous: is the bracket in the denominator or not?",
-                    f"write /({called.name}*(...)) if it is, or /{called.name}*(...) if it is not", called.pos)
-            return S.Binary(S.JUXTAPOSED, S.Binary("^", fix(node.left), exponent, node.pos), factor, node.pos)
-        for slot in node.__slots__:
-            value = getattr(node, slot)
-            if isinstance(value, S.Expr | S.Keyword):
-                setattr(node, slot, fix(value))
-            elif isinstance(value, list):
-                setattr(node, slot, [fix(v) if isinstance(v, S.Expr | S.Keyword) else v for v in value])
-        return node
-
-    return fix(expr)  # type: ignore[no-any-return]
-
-
-def _scientific(node: Any) -> S.Number | None:
-    """8.07×10², 8.07 \\times 10^{-3}: a number in scientific notation, with the digits written (as 8.07e2)."""
-    if not (isinstance(node, S.Binary) and node.op == "*" and isinstance(node.left, S.Number)
-            and "e" not in node.left.text.lower()):
-        return None
-    power = node.right
-    if not (isinstance(power, S.Binary) and power.op == "^" and isinstance(power.left, S.Number)
-            and power.left.text == "10"):
-        return None
-    exponent, sign = power.right, ""
-    if isinstance(exponent, S.Unary):
-        exponent, sign = exponent.operand, exponent.op
-    if not (isinstance(exponent, S.Number) and exponent.text.isdigit()):
-        return None
-    text = f"{node.left.text}e{sign}{exponent.text}"
-    return S.Number(float(text), text, node.left.pos)
-
-
-def _start(expr: S.Expr) -> Any:
-    """Where an expression's text starts (a Binary's own place is its operator's)."""
-    while True:
-        if isinstance(expr, S.Binary | S.BoolOp):
-            expr = expr.left
-        elif isinstance(expr, S.Compare):
-            expr = expr.operands[0]
-        elif isinstance(expr, S.Index | S.Attribute):
-            expr = expr.target
-        else:
-            return expr.pos
-
-
-def _before(power: S.Binary, call: S.Call) -> bool:
-    """Whether the power was written before the call's argument (sin² x), not after its bracket (x(1 + x)²)."""
-    argument = _start(call.args[0])
-    return (power.pos.line, power.pos.column) < (argument.line, argument.column)
-
-
 def _matrices(expr: S.Expr, run: Run) -> list[str]:
     """The program's matrices (2-D variables) an expression names."""
     return sorted({n.name for n in S.walk(expr) if isinstance(n, S.Name) and n.name in run.frame
@@ -1227,46 +980,8 @@ def _turned(expr: S.Expr, name: str) -> S.Expr:
             setattr(copy, slot, [turn(v) for v in value] if isinstance(value, list) else turn(value))
         return copy
 
-    return turn(expr)  # type: ignore[no-any-return]
-
-
-def _product(factors: list[Any], pos: Any) -> S.Expr:
-    """The product of factors (names as strings, or expressions), left to right."""
-    terms = [S.Name(f, pos) if isinstance(f, str) else f for f in factors]
-    total = terms[0]
-    for term in terms[1:]:
-        total = S.Binary(S.JUXTAPOSED, total, term, pos)
-    return total
-
-
-def _split_call(name: str, variables: Mapping[str, Any], functions: set[str]) -> tuple[list[str], str] | None:
-    """xsin as (['x'], 'sin'): variables side by side, then a function (a builtin or the program's), one way only."""
-    ways = []
-    for function in functions:
-        head = name[:-len(function)]
-        if name.endswith(function) and head:
-            names = [head] if head in variables else _split_name(head, variables)
-            if names is not None:
-                ways.append((names, function))
-    return ways[0] if len(ways) == 1 else None
-
-
-def _unsubscripted(name: str | None, variables: Mapping[str, Any]) -> str | None:
-    """w_1 as w1 where the program has w1 and no w_1: a subscript as it is typed."""
-    if name is None or name in variables or name.replace("_", "") not in variables:
-        return name
-    return name.replace("_", "")
-
-
-def _split_name(name: str, variables: Mapping[str, Any]) -> list[str] | None:
-    """The one way to write `name` as two or more of the variables (or π, e) side by side, or None."""
-    known = [v for v in [*variables, *CONSTANTS] if v]
-    ways: list[list[list[str]]] = [[] for _ in range(len(name))] + [[[]]]  # the splits of name[i:], at most 2
-    for i in range(len(name) - 1, -1, -1):
-        for word in known:
-            if name.startswith(word, i):
-                ways[i] += [[word, *rest] for rest in ways[i + len(word)]][:2 - len(ways[i])]
-    return ways[0][0] if len(ways[0]) == 1 and len(ways[0][0]) > 1 else None
+    turned: S.Expr = turn(expr)
+    return turned
 
 
 def judge_file(judge: Judge, path: str, name: str | None = None, roots: tuple[str, ...] | None = None) -> Report:
@@ -1322,7 +1037,7 @@ def submissions(paths: list[str]) -> list[Submission]:
             root = os.path.dirname(path) or os.curdir
             found.append(Submission(path, path, root, entry_problem(path, root)))
             continue
-        inside = []
+        inside: list[str] = []
         for folder, dirs, files in os.walk(path):
             links = [d for d in dirs if not d.startswith(".") and os.path.islink(os.path.join(folder, d))]
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in links)

@@ -11,8 +11,8 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
-from ..errors import GradcalcSyntaxError, Pos, line_starts, pos_at
-from .parser import is_function
+from ...errors import GradcalcSyntaxError, Pos, line_starts, pos_at
+from .juxtaposition import is_function
 
 # Commands that are a word or a sign of gradcalc's own.
 _WORDS = {

@@ -1,0 +1,272 @@
+"""Resolving: a claim as written, finished against the names of the program it is about.
+
+What a claim's notation means can depend on the program: x(1 + x) is a product where x is a
+variable and a call where x is a function, ab is a·b where the program has a and b but no ab,
+w_1 is w1 where it has w1. `finish` reads a claim so, before it is judged, and makes a new
+claim: the one given is left as it was parsed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Set
+from typing import Any
+
+from ...errors import GradcalcSyntaxError, Pos
+from ...language import syntax as S
+from ..builtins import CONSTANTS
+
+
+def finish(claim: S.Claim, variables: Mapping[str, Any], functions: Set[str], text: str) -> S.Claim:
+    """The claim as the program reads it (`variables`: its variables; `functions`: builtins and its own;
+    `text`: what the claim was written in). GradcalcSyntaxError where the notation is ambiguous there."""
+    return S.Claim(unsubscripted(claim.of, variables), _unsubscripted(claim.wrt, variables),
+                   _juxtaposed_calls(claim.claimed, variables, functions, text), claim.pos, claim.text,
+                   _unsubscripted(claim.wrt2, variables))
+
+
+def unsubscripted(name: str, variables: Mapping[str, Any]) -> str:
+    """w_1 as w1 where the program has w1 and no w_1: a subscript as it is typed."""
+    if name in variables or name.replace("_", "") not in variables:
+        return name
+    return name.replace("_", "")
+
+
+def _unsubscripted(name: str | None, variables: Mapping[str, Any]) -> str | None:
+    return None if name is None else unsubscripted(name, variables)
+
+
+def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set[str], text: str) -> S.Expr:
+    """A variable before a bracket in a claim is a product, as answers write it: x(1 + x) is x·(1 + x),
+    e^x(1 + x) is e^x·(1 + x), and 1/x(1 + x) is ambiguous. Calls of functions stay calls. A name
+    the program does not have is its name without underscores (w_1 for w1) if it has that, or else,
+    if it is its variables side by side in one way only (ab), their product; a power written right
+    after it is the last factor's (xy² is x·y², as printed), and so is a call (xsin(x) is x·sin(x)).
+    The expression given is not changed: a node whose parts change is made anew."""
+    def product(call: S.Call) -> tuple[S.Expr, S.Expr] | None:
+        if call.keywords or len(call.args) != 1:
+            return None
+        if call.name in variables:
+            return S.Name(call.name, call.pos), fix(call.args[0])
+        names = None if call.name in functions else _split_name(call.name, variables)
+        if names is not None:  # xy(x + y)
+            return _product(names, call.pos), fix(call.args[0])
+        return None
+
+    def factors(node: S.Expr) -> list[S.Expr] | None:
+        """The factors of a name or a call that is variables side by side (xy, xy(1 + x), xsin(x)), or None."""
+        if isinstance(node, S.Name) and unsubscripted(node.name, variables) not in variables:
+            names = _split_name(node.name, variables)
+            return [S.Name(name, node.pos) for name in names] if names else None
+        if isinstance(node, S.Call) and (node.name in variables or node.name not in functions):
+            # x(1 + x) (a variable σ too, though σ is also the sigmoid); then xsin(x), a function's call after
+            # variables; then xy(x + y), variables alone
+            split = None if node.name in variables else _split_call(node.name, variables, functions)
+            if split is not None:
+                names, function = split
+                return [*(S.Name(name, node.pos) for name in names),
+                        S.Call(function, [fix(a) for a in node.args], [fix(k) for k in node.keywords], node.pos)]
+            if (parts := product(node)) is not None:
+                return [parts[0], parts[1]]
+        return None
+
+    lines = text.splitlines()
+
+    def line_from(at: Pos, shift: int = 0) -> str:
+        """The line's text from the place's column (moved by shift), as written."""
+        line = lines[at.line - 1] if 0 < at.line <= len(lines) else ""
+        return line[at.column - 1 + shift:] if at.column - 1 + shift >= 0 else ""
+
+    def spaced(call: S.Call) -> bool:
+        """Whether a call's argument follows its name after a space (σ x, read as a function's), not a bracket."""
+        return line_from(_start(call.args[0]), -1).startswith(" ")
+
+    def bare_denominator(division: S.Binary) -> bool:
+        """Whether a division was written a/b, its denominator without brackets (not \\frac, not /(...))."""
+        after = line_from(division.pos)
+        return after.startswith("/") and not after[1:].lstrip().startswith("(")
+
+    def fix(node: Any) -> Any:
+        if isinstance(node, S.Call) and node.name == "sqrt" and len(node.args) == 1 and line_from(node.pos)[:1] == "√":
+            inner = node.args[0]  # √x(1 + y²): readers split on it, as on 1/2x
+            if isinstance(inner, S.Call) and inner.name in variables and len(inner.args) == 1:
+                raise GradcalcSyntaxError(
+                    f"'√{inner.name}(...)' is ambiguous: is the bracket under the root or not?",
+                    f"write √({inner.name}*(...)) if it is, or √{inner.name} (...) (a space) if it is not", node.pos)
+        if isinstance(node, S.Binary) and node.op == "/" and bare_denominator(node):  # -(x - μ)/σ^2 f: ends at f
+            power, denominator = None, node.right
+            if isinstance(denominator, S.Binary) and denominator.op == "^" and isinstance(denominator.left, S.Call) \
+                    and _before(denominator, denominator.left):
+                power, denominator = denominator, denominator.left
+            if isinstance(denominator, S.Call) and denominator.name in variables and len(denominator.args) == 1 \
+                    and spaced(denominator):
+                base: S.Expr = S.Name(denominator.name, denominator.pos)
+                if power is not None:
+                    base = S.Binary("^", base, fix(power.right), power.pos)
+                return S.Binary(S.JUXTAPOSED, S.Binary("/", fix(node.left), base, node.pos),
+                                fix(denominator.args[0]), node.pos)
+        if isinstance(node, S.Binary) and node.op in "+-" and isinstance(node.left, S.Binary) and node.left.op in "+-":
+            spine = []  # a long sum, a + b - c + ...: down its left side without recursion
+            while isinstance(node, S.Binary) and node.op in "+-" and isinstance(node.left, S.Binary) \
+                    and node.left.op in "+-":
+                spine.append(node)
+                node = node.left
+            below = fix(node)
+            for term in reversed(spine):
+                below = S.Binary(term.op, below, fix(term.right), term.pos)
+            return below
+        if (number := _scientific(node)) is not None:
+            return number
+        if isinstance(node, S.Tensor) and len(node.items) == 1 and isinstance(node.items[0], S.Binary | S.Unary):
+            return fix(node.items[0])  # [(x - 3)(2x) - (x^2 + 1)]/(x - 3)^2: brackets that group, not a vector
+        if isinstance(node, S.Tensor):  # a literal's rows are rows: [[x + 1], [y]] stays a column
+            return S.Tensor([S.Tensor([fix(i) for i in row.items], row.pos) if isinstance(row, S.Tensor)
+                             else fix(row) for row in node.items], node.pos)
+        if isinstance(node, S.Binary) and node.op == S.JUXTAPOSED:  # 3f (x): the program's function f, called
+            last = node.left
+            while isinstance(last, S.Binary) and last.op == S.JUXTAPOSED:
+                last = last.right
+            if isinstance(last, S.Name) and last.name in functions and last.name not in variables:
+                call = S.Call(last.name, [node.right], [], last.pos)
+                return fix(_with_last_factor(node.left, call))
+        if isinstance(node, S.Binary) and node.op == "^" and "T" not in variables:  # Xᵀ written X^T
+            if isinstance(node.right, S.Name) and node.right.name == "T":
+                return S.Attribute(fix(node.left), "T", node.right.pos)
+            exponent = node.right
+            if isinstance(exponent, S.Call) and exponent.name == "T" and len(exponent.args) == 1 \
+                    and not exponent.keywords:
+                return S.Binary(S.JUXTAPOSED, S.Attribute(fix(node.left), "T", exponent.pos), fix(exponent.args[0]),
+                                exponent.pos)  # W^T (δ): the bracket after T is a factor
+        powered = node.left if isinstance(node, S.Binary) and node.op == "^" else None
+        if isinstance(powered, S.Call) and powered.name in variables and len(powered.args) == 1 \
+                and _before(node, powered):
+            # σ^2 x, σ² x: read as a function's power (sin² x), but σ is the program's variable: σ²·x
+            return S.Binary(S.JUXTAPOSED, S.Binary("^", S.Name(powered.name, powered.pos), fix(node.right), node.pos),
+                            fix(powered.args[0]), node.pos)
+        if isinstance(node, S.Binary) and node.op == "^" and (parts := factors(node.left)) is not None:
+            name = node.left
+            written_after = isinstance(name, S.Call) or (
+                name.pos.line == node.pos.line and name.pos.column + name.pos.width == node.pos.column)
+            if written_after:  # xy^2, xy²: y's power; (xy)^2 is the whole product's
+                parts[-1] = S.Binary("^", parts[-1], fix(node.right), node.pos)
+                return _product(parts, node.pos)
+            return S.Binary("^", _product(parts, node.pos), fix(node.right), node.pos)
+        if isinstance(node, S.Name) and unsubscripted(node.name, variables) != node.name:
+            return S.Name(unsubscripted(node.name, variables), node.pos)
+        if isinstance(node, S.Name | S.Call) and (parts := factors(node)) is not None:
+            return _product(parts, node.pos)  # ab is a·b where a and b are variables and ab is not; x(1 + x)
+        if isinstance(node, S.Binary) and node.op in ("^", "/"):
+            right = node.right
+            negated = isinstance(right, S.Unary) and right.op == "-"  # e^-x(1 + x)
+            called = right.operand if isinstance(right, S.Unary) and negated else right
+            if isinstance(called, S.Call) and called.name in variables and (split := product(called)) is not None:
+                variable, factor = split
+                exponent = S.Unary("-", variable, right.pos) if negated else variable
+                if node.op == "/":
+                    raise GradcalcSyntaxError(
+                        f"'/{called.name}(...)' is ambiguous: is the bracket in the denominator or not?",
+                        f"write /({called.name}*(...)) if it is, or /{called.name}*(...) if it is not", called.pos)
+                return S.Binary(S.JUXTAPOSED, S.Binary("^", fix(node.left), exponent, node.pos), factor, node.pos)
+        return _with_parts_fixed(node, fix)
+
+    finished: S.Expr = fix(expr)
+    return finished
+
+
+def _with_parts_fixed(node: Any, fix: Any) -> Any:
+    """The node with fix applied to each of its parts: itself where none changes, else a new node."""
+    changed = False
+    values = []
+    for slot in node.__slots__:
+        value = getattr(node, slot)
+        if isinstance(value, S.Expr | S.Keyword):
+            new = fix(value)
+        elif isinstance(value, list):
+            new = [fix(v) if isinstance(v, S.Expr | S.Keyword) else v for v in value]
+            if all(a is b for a, b in zip(new, value)):
+                new = value
+        else:
+            new = value
+        changed = changed or new is not value
+        values.append(new)
+    if not changed:
+        return node
+    copy = object.__new__(type(node))
+    for slot, value in zip(node.__slots__, values):
+        setattr(copy, slot, value)
+    return copy
+
+
+def _with_last_factor(product: S.Expr, factor: S.Expr) -> S.Expr:
+    """A product written side by side (a b c) with its last factor replaced: a new product, the old one kept."""
+    if isinstance(product, S.Binary) and product.op == S.JUXTAPOSED:
+        return S.Binary(S.JUXTAPOSED, product.left, _with_last_factor(product.right, factor), product.pos)
+    return factor
+
+
+def _scientific(node: Any) -> S.Number | None:
+    """8.07×10², 8.07 \\times 10^{-3}: a number in scientific notation, with the digits written (as 8.07e2)."""
+    if not (isinstance(node, S.Binary) and node.op == "*" and isinstance(node.left, S.Number)
+            and "e" not in node.left.text.lower()):
+        return None
+    power = node.right
+    if not (isinstance(power, S.Binary) and power.op == "^" and isinstance(power.left, S.Number)
+            and power.left.text == "10"):
+        return None
+    exponent, sign = power.right, ""
+    if isinstance(exponent, S.Unary):
+        sign, exponent = exponent.op, exponent.operand
+    if not (isinstance(exponent, S.Number) and exponent.text.isdigit()):
+        return None
+    text = f"{node.left.text}e{sign}{exponent.text}"
+    return S.Number(float(text), text, node.left.pos)
+
+
+def _start(expr: S.Expr) -> Pos:
+    """Where an expression's text starts (a Binary's own place is its operator's)."""
+    while True:
+        if isinstance(expr, S.Binary | S.BoolOp):
+            expr = expr.left
+        elif isinstance(expr, S.Compare):
+            expr = expr.operands[0]
+        elif isinstance(expr, S.Index | S.Attribute):
+            expr = expr.target
+        else:
+            return expr.pos
+
+
+def _before(power: S.Binary, call: S.Call) -> bool:
+    """Whether the power was written before the call's argument (sin² x), not after its bracket (x(1 + x)²)."""
+    argument = _start(call.args[0])
+    return (power.pos.line, power.pos.column) < (argument.line, argument.column)
+
+
+def _product(factors: list[Any], pos: Pos) -> S.Expr:
+    """The product of factors (names as strings, or expressions), left to right."""
+    terms = [S.Name(f, pos) if isinstance(f, str) else f for f in factors]
+    total = terms[0]
+    for term in terms[1:]:
+        total = S.Binary(S.JUXTAPOSED, total, term, pos)
+    return total
+
+
+def _split_call(name: str, variables: Mapping[str, Any], functions: Set[str]) -> tuple[list[str], str] | None:
+    """xsin as (['x'], 'sin'): variables side by side, then a function (a builtin or the program's), one way only."""
+    ways = []
+    for function in functions:
+        head = name[:-len(function)]
+        if name.endswith(function) and head:
+            names = [head] if head in variables else _split_name(head, variables)
+            if names is not None:
+                ways.append((names, function))
+    return ways[0] if len(ways) == 1 else None
+
+
+def _split_name(name: str, variables: Mapping[str, Any]) -> list[str] | None:
+    """The one way to write `name` as two or more of the variables (or π, e) side by side, or None."""
+    known = [v for v in [*variables, *CONSTANTS] if v]
+    ways: list[list[list[str]]] = [[] for _ in range(len(name))] + [[[]]]  # the splits of name[i:], at most 2
+    for i in range(len(name) - 1, -1, -1):
+        for word in known:
+            if name.startswith(word, i):
+                ways[i] += [[word, *rest] for rest in ways[i + len(word)]][:2 - len(ways[i])]
+    return ways[0][0] if len(ways[0]) == 1 and len(ways[0][0]) > 1 else None
