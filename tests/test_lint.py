@@ -1,7 +1,11 @@
-"""The code is lint-clean with the project's ruff configuration (so the README's test command runs the linter too)."""
+"""The code is lint-clean and type-checks with the project's ruff and mypy configurations (pyproject.toml).
+
+So the README's test command, which CI runs, runs the linter and the type checker too.
+"""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,4 +16,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_ruff_finds_nothing() -> None:
     done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "gradcalc", "tests", "bench"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+def test_mypy_finds_nothing() -> None:
+    # The flags are pyproject's [tool.mypy]: every function annotated, every body checked, no unused ignore.
+    command = [sys.executable, "-m", "mypy", "--no-incremental", "--cache-dir", os.devnull]  # writes nothing
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
