@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import gradcalc
-from gradcalc.errors import NameNotFound
+from gradcalc.errors import NameNotFound, UsageError
 from gradcalc.language import syntax as S
 from gradcalc.language.parser import parse
 from gradcalc.program.builtins import Context
@@ -126,3 +126,17 @@ def test_program_runs_are_unchanged_by_the_split() -> None:
     run = gradcalc.parse_program(NESTED.replace("check dz/dx = 2*claimed_only\n", "")).run()
     assert float(run.value("L")) == 4.0  # x ends at 3, y = f(3) = 3, z = y * 1
     assert [(loop.kind, loop.iterations) for loop in run.loops] == [("while", 2), ("for", 2)]
+
+
+def test_a_program_checks_once_per_set_of_given_names() -> None:
+    program = gradcalc.parse_program("w = 2\nb = 1\nL = sin(w) * b + w\n")
+    runs = [program.run({"w": w}) for w in (0.5, 1.5)]
+    for w, run in zip((0.5, 1.5), runs):  # the reused check still gives each run its own numbers
+        assert float(run.value("L")) == pytest.approx(np.sin(w) + w)
+        assert float(run.grad("L", ["w"]).grads["w"]) == pytest.approx(np.cos(w) + 1)
+    assert len(program.checked) == 1
+    both = program.run({"w": 1.0, "b": 3.0})  # another set of names: its own check (b is given, not a leaf)
+    assert len(program.checked) == 2 and float(both.value("L")) == pytest.approx(3 * np.sin(1.0) + 1)
+    for _ in range(2):  # an unknown name is refused every time, not only on the first run
+        with pytest.raises(UsageError, match="no variable 'nope'"):
+            program.run({"nope": 1.0})

@@ -24,6 +24,7 @@ from ..engine.graph import Node, constant
 from ..errors import GradcalcError, NameNotFound, Source, UsageError, did_you_mean
 from ..files import DEFAULT_MAX_FILE_SIZE, read_text
 from ..language.parser import DEFAULT_MAX_DEPTH, parse, parse_expression, raise_recursion_limit
+from .checker import Checker
 from .interpreter import Executed, Limits, claim_context, execute, make_context
 from .notation.juxtaposition import NOTATION
 
@@ -58,6 +59,7 @@ class Program:
         self.source = Source(text, filename)
         self.folder = folder if folder is not None else os.getcwd()
         self.max_depth = max_depth
+        self.checked: dict[frozenset[str], Checker] = {}  # by the --set names: what runs with them share
         raise_recursion_limit(max_depth)
         try:
             with paused_gc():
@@ -101,7 +103,9 @@ class Program:
             context = make_context(self.folder, seed, tuple(allow_read), max_file_size)
             limits = Limits(max_iterations, max_recursion, self.max_depth)
             with paused_gc():
-                executed = execute(self.module, inputs, context, limits, keep_values)
+                checker = self.checked.get(frozenset(inputs))
+                executed = execute(self.module, inputs, context, limits, keep_values, checker)
+            self.checked[frozenset(inputs)] = executed.interpreter.checker
         except GradcalcError as exc:
             raise exc.within(self.source) from None
         except RecursionError:
