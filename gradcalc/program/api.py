@@ -25,8 +25,9 @@ from ..errors import GradcalcError, NameNotFound, Source, UsageError, did_you_me
 from ..files import DEFAULT_MAX_FILE_SIZE, read_text
 from ..language.parser import DEFAULT_MAX_DEPTH, parse, parse_expression, raise_recursion_limit
 from .checker import Checker
-from .interpreter import Executed, Limits, claim_context, execute, make_context
+from .interpreter import Executed, Limits, execute, make_context
 from .notation.juxtaposition import NOTATION
+from .notation.reading import claim_context
 
 T = TypeVar("T")
 

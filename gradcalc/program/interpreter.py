@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import os
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +44,7 @@ from .checker import (
     misplaced,
     range_bounds,
 )
+from .notation.juxtaposition import juxtaposed
 
 Frame = dict[str, Node]
 
@@ -290,7 +290,7 @@ class Interpreter:
         for step in steps:
             y = self.value(step.right, frame)
             try:
-                total = (_BINARY.get(step.op) or _juxtaposed(step.left, step.right))(total, y)
+                total = (_BINARY.get(step.op) or juxtaposed(step.left, step.right))(total, y)
             except GradcalcError as exc:
                 raise exc.at(step.pos) from None
         return total
@@ -563,29 +563,3 @@ def make_context(folder: str, seed: int, allow_read: tuple[str, ...], max_file_s
                  ) -> Context:
     return Context(B.Random(seed), os.path.abspath(folder), tuple(os.path.abspath(p) for p in allow_read),
                    max_file_size)
-
-
-# --- claim notation: what a claim may write that a program may not (moves with the rest of it, #18) ---
-
-def _juxtaposed(left: S.Expr, right: S.Expr) -> Callable[[Node, Node], Node]:
-    """Math's product of factors written side by side in a claim: a scalar scales; a matrix and a matrix
-    or a vector multiply as matrices (W x, Xᵀ Y); two vectors multiply elementwise, except that δ xᵀ
-    (a column by a row) is their outer product and xᵀ y their dot product."""
-    row = isinstance(right, S.Attribute) and right.name == "T"
-    dot = isinstance(left, S.Attribute) and left.name == "T"
-
-    def product(x: Node, y: Node) -> Node:
-        if x.ndim == 0 or y.ndim == 0:
-            return ops.mul(x, y)
-        if x.ndim == 1 and y.ndim == 1 and row == dot:
-            return ops.mul(x, y)
-        if x.ndim == 1 and y.ndim == 1 and row:
-            return BUILTINS["outer"].fn(x, y)
-        return ops.matmul(x, y)
-
-    return product
-
-
-def claim_context(seed: int, text: str) -> Context:
-    """A claim's: no file may be read, and its random draws depend on its own text and the seed only."""
-    return Context(B.Random(seed * 2**32 + zlib.crc32(text.encode("utf-8", "surrogatepass"))), None, ())

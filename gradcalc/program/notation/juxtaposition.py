@@ -7,8 +7,12 @@ sees the tokens. `check` statements in programs are read with it too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from lark import Token
 
+from ...engine import ops
+from ...engine.graph import Node
 from ...errors import GradcalcSyntaxError
 from ...language import syntax as S
 from ...language.parser import CLOSING, OPENING, Dialect, token_pos
@@ -183,3 +187,22 @@ def _made(kind: str, value: str, at: Token) -> Token:
 
 
 NOTATION = Dialect(is_function, Juxtaposition)  # the language as people write claims, with gradcalc's builtins
+
+
+def juxtaposed(left: S.Expr, right: S.Expr) -> Callable[[Node, Node], Node]:
+    """Math's product of factors written side by side in a claim: a scalar scales; a matrix and a matrix
+    or a vector multiply as matrices (W x, Xᵀ Y); two vectors multiply elementwise, except that δ xᵀ
+    (a column by a row) is their outer product and xᵀ y their dot product."""
+    row = isinstance(right, S.Attribute) and right.name == "T"
+    dot = isinstance(left, S.Attribute) and left.name == "T"
+
+    def product(x: Node, y: Node) -> Node:
+        if x.ndim == 0 or y.ndim == 0:
+            return ops.mul(x, y)
+        if x.ndim == 1 and y.ndim == 1 and row == dot:
+            return ops.mul(x, y)
+        if x.ndim == 1 and y.ndim == 1 and row:
+            return BUILTINS["outer"].fn(x, y)
+        return ops.matmul(x, y)
+
+    return product

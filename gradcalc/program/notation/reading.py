@@ -7,13 +7,16 @@ is made gradcalc text first, and every place is put back where it was written in
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ...engine import backend as B
 from ...errors import GradcalcError, Source
 from ...files import DEFAULT_MAX_FILE_SIZE, read_text
 from ...language import parser
 from ...language import syntax as S
+from ..builtins import Context
 from .juxtaposition import NOTATION
 
 _CHECK_STATEMENT = re.compile(r"(^|;)\s*check\b", re.MULTILINE)
@@ -108,3 +111,8 @@ def parse_claim_option(text: str) -> tuple[Claims, Source]:
     """The claims of a --claim option (several may be separated by ';' or ',')."""
     source = Source(text, "--claim")
     return answers(text, source), source
+
+
+def claim_context(seed: int, text: str) -> Context:
+    """A claim's reach: no file may be read, and its random draws depend on its own text and the seed only."""
+    return Context(B.Random(seed * 2**32 + zlib.crc32(text.encode("utf-8", "surrogatepass"))), None, ())
