@@ -379,6 +379,18 @@ def test_float32_and_float64_runs_interleave_in_one_process() -> None:
         np.testing.assert_allclose(single, double, rtol=2e-5, atol=1e-6)
 
 
+def test_the_judge_and_gradcheck_take_their_tolerances_from_the_run_not_the_engine() -> None:
+    import gradcalc
+    from gradcalc.tools.gradcheck import gradcheck
+    from gradcalc.tools.homework.check import Judge
+
+    program = gradcalc.parse_program(STATE_PROGRAM)
+    single = program.run(dtype="float32", keep_values=True)
+    double = program.run(keep_values=True)  # the engine is now in float64
+    assert Judge(single).tolerance.rtol > Judge(double).tolerance.rtol  # float32's looser default
+    assert gradcheck(single, "L").eps > gradcheck(double, "L").eps  # 1e-3 and 1e-6, as PyTorch's
+
+
 def test_no_run_method_leaves_the_engine_state_changed() -> None:
     """Every Run method enters its run's device, dtype and limit and puts back the caller's, error or not."""
     import gradcalc

@@ -682,7 +682,7 @@ def check(
         disarm()  # grading: --timeout is each submission's, not the command's
     program = _program(common)
     run = _run(common, program, keep_values=True)
-    judge = C.Judge(run, C.Tolerance.for_dtype(rtol, atol), points, common.seed)
+    judge = C.Judge(run, C.Tolerance.for_dtype(run.dtype, rtol, atol), points, common.seed)
     if grading:
         if claim:
             raise UsageError("--claim cannot be combined with grading several submissions",

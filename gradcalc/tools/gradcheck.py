@@ -65,7 +65,7 @@ def gradcheck(run: Run, of: str | None = None, wrt: list[str] | None = None, eps
 
     eps, rtol and atol default to torch.autograd.gradcheck's (1e-6, 1e-3, 1e-5), or in float32 to 1e-3,
     1e-2, 1e-3."""
-    default_eps, default_rtol, default_atol = defaults(B.dtype_name())
+    default_eps, default_rtol, default_atol = defaults(run.dtype)  # the run's dtype, whatever the engine's state now
     eps = default_eps if eps is None else eps
     rtol = default_rtol if rtol is None else tolerance("--rtol", rtol)
     atol = default_atol if atol is None else tolerance("--atol", atol)

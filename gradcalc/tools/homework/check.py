@@ -57,8 +57,8 @@ class Tolerance:
     given: bool = False  # --rtol/--atol given: they replace the rule of written digits
 
     @classmethod
-    def for_dtype(cls, rtol: float | None = None, atol: float | None = None) -> Tolerance:
-        loose = B.dtype_name() == "float32"
+    def for_dtype(cls, dtype: str, rtol: float | None = None, atol: float | None = None) -> Tolerance:
+        loose = dtype == "float32"
         return cls(tolerance("--rtol", rtol) if rtol is not None else (1e-4 if loose else 1e-6),
                    tolerance("--atol", atol) if atol is not None else (1e-6 if loose else 1e-9),
                    rtol is not None or atol is not None)
@@ -218,7 +218,7 @@ class Judge:
 
     def __init__(self, run: Run, tolerance: Tolerance | None = None, points: int = POINTS, seed: int = 0) -> None:
         self.run = run
-        self.tolerance = tolerance or Tolerance.for_dtype()
+        self.tolerance = tolerance or Tolerance.for_dtype(run.dtype)  # the run's, whatever the engine's now
         self.points = points
         self.seed = seed
         self._nearby: dict[str, list[Run]] = {}
