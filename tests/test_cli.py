@@ -690,8 +690,9 @@ def test_every_command_has_help_with_examples(name: str) -> None:
     assert result.exit_code == EXIT_OK, result.stderr
     assert "Examples" in result.stdout
     assert f"gradcalc {name}" in result.stdout
-    shared = ("--json",) if name == "doctor" else ("--json", "--set", "--values", "--seed", "--dtype", "--device")
-    for option in shared:  # doctor runs no program: it takes only --json
+    shared = ("--json",) if name in ("doctor", "examples") else \
+        ("--json", "--set", "--values", "--seed", "--dtype", "--device")
+    for option in shared:  # doctor and examples run no program: they take only --json
         assert option in result.stdout, option
 
 
