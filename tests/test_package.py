@@ -1,4 +1,4 @@
-"""The installed wheel works outside the checkout: the grammar ships inside the package."""
+"""The installed wheel works outside the checkout: the grammar and the samples ship inside the package."""
 
 from __future__ import annotations
 
@@ -39,6 +39,22 @@ def test_wheel_runs_outside_the_checkout(tmp_path: Path) -> None:
     located = subprocess.run([sys.executable, "-c", "import gradcalc; print(gradcalc.__file__)"], check=False,
                              cwd=elsewhere, capture_output=True, text=True, env=env, timeout=60)
     assert located.stdout.strip().startswith(str(target))  # the wheel's copy, not the checkout's
+    # The samples ship in the wheel: `gradcalc examples` copies them, and the docs' first command runs on them.
+    assert (target / "gradcalc" / "samples" / "neuron.eq").is_file()
+    copied = subprocess.run([sys.executable, "-m", "gradcalc", "examples", "mine"], check=False, cwd=elsewhere,
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert copied.returncode == 0, copied.stderr
+    shipped = sorted(p.relative_to(ROOT / "samples").as_posix() for p in (ROOT / "samples").rglob("*") if p.is_file())
+    assert sorted(p.relative_to(elsewhere / "mine").as_posix() for p in (elsewhere / "mine").rglob("*")
+                  if p.is_file()) == shipped
+    assert "try: gradcalc grad mine/neuron.eq" in copied.stdout
+    result = subprocess.run([sys.executable, "-m", "gradcalc", "grad", "mine/neuron.eq", "--json"], check=False,
+                            cwd=elsewhere, capture_output=True, text=True, env=env, timeout=120)
+    assert json.loads(result.stdout)["grad"]["a"] == 2.5, result.stderr
+    graded = subprocess.run([sys.executable, "-m", "gradcalc", "check", "mine/neuron.eq", "mine/submissions",
+                             "--json"], check=False, cwd=elsewhere, capture_output=True, text=True, env=env,
+                            timeout=120)
+    assert json.loads(graded.stdout)["totals"]["submissions"] == 5, graded.stderr
 
 
 def test_grad_json_loads_only_what_it_needs() -> None:

@@ -27,6 +27,7 @@ from ..errors import (
     UsageError,
     out_of_memory,
 )
+from . import examples as _examples
 from .output import Output
 
 if TYPE_CHECKING:  # types only: the grad and eval paths do not load the checking modules
@@ -774,6 +775,9 @@ def doctor(json_: Annotated[bool, typer.Option("--json", help="Print one JSON do
 
     out = Output(json_)
     _guarded(out, body)
+
+
+_examples.register(app)
 
 
 def _doctor_text(found: list[dict[str, Any]], tools: dict[str, Any]) -> str:
