@@ -117,7 +117,7 @@ def _builtins_epilog() -> str:
     from ..program.builtins import BUILTINS
 
     return "[bold]Builtin functions[/bold]: " + " ".join(sorted(BUILTINS, key=str.lower)) + \
-        "; constants pi (π) and e. See the README for what each does."
+        "; constants pi (π) and e. docs/language.md says what each does."
 
 
 app = typer.Typer(

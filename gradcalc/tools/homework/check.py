@@ -672,7 +672,7 @@ _Detector = Callable[[Judge, _Case], "Diagnosis | None"]
 @dataclass(frozen=True)
 class Entry:
     """A known mistake: a stable code (the JSON's diagnosis_code), the summary the grading table shows, what
-    mistake it names (the README's list), and its detectors: for a claim of the wrong shape, or of the right
+    mistake it names (the list in docs/json.md), and its detectors: for a claim of the wrong shape, or of the right
     shape and the wrong value. An entry without one is found where the judging finds it (only_here, …)."""
 
     code: str
