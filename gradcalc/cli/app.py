@@ -27,7 +27,7 @@ from ..errors import (
     UsageError,
     out_of_memory,
 )
-from .output import Output
+from .output import Output, encodable_streams
 
 if TYPE_CHECKING:  # types only: the grad and eval paths do not load the checking modules
     from ..errors import Source
@@ -811,7 +811,7 @@ def main() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on Ctrl-C is _guarded's to report
-    _encodable_output()
+    encodable_streams()  # cp1252, ASCII, a C locale: the product's symbols in ASCII (output.SYMBOLS), not a crash
     # Typer makes a Click command of every registered command on each start (5 ms of the 60 ms that are
     # gradcalc's own); a run needs only the one it names. `gradcalc --help` and a mistyped name see all.
     name = sys.argv[1] if len(sys.argv) > 1 else ""
@@ -828,21 +828,6 @@ def main() -> None:
         if stop.code == 1 and closed:
             raise SystemExit(EXIT_BROKEN_PIPE) from None
         raise
-
-
-def _encodable_output() -> None:
-    """Output in an encoding that lacks ∂, ᵀ or ✓ (cp1252, ASCII) writes them as \\u escapes, not a crash.
-
-    JSON stays valid (an escape in a string is the same character); tables stay readable. Names
-    for such terminals in their own alphabet are another matter (#19); this only keeps every byte written.
-    """
-    for stream in (sys.stdout, sys.stderr):
-        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
-        if encoding and not encoding.startswith("utf") and hasattr(stream, "reconfigure"):
-            try:
-                stream.reconfigure(errors="backslashreplace")
-            except (ValueError, OSError):  # not a text stream of the usual kind: leave it
-                pass
 
 
 def _stdout_is_null() -> bool:
