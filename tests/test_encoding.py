@@ -1,4 +1,4 @@
-"""Every encoding (#19).
+"""Every encoding and --color (#19).
 
 Where standard output cannot encode ∂ ✓ ✗ · ᵀ (Windows' redirected output is cp1252; ASCII; a C locale),
 gradcalc writes ASCII equivalents (dL/dw1, ok, x, *, .T) instead of exiting 3, keeps a backslash escape for
@@ -18,9 +18,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from helpers import REPO, run_cli, strict_json
+from helpers import ENV, REPO, run_cli, strict_json
 from terminal import run_in_terminal
+from typer.testing import CliRunner
 
+from gradcalc.cli.app import app
 from gradcalc.cli.output import SYMBOLS
 
 NEURON, HOMEWORK = str(REPO / "samples" / "neuron.eq"), str(REPO / "samples" / "homework.eq")
@@ -224,6 +226,45 @@ def test_a_terminal_in_the_c_locale_gets_ascii_fitted_to_it() -> None:
     assert max(map(len, shown.screen.splitlines())) <= 60, shown.screen
     tree = run_in_terminal("graph", NEURON, columns=120, env=env)
     assert tree.status == 0 and "`-- dL/dd = -1" in tree.screen and "+-- dd/dw3" in tree.screen, tree.screen
+
+
+# --- --color -------------------------------------------------------------------------------------------------------
+
+COLOURED = "\x1b[31m"  # red: the verdict of a wrong claim
+CHECK = ("check", NEURON, "--claim", "dL/da = 2", "--claim", "dL/dw1 = -1")
+
+
+def piped(*args: str, env: dict[str, str | None] | None = None) -> Any:
+    """In-process, output captured (a pipe), with the environment of helpers.ENV changed by env."""
+    return CliRunner(env={**ENV, **(env or {})}).invoke(app, list(args))
+
+
+def test_color_never_on_a_terminal_writes_no_escape_code() -> None:
+    assert COLOURED in run_in_terminal(*CHECK).raw.decode()  # the terminal gets colour by default
+    shown = run_in_terminal(*CHECK, "--color", "never", env={"FORCE_COLOR": "1"})
+    assert shown.status == 1 and b"\x1b" not in shown.raw and "✗ wrong" in shown.screen, shown.raw[:300]
+
+
+def test_color_always_colours_a_pipe_whatever_the_environment_says() -> None:
+    plain = piped(*CHECK, env={"NO_COLOR": None})
+    assert plain.exit_code == 1 and "\x1b" not in plain.stdout
+    for env in ({"NO_COLOR": None}, {"NO_COLOR": "1"}, {"NO_COLOR": "1", "TERM": "dumb"}):  # helpers.ENV: dumb
+        coloured = piped(*CHECK, "--color", "always", env=env)
+        assert coloured.exit_code == 1 and COLOURED in coloured.stdout, env
+        assert re.sub(r"\x1b\[[0-9;]*m", "", coloured.stdout) == plain.stdout  # the same table, whole
+    forced = {"NO_COLOR": None, "FORCE_COLOR": "1", "TERM": "xterm-256color"}
+    never = piped(*CHECK, "--color", "never", env=forced)
+    assert never.exit_code == 1 and never.stdout == plain.stdout
+    assert COLOURED in piped(*CHECK, "--color", "auto", env=forced).stdout  # auto: the environment decides
+    assert COLOURED in piped(*CHECK, env=forced).stdout  # and auto is the default
+
+
+def test_color_is_every_command_s_option() -> None:
+    for args in (["grad", NEURON], ["doctor"], ["graph", NEURON], ["grad", NEURON, "--json"]):
+        result = run_cli(*args, "--color", "never")
+        assert result.exit_code == 0 and "\x1b" not in result.stdout, (args, result.stderr)
+    bad = run_cli("grad", NEURON, "--color", "sometimes")
+    assert bad.exit_code == 2 and "sometimes" in bad.stderr and bad.stdout == ""
 
 
 @pytest.mark.slow

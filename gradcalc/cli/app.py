@@ -27,7 +27,7 @@ from ..errors import (
     UsageError,
     out_of_memory,
 )
-from .output import Output, encodable_streams
+from .output import Color, Output, encodable_streams
 
 if TYPE_CHECKING:  # types only: the grad and eval paths do not load the checking modules
     from ..errors import Source
@@ -152,6 +152,7 @@ class Common:
     dtype: Dtype
     device: Device
     json: bool
+    color: Color
     full: bool
     max_elements: int
     max_iterations: int
@@ -165,7 +166,7 @@ class Common:
     @cached_property
     def out(self) -> Output:
         """Where the command's result, warnings and errors go (the one reader of --json)."""
-        return Output(self.json)
+        return Output(self.json, self.color)
 
     @cached_property
     def file_limit(self) -> int:
@@ -183,6 +184,11 @@ class Common:
         return budget if self.device is Device.cpu else None
 
 
+# --color, every command's (doctor's too): the flag wins over NO_COLOR and FORCE_COLOR (output.console).
+_COLOR = Annotated[Color, typer.Option(
+    help="Colour: auto (in a terminal, unless NO_COLOR; FORCE_COLOR in a pipe too), always or never, "
+    "whatever the environment says.")]
+
 _COMMON_OPTIONS: dict[str, tuple[Any, Any]] = {
     "file": (Annotated[Optional[str], typer.Argument(
         metavar="FILE", help="Program file (.eq); '-' reads standard input.", show_default=False)], None),
@@ -197,6 +203,7 @@ _COMMON_OPTIONS: dict[str, tuple[Any, Any]] = {
     "dtype": (Annotated[Dtype, typer.Option(help="Floating-point type.")], Dtype.float64),
     "device": (Annotated[Device, typer.Option(help="cpu (NumPy) or gpu (CuPy).")], Device.cpu),
     "json": (Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables.")], False),
+    "color": (_COLOR, Color.auto),
     "full": (Annotated[bool, typer.Option("--full", help="Print large tensors in full.")], False),
     "max_elements": (Annotated[int, typer.Option(
         min=1, help="Largest tensor allowed, in elements.", rich_help_panel="Limits")], 10**8),
@@ -760,7 +767,7 @@ def gradcheck(
 
 @app.command(epilog="[bold]Examples[/bold]\n\n  gradcalc doctor\n\n  gradcalc doctor --json")
 def doctor(json_: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of a table.")] = False,
-           ) -> None:
+           color: _COLOR = Color.auto) -> None:
     """Report the devices gradcalc can run on (--device cpu|gpu), and the libraries and tools it found."""
     import platform
     import shutil
@@ -773,7 +780,7 @@ def doctor(json_: Annotated[bool, typer.Option("--json", help="Print one JSON do
                  "graphviz": shutil.which("dot") or None}
         out.result(lambda: {"devices": found, "versions": tools}, lambda: _doctor_text(found, tools))
 
-    out = Output(json_)
+    out = Output(json_, color)
     _guarded(out, body)
 
 

@@ -14,6 +14,7 @@ import io
 import re
 import sys
 from collections.abc import Callable
+from enum import Enum
 from typing import TYPE_CHECKING, Any, TextIO
 
 import typer
@@ -24,11 +25,20 @@ if TYPE_CHECKING:  # Rich is imported only when a person reads the output
     from rich.console import Console
 
 
-class Output:
-    """How one command speaks: JSON documents (--json) or text for people."""
+class Color(str, Enum):
+    """--color: auto (Rich decides from the terminal, NO_COLOR and FORCE_COLOR), always, never."""
 
-    def __init__(self, json: bool) -> None:
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+
+class Output:
+    """How one command speaks: JSON documents (--json) or text for people (coloured as --color says)."""
+
+    def __init__(self, json: bool, color: Color = Color.auto) -> None:
         self.json = json
+        self.color = color
 
     def result(self, doc: Callable[[], dict[str, Any]], view: Callable[[], Any]) -> None:
         """The command's result on standard output: doc() with --json, else view().
@@ -47,7 +57,7 @@ class Output:
         if isinstance(shown, str):
             sys.stdout.write(shown)
             return
-        _print(shown)
+        _print(shown, self.color)
 
     def warning(self, text: str) -> None:
         """A warning on standard error; with --json the command puts it in its document instead
@@ -74,7 +84,7 @@ class Output:
         return typer.Exit(status)
 
 
-def _print(view: Any) -> None:
+def _print(view: Any, color: Color = Color.auto) -> None:
     """A Rich view on standard output, fitted to a terminal or whole when piped."""
     from .render import Inert, translated
 
@@ -83,11 +93,11 @@ def _print(view: Any) -> None:
         view = translated(view, translate)
     shown = Inert(view)
     if sys.stdout.isatty():
-        console(sys.stdout).print(shown)
+        console(sys.stdout, color=color).print(shown)
         return
     # Piped: no width to fit (a wide matrix stays whole) and no padding at line ends, so output diffs cleanly.
     captured = _Captured(sys.stdout)
-    console(captured, width=100_000).print(shown)
+    console(captured, width=100_000, color=color).print(shown)
     sys.stdout.write("".join(_trimmed(line) for line in captured.getvalue().splitlines(True)))
 
 
@@ -118,13 +128,19 @@ class _Captured(io.StringIO):
         return self._encoding
 
 
-def console(file: TextIO, width: int | None = None) -> "Console":
-    """The one Rich console gradcalc prints through. Colour is Rich's to decide from the environment, as it
-    documents: NO_COLOR turns colour off, FORCE_COLOR (non-empty) turns it on even in a pipe, TERM=dumb off."""
+def console(file: TextIO, width: int | None = None, color: Color = Color.auto) -> "Console":
+    """The one Rich console gradcalc prints through. With --color auto, colour is Rich's to decide from the
+    environment, as it documents: NO_COLOR turns colour off, FORCE_COLOR (non-empty) turns it on even in a
+    pipe, TERM=dumb off. --color always and never win over all of them; never writes no escape code at all."""
     from rich.console import Console
 
+    options: dict[str, Any] = {}
+    if color is Color.always:  # colour in a pipe, on a dumb terminal and despite NO_COLOR: the flag says so
+        options = {"force_terminal": True, "no_color": False, "color_system": "standard"}
+    elif color is Color.never:  # neither colour nor bold: what a pipe gets, even under FORCE_COLOR
+        options = {"no_color": True, "color_system": None}
     # markup=False: values and claims are shown as they are; '[nan, 2]' is not a style tag.
-    return Console(file=file, width=width, soft_wrap=False, markup=False)
+    return Console(file=file, width=width, soft_wrap=False, markup=False, **options)
 
 
 # --- Encodings without the product's symbols -------------------------------------------------------------------
