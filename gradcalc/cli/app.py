@@ -28,7 +28,8 @@ from ..errors import (
     out_of_memory,
 )
 from . import examples as _examples
-from .output import Output
+from .output import Color, Output
+from .symbols import encodable_streams
 
 if TYPE_CHECKING:  # types only: the grad and eval paths do not load the checking modules
     from ..errors import Source
@@ -153,6 +154,7 @@ class Common:
     dtype: Dtype
     device: Device
     json: bool
+    color: Color
     full: bool
     max_elements: int
     max_iterations: int
@@ -166,7 +168,7 @@ class Common:
     @cached_property
     def out(self) -> Output:
         """Where the command's result, warnings and errors go (the one reader of --json)."""
-        return Output(self.json)
+        return Output(self.json, self.color)
 
     @cached_property
     def file_limit(self) -> int:
@@ -184,6 +186,11 @@ class Common:
         return budget if self.device is Device.cpu else None
 
 
+# --color, every command's (doctor's too): the flag wins over NO_COLOR and FORCE_COLOR (output.console).
+_COLOR = Annotated[Color, typer.Option(
+    help="Colour: auto (in a terminal, unless NO_COLOR; FORCE_COLOR in a pipe too), always or never, "
+    "whatever the environment says.")]
+
 _COMMON_OPTIONS: dict[str, tuple[Any, Any]] = {
     "file": (Annotated[Optional[str], typer.Argument(
         metavar="FILE", help="Program file (.eq); '-' reads standard input.", show_default=False)], None),
@@ -198,6 +205,7 @@ _COMMON_OPTIONS: dict[str, tuple[Any, Any]] = {
     "dtype": (Annotated[Dtype, typer.Option(help="Floating-point type.")], Dtype.float64),
     "device": (Annotated[Device, typer.Option(help="cpu (NumPy) or gpu (CuPy).")], Device.cpu),
     "json": (Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables.")], False),
+    "color": (_COLOR, Color.auto),
     "full": (Annotated[bool, typer.Option("--full", help="Print large tensors in full.")], False),
     "max_elements": (Annotated[int, typer.Option(
         min=1, help="Largest tensor allowed, in elements.", rich_help_panel="Limits")], 10**8),
@@ -760,7 +768,7 @@ def gradcheck(
 
 @app.command(epilog="[bold]Examples[/bold]\n\n  gradcalc doctor\n\n  gradcalc doctor --json")
 def doctor(json_: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of a table.")] = False,
-           ) -> None:
+           color: _COLOR = Color.auto) -> None:
     """Report the devices gradcalc can run on (--device cpu|gpu), and the libraries and tools it found."""
     import platform
     import shutil
@@ -773,11 +781,26 @@ def doctor(json_: Annotated[bool, typer.Option("--json", help="Print one JSON do
                  "graphviz": shutil.which("dot") or None}
         out.result(lambda: {"devices": found, "versions": tools}, lambda: _doctor_text(found, tools))
 
-    out = Output(json_)
+    out = Output(json_, color)
     _guarded(out, body)
 
 
-_examples.register(app)
+@app.command(epilog=_examples.EPILOG)
+def examples(
+    dir_: Annotated[str, typer.Argument(
+        metavar="[DIR]", help="The folder to write: a new or empty one (default: ./gradcalc-examples).",
+        show_default=False)] = _examples.DEFAULT_DIR,
+    json_: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of text.")] = False,
+    color: _COLOR = Color.auto,
+) -> None:
+    """Copy the sample programs, answers and submissions into DIR, to run the docs' commands on them."""
+    out = Output(json_, color)
+
+    def body() -> None:
+        doc, view = _examples.copy(dir_)
+        out.result(lambda: doc, view)
+
+    _guarded(out, body)
 
 
 def _doctor_text(found: list[dict[str, Any]], tools: dict[str, Any]) -> str:
@@ -814,7 +837,7 @@ def main() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on Ctrl-C is _guarded's to report
-    _encodable_output()
+    encodable_streams()  # cp1252, ASCII, a C locale: the product's symbols in ASCII (symbols.SYMBOLS), not a crash
     # Typer makes a Click command of every registered command on each start (5 ms of the 60 ms that are
     # gradcalc's own); a run needs only the one it names. `gradcalc --help` and a mistyped name see all.
     name = sys.argv[1] if len(sys.argv) > 1 else ""
@@ -831,21 +854,6 @@ def main() -> None:
         if stop.code == 1 and closed:
             raise SystemExit(EXIT_BROKEN_PIPE) from None
         raise
-
-
-def _encodable_output() -> None:
-    """Output in an encoding that lacks ∂, ᵀ or ✓ (cp1252, ASCII) writes them as \\u escapes, not a crash.
-
-    JSON stays valid (an escape in a string is the same character); tables stay readable. Names
-    for such terminals in their own alphabet are another matter (#19); this only keeps every byte written.
-    """
-    for stream in (sys.stdout, sys.stderr):
-        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
-        if encoding and not encoding.startswith("utf") and hasattr(stream, "reconfigure"):
-            try:
-                stream.reconfigure(errors="backslashreplace")
-            except (ValueError, OSError):  # not a text stream of the usual kind: leave it
-                pass
 
 
 def _stdout_is_null() -> bool:

@@ -8,10 +8,9 @@ new folder, never over anything: a folder that exists and is not empty is refuse
 """
 
 import shlex
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 DEFAULT_DIR = "gradcalc-examples"
 FIRST_PROGRAM = "neuron.eq"  # the tutorial's toy network: the first command to try
@@ -84,39 +83,20 @@ def first_command(shown: str) -> str:
     return f"gradcalc grad {shlex.quote(folder + '/' + FIRST_PROGRAM)}"
 
 
-def examples(
-    dir_: Annotated[str, typer.Argument(
-        metavar="[DIR]", help="The folder to write: a new or empty one (default: ./gradcalc-examples).",
-        show_default=False)] = DEFAULT_DIR,
-    json_: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of text.")] = False,
-) -> None:
-    """Copy the sample programs, answers and submissions into DIR, to run the docs' commands on them."""
+def copy(dir_: str) -> tuple[dict[str, Any], Callable[[], str]]:
+    """Copy the samples into dir_: the JSON document and the text view of what was written."""
     from ..errors import UsageError
     from ..inert import inert
-    from .app import _guarded
-    from .output import Output
 
-    out = Output(json_)
+    if dir_ in ("", "-"):
+        raise UsageError("gradcalc examples writes files: it needs a folder, not standard output",
+                         f"give a folder, or leave DIR out for ./{DEFAULT_DIR}")
+    files = copy_samples(Path(dir_).expanduser(), dir_)
+    names = [relative.as_posix() for relative in files]
+    command = first_command(dir_)
 
-    def body() -> None:
-        if dir_ in ("", "-"):
-            raise UsageError("gradcalc examples writes files: it needs a folder, not standard output",
-                             f"give a folder, or leave DIR out for ./{DEFAULT_DIR}")
-        files = copy_samples(Path(dir_).expanduser(), dir_)
-        names = [relative.as_posix() for relative in files]
-        command = first_command(dir_)
+    def view() -> str:
+        listed = "".join(f"  {inert(name)}\n" for name in names)
+        return f"wrote {len(names)} files into {inert(dir_)}:\n{listed}\ntry: {inert(command)}\n"
 
-        def view() -> str:
-            shown = inert(dir_)
-            listed = "".join(f"  {inert(name)}\n" for name in names)
-            return f"wrote {len(names)} files into {shown}:\n{listed}\ntry: {inert(command)}\n"
-
-        doc: dict[str, Any] = {"dir": dir_, "files": names, "try": command}
-        out.result(lambda: doc, view)
-
-    _guarded(out, body)
-
-
-def register(app: typer.Typer) -> None:
-    """Add the command to gradcalc's command line."""
-    app.command(name="examples", epilog=EPILOG)(examples)
+    return {"dir": dir_, "files": names, "try": command}, view

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..engine import backend as B
 from ..inert import inert_json
 from ..program.api import Gradients, Hessians, Jacobians, Run, Tangents
+from .symbols import unicode_stream
 
 if TYPE_CHECKING:  # only their types: the grad and eval paths do not load the checking or symbolic modules
     from ..engine.symbolic import Derivative
@@ -184,11 +185,16 @@ def write(doc: dict[str, Any], stream: TextIO) -> None:
     lists; arrays are written block by block as they are converted, never whole. Characters that
     JSON may leave raw but a terminal obeys (DEL, C1, bidi overrides) are written as \\u escapes:
     a document piped to a screen cannot drive it, and parses to the same strings.
+
+    On a stream that is not UTF-8 (cp1252, ASCII, a C locale) every character past ASCII is a \\u
+    escape (ensure_ascii): the document is valid in any encoding and parses to the same data; on
+    UTF-8 the characters are written as they are.
     """
+    ascii_only = not unicode_stream(stream)
     try:  # a document of small values (most: backend.to_json gives lists up to a block) in one call
-        stream.write(inert_json(json.dumps(doc, allow_nan=False, ensure_ascii=False, default=_streamed)))
+        stream.write(inert_json(json.dumps(doc, allow_nan=False, ensure_ascii=ascii_only, default=_streamed)))
     except _Large:
-        for piece in _pieces(doc):
+        for piece in _pieces(doc, ascii_only):
             stream.write(inert_json(piece))  # each piece holds whole strings: escaping it alone is exact
     stream.write("\n")
 
@@ -203,7 +209,7 @@ def _streamed(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-def _pieces(value: Any) -> Iterator[str]:
+def _pieces(value: Any, ascii_only: bool) -> Iterator[str]:
     """json.dumps(value)'s text in pieces: a document is dicts and lists of plain values and arrays."""
     if isinstance(value, B.JsonArray):
         yield from value.chunks()
@@ -213,9 +219,10 @@ def _pieces(value: Any) -> Iterator[str]:
             return
         yield "{"
         for i, (key, item) in enumerate(value.items()):
-            key_text = _text(key) if isinstance(key, str) else _text({key: 0})[1:-4]  # json's own key rules
+            key_text = _text(key, ascii_only) if isinstance(key, str) else \
+                _text({key: 0}, ascii_only)[1:-4]  # json's own key rules
             yield f"{', ' if i else ''}{key_text}: "
-            yield from _pieces(item)
+            yield from _pieces(item, ascii_only)
         yield "}"
     elif isinstance(value, (list, tuple)):
         if not value:
@@ -225,11 +232,11 @@ def _pieces(value: Any) -> Iterator[str]:
         for i, item in enumerate(value):
             if i:
                 yield ", "
-            yield from _pieces(item)
+            yield from _pieces(item, ascii_only)
         yield "]"
     else:
-        yield _text(value)
+        yield _text(value, ascii_only)
 
 
-def _text(value: Any) -> str:
-    return json.dumps(value, allow_nan=False, ensure_ascii=False)
+def _text(value: Any, ascii_only: bool) -> str:
+    return json.dumps(value, allow_nan=False, ensure_ascii=ascii_only)

@@ -4,27 +4,41 @@ A command makes one `Output` and hands it what it has: a result as a JSON docume
 warning, an error. With --json the document goes to standard output and an error to standard
 error as one JSON document; without it the view is shown (Rich, imported only then) and errors
 and warnings are lines of text.
+
+Where the output's encoding lacks the product's symbols (cp1252, ASCII, a C locale), they are
+written as ASCII equivalents from one table: see symbols.py.
 """
 
 import io
 import re
 import sys
 from collections.abc import Callable
+from enum import Enum
 from typing import TYPE_CHECKING, Any, TextIO
 
 import typer
 
 from ..errors import GradcalcError, Interrupted, error_json, error_text
+from .symbols import plain_symbols
 
 if TYPE_CHECKING:  # Rich is imported only when a person reads the output
     from rich.console import Console
 
 
-class Output:
-    """How one command speaks: JSON documents (--json) or text for people."""
+class Color(str, Enum):
+    """--color: auto (Rich decides from the terminal, NO_COLOR and FORCE_COLOR), always, never."""
 
-    def __init__(self, json: bool) -> None:
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+
+class Output:
+    """How one command speaks: JSON documents (--json) or text for people (coloured as --color says)."""
+
+    def __init__(self, json: bool, color: Color = Color.auto) -> None:
         self.json = json
+        self.color = color
 
     def result(self, doc: Callable[[], dict[str, Any]], view: Callable[[], Any]) -> None:
         """The command's result on standard output: doc() with --json, else view().
@@ -43,7 +57,7 @@ class Output:
         if isinstance(shown, str):
             sys.stdout.write(shown)
             return
-        _print(shown)
+        _print(shown, self.color)
 
     def warning(self, text: str) -> None:
         """A warning on standard error; with --json the command puts it in its document instead
@@ -70,17 +84,20 @@ class Output:
         return typer.Exit(status)
 
 
-def _print(view: Any) -> None:
+def _print(view: Any, color: Color = Color.auto) -> None:
     """A Rich view on standard output, fitted to a terminal or whole when piped."""
-    from .render import Inert
+    from .render import Inert, translated
 
+    translate = plain_symbols(sys.stdout)
+    if translate is not None:  # before Rich lays the view out, so that columns are as wide as what is written
+        view = translated(view, translate)
     shown = Inert(view)
     if sys.stdout.isatty():
-        console(sys.stdout).print(shown)
+        console(sys.stdout, color=color).print(shown)
         return
     # Piped: no width to fit (a wide matrix stays whole) and no padding at line ends, so output diffs cleanly.
-    captured = io.StringIO()
-    console(captured, width=100_000).print(shown)
+    captured = _Captured(sys.stdout)
+    console(captured, width=100_000, color=color).print(shown)
     sys.stdout.write("".join(_trimmed(line) for line in captured.getvalue().splitlines(True)))
 
 
@@ -98,10 +115,29 @@ def _trimmed(line: str) -> str:
     return text[:end.start()] + end.group().replace(" ", "") + line[len(text):]
 
 
-def console(file: TextIO, width: int | None = None) -> "Console":
-    """The one Rich console gradcalc prints through. Colour is Rich's to decide from the environment, as it
-    documents: NO_COLOR turns colour off, FORCE_COLOR (non-empty) turns it on even in a pipe, TERM=dumb off."""
+class _Captured(io.StringIO):
+    """Text bound for a stream, held until it is trimmed; Rich reads the stream's encoding from it, and
+    draws trees with ASCII guides (+--, `--) where the stream is not UTF-8, as it would writing there."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self._encoding = getattr(stream, "encoding", None)
+
+    @property
+    def encoding(self) -> Any:  # type: ignore[override]  # StringIO's is None, and read-only
+        return self._encoding
+
+
+def console(file: TextIO, width: int | None = None, color: Color = Color.auto) -> "Console":
+    """The one Rich console gradcalc prints through. With --color auto, colour is Rich's to decide from the
+    environment, as it documents: NO_COLOR turns colour off, FORCE_COLOR (non-empty) turns it on even in a
+    pipe, TERM=dumb off. --color always and never win over all of them; never writes no escape code at all."""
     from rich.console import Console
 
+    options: dict[str, Any] = {}
+    if color is Color.always:  # colour in a pipe, on a dumb terminal and despite NO_COLOR: the flag says so
+        options = {"force_terminal": True, "no_color": False, "color_system": "standard"}
+    elif color is Color.never:  # neither colour nor bold: what a pipe gets, even under FORCE_COLOR
+        options = {"no_color": True, "color_system": None}
     # markup=False: values and claims are shown as they are; '[nan, 2]' is not a style tag.
-    return Console(file=file, width=width, soft_wrap=False, markup=False)
+    return Console(file=file, width=width, soft_wrap=False, markup=False, **options)

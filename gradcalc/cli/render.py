@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.protocol import rich_cast
 from rich.segment import Segment
 from rich.table import Table
-from rich.text import Text
+from rich.text import Span, Text
+from rich.tree import Tree
 
 from ..engine import backend as B
 from ..engine.graph import Node
@@ -33,6 +36,67 @@ class Inert:
             text = segment.text
             yield segment if segment.control or inert_lines(text) is text else \
                 Segment(inert_lines(text), segment.style)
+
+
+def translated(view: Any, translate: Callable[[str], str]) -> Any:
+    """The view with its text as translate gives it (symbols.plain_symbols: ASCII for the symbols an encoding
+    lacks), before Rich lays it out, so that each column is as wide as what will be written in it."""
+    if isinstance(view, str):
+        return translate(view)
+    if isinstance(view, Text):
+        return _translated_text(view, translate)
+    if isinstance(view, Group):
+        return Group(*(translated(part, translate) for part in view.renderables), fit=view.fit)
+    if isinstance(view, Table):
+        table = copy.copy(view)
+        table.columns = []
+        for each in view.columns:
+            column = copy.copy(each)
+            column.header = translated(each.header, translate)
+            column._cells = [translated(cell, translate) for cell in each._cells]
+            table.columns.append(column)
+        return table
+    if isinstance(view, Tree):
+        tree = copy.copy(view)
+        tree.label = translated(view.label, translate)
+        tree.children = [translated(child, translate) for child in view.children]
+        return tree
+    if isinstance(view, (FittedTable, FoldedMatrix, Shown)):
+        return view.translated(translate)
+    return _Translating(view, translate)
+
+
+def _translated_text(text: Text, translate: Callable[[str], str]) -> Text:
+    """A Text translated piece by piece between its styles' ends, each style kept on what it covered."""
+    plain = text.plain
+    if translate(plain) == plain:
+        return text
+    cuts = sorted({0, len(plain), *(span.start for span in text.spans), *(span.end for span in text.spans)})
+    where, pieces, length = {0: 0}, [], 0
+    for start, end in itertools.pairwise(cuts):
+        piece = translate(plain[start:end])
+        pieces.append(piece)
+        length += len(piece)
+        where[end] = length
+    result = text.blank_copy("".join(pieces))
+    result.spans = [Span(where[span.start], where[span.end], span.style) for span in text.spans]
+    return result
+
+
+class _Translating:
+    """Any other renderable, translated as it renders: whatever it yields goes through translated()."""
+
+    def __init__(self, view: Any, translate: Callable[[str], str]) -> None:
+        self.view, self.translate = view, translate
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        view = rich_cast(self.view)
+        if not hasattr(view, "__rich_console__"):  # a string or Text made by __rich__
+            yield translated(view, self.translate)
+            return
+        for part in view.__rich_console__(console, options):
+            yield Segment(self.translate(part.text), part.style, part.control) \
+                if isinstance(part, Segment) and not part.control else translated(part, self.translate)
 
 
 def shape_text(shape: tuple[int, ...]) -> str:
@@ -96,8 +160,11 @@ def grad_view(run: Run, result: Gradients, full: bool = False) -> RenderableType
 class Shown:
     """A value in a table cell: its text as format_value writes it, and a note after it."""
 
-    def __init__(self, value: Any, full: bool, note: str = "") -> None:
-        self.value, self.full, self.note = value, full, note
+    def __init__(self, value: Any, full: bool, note: str = "", translate: Callable[[str], str] | None = None) -> None:
+        self.value, self.full, self.note, self.translate = value, full, note, translate
+
+    def translated(self, translate: Callable[[str], str]) -> Shown:
+        return Shown(self.value, self.full, self.note, translate)
 
     @cached_property
     def whole(self) -> str:
@@ -105,7 +172,7 @@ class Shown:
         text = B.format_value(self.value, self.full)
         if self.note:  # below a tensor's rows, not after its last: the rows stay aligned
             text += ("\n" if "\n" in text else "  ") + self.note
-        return text
+        return text if self.translate is None else self.translate(text)
 
     def text(self, width: int | None = None) -> str:
         """The text, its lines re-wrapped to width where they are longer (NumPy's wrapping, narrower)."""
@@ -160,6 +227,10 @@ class FittedTable:
 
     def __init__(self, columns: tuple[tuple[str, str], ...], rows: list[list[Any]]) -> None:
         self.columns, self.rows = columns, rows
+
+    def translated(self, translate: Callable[[str], str]) -> FittedTable:
+        return FittedTable(tuple((translate(title), justify) for title, justify in self.columns),
+                           [[translated(cell, translate) for cell in row] for row in self.rows])
 
     def _cells(self, moved: set[int]) -> list[list[Any]]:
         return [[(Text("(below)", style="dim") if i in moved else cell.whole) if isinstance(cell, Shown) else cell
@@ -241,6 +312,10 @@ class FoldedMatrix:
 
     def __init__(self, rows: list[str], columns: list[str], cells: list[list[str]]) -> None:
         self.rows, self.columns, self.cells = rows, columns, cells
+
+    def translated(self, translate: Callable[[str], str]) -> FoldedMatrix:
+        return FoldedMatrix(list(map(translate, self.rows)), list(map(translate, self.columns)),
+                            [list(map(translate, row)) for row in self.cells])
 
     def table(self, first: int, end: int) -> Table:
         """Columns first to end (exclusive), with the row labels."""
