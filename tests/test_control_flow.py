@@ -894,3 +894,14 @@ def test_random_control_flow_programs_match_finite_differences(seed: int) -> Non
         scale = max(1.0, float(np.max(np.abs(expected))))
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6 * scale,
                                    err_msg=f"∂L/∂{name} of\n{text}\nat {values}")
+
+
+@pytest.mark.parametrize(("program", "noted"), [
+    ("f(u) {\n  if u > 0 { return u } else { return -u }\n}\nx = 2\ny = f(x)", True),  # an if in a function
+    ("x = 2\nno_grad { if x > 0 { c = 1 } else { c = 2 } }\ny = c * x", True),  # an if in a block
+    ("x = 2\ny = x * x", False),
+])
+def test_diff_says_when_it_followed_the_path_a_run_took(program: str, noted: bool) -> None:
+    result = run_cli("diff", "-e", program, "--wrt", "x")
+    assert result.exit_code == 0, result.stderr
+    assert ("differentiated along the path this run executed" in result.stdout) is noted

@@ -430,13 +430,7 @@ def _branched(run: Run) -> bool:
     """Whether the program has an if anywhere, function bodies included."""
     from ..language import syntax as S
 
-    stack: list[S.Stmt] = list(run.program.module.body)
-    while stack:
-        stmt = stack.pop()
-        if isinstance(stmt, S.If):
-            return True
-        stack.extend(getattr(stmt, "body", []))
-    return False
+    return any(isinstance(stmt, S.If) for stmt in S.statements(run.program.module.body, functions=True))
 
 
 TREE_DEPTH = 40
