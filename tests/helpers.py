@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 import typer.main
 import typer.testing
+from hypothesis import settings
 from typer.testing import CliRunner
 
 from gradcalc.cli.app import app
@@ -116,6 +117,13 @@ def run_cli(*args: object, input: str | None = None,  # noqa: A002  (click's nam
             traceback.format_exception(type(exc), exc, exc.__traceback__))
         exit_code = exit_code if exit_code not in (0, None) else 1
     return CliResult(exit_code, result.stdout, stderr)
+
+
+def examples(full: int) -> int:
+    """How many examples a property test draws: `full` in a full run; under a profile that asks for fewer than
+    Hypothesis's 100 (`--hypothesis-profile=quick`: 10), as many fewer in proportion, at least 5."""
+    scale = min(settings.default.max_examples, 100) / 100
+    return max(min(full, 5), round(full * scale))
 
 
 def _reject_constant(token: str) -> Any:
