@@ -9,9 +9,11 @@ import gradcalc  # noqa: F401  (installs the derivative table on the primitives)
 from gradcalc.engine import backend, graph
 
 # The property tests draw the same examples on every run, so that a CI result can be reproduced and a
-# landing does not depend on luck; `pytest --hypothesis-profile=explore` searches new examples.
+# landing does not depend on luck; `pytest --hypothesis-profile=explore` searches new examples, and
+# `--hypothesis-profile=quick` draws a tenth as many (helpers.examples) for a quick look while working.
 settings.register_profile("default", derandomize=True, print_blob=True)
 settings.register_profile("explore", derandomize=False, max_examples=500, print_blob=True)
+settings.register_profile("quick", derandomize=True, max_examples=10, print_blob=True)
 settings.load_profile("default")
 
 

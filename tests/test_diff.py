@@ -27,6 +27,7 @@ from helpers import (
     assert_bad_input,
     assert_no_traceback,
     central_difference,
+    examples,
     json_error,
     json_ok,
     run_cli,
@@ -44,8 +45,8 @@ from gradcalc.language.parser import DEFAULT_MAX_DEPTH, raise_recursion_limit
 raise_recursion_limit(DEFAULT_MAX_DEPTH)
 
 
-def fast(examples: int) -> settings:
-    return settings(max_examples=examples, deadline=None, derandomize=True,
+def fast(count: int) -> settings:
+    return settings(max_examples=examples(count), deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                            HealthCheck.data_too_large])
 
@@ -506,7 +507,7 @@ def test_mean_squared_error_coefficients_print_as_fractions_once() -> None:
     assert r"\frac{2}{3} x \left(b + w x - y\right)" in latex, latex
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.one_of(st.floats(-1e4, 1e4, allow_nan=False), st.builds(lambda p, q: p / q, st.integers(-5000, 5000),
                                                                   st.integers(1, 150))))
 def test_fraction_found_as_python_s_fractions_would(value: float) -> None:

@@ -6,7 +6,18 @@ from __future__ import annotations
 
 import string
 
-from helpers import EXIT_BAD_INPUT, EXIT_OK, EXIT_WRONG, MEAN, NEURON, NEURON_TENSOR, CliResult, run_cli, strict_json
+from helpers import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_WRONG,
+    MEAN,
+    NEURON,
+    NEURON_TENSOR,
+    CliResult,
+    examples,
+    run_cli,
+    strict_json,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import token_soup
@@ -22,9 +33,10 @@ from gradcalc.program.notation.reading import parse_claims
 raise_recursion_limit(DEFAULT_MAX_DEPTH)
 
 
-def fast(examples: int) -> settings:
-    """No deadline (the first run builds the parser), a fixed number of examples: the whole file stays ~20 s."""
-    return settings(max_examples=examples, deadline=None,
+def fast(count: int) -> settings:
+    """No deadline (the first run builds the parser), a fixed number of examples (a tenth of it under
+    --hypothesis-profile=quick)."""
+    return settings(max_examples=examples(count), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 

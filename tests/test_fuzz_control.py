@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from helpers import EXIT_BAD_INPUT, EXIT_OK, run_cli, strict_json
+from helpers import EXIT_BAD_INPUT, EXIT_OK, examples, run_cli, strict_json
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -27,9 +27,10 @@ from gradcalc.language.parser import DEFAULT_MAX_DEPTH, parse, raise_recursion_l
 raise_recursion_limit(DEFAULT_MAX_DEPTH)
 
 
-def fast(examples: int) -> settings:
-    """A fixed number of examples and no deadline (the first example builds the parser): ~20 s for the file."""
-    return settings(max_examples=examples, deadline=None,
+def fast(count: int) -> settings:
+    """A fixed number of examples (a tenth of it under --hypothesis-profile=quick) and no deadline (the first
+    example builds the parser)."""
+    return settings(max_examples=examples(count), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.filter_too_much])
 

@@ -27,6 +27,7 @@ from helpers import (
     SAMPLES,
     assert_bad_input,
     assert_no_traceback,
+    examples,
     json_ok,
     run_cli,
     strict_json,
@@ -1045,7 +1046,7 @@ def all_routes(deps: dict[str, set[str]], start: str, goal: str) -> set[tuple[st
     return {(start, *rest) for d in deps.get(start, ()) for rest in all_routes(deps, d, goal)}
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
 def test_path_sums_equal_autograd_and_finite_differences(case: tuple[str, dict[str, float], dict[str, set[str]]]) \
         -> None:

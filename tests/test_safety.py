@@ -40,6 +40,7 @@ from helpers import (
     CliResult,
     assert_bad_input,
     assert_no_traceback,
+    examples,
     json_error,
     run_cli,
     strict_json,
@@ -774,7 +775,8 @@ def fuzz_key(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return key_folder(tmp_path_factory.mktemp("fuzzkey"))
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(15), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(submissions=random_class())
 def test_random_submissions_never_break_grading(fuzz_key: tuple[Path, str], submissions: list[tuple[str, bytes]],
                                                 tmp_path_factory: pytest.TempPathFactory) -> None:
