@@ -8,10 +8,14 @@ Each measurement is one subprocess, `PYTHONPATH=TREE python ...`, run from a tem
 current directory cannot shadow PYTHONPATH, with .pyc caches in a prefix folder there (both sides alike).
 After one warm-up per side and workload, the repeats alternate which side goes first. Workloads:
 
-- start-up: `python -m gradcalc grad neuron.eq --json`, wall clock around the whole process;
+- start-up: `python -m gradcalc grad neuron.eq --json`, the whole process;
 - chain: `y = sin(y)*0.999 + 0.01*y*y` × 10^4 through the Python API, parse + run + grad, timed inside;
 - hessian: `sum(x^4) + sum(x[:-1]*x[1:])` at n = 100, run + hessian, timed inside (median of 5 in-process);
-- check: `gradcalc check homework.eq --json` on the sample answers, whole process.
+- check: `gradcalc check homework.eq answers.txt --json`, the whole process.
+
+Times are CPU seconds (user + system; a whole process's from getrusage, in-process ones from
+process_time), not wall clock: on a shared machine another job's load changes the wall clock of
+both sides by more than the difference measured, and CPU time much less.
 
 Both sides must agree (the chain's gradient, the Hessian's sum, a command's exit status), else exit 1.
 Markdown report on standard output, progress on standard error.
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -36,13 +41,13 @@ CHAIN = """
 import time
 from gradcalc import Program
 text = "y = 0.5\\n" + "y = sin(y)*0.999 + 0.01*y*y\\n" * 10000
-t0 = time.perf_counter()
+t0 = time.process_time()
 program = Program(text)
-t1 = time.perf_counter()
+t1 = time.process_time()
 run = program.run()
-t2 = time.perf_counter()
+t2 = time.process_time()
 g = run.grad(of="y", wrt=["y"])
-t3 = time.perf_counter()
+t3 = time.process_time()
 print(t3 - t0, t1 - t0, t2 - t1, t3 - t2, repr(float(g.grads["y"])))
 """
 
@@ -54,9 +59,9 @@ program = Program("x = randn(100)\\nL = sum(x^4) + sum(x[:-1]*x[1:])")
 x = np.linspace(-1, 1, 100)
 times = []
 for _ in range(5):
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     h = program.run({"x": x}).hessian("L", ["x"])
-    times.append(time.perf_counter() - t0)
+    times.append(time.process_time() - t0)
 print(sorted(times)[2], repr(float(np.asarray(h.blocks[0][0]).sum())))
 """
 
@@ -75,10 +80,11 @@ def workloads(samples: Path) -> dict[str, tuple[list[str], bool]]:
 def run_once(python: str, tree: Path, cwd: Path, args: list[str], wall: bool) -> tuple[float, str]:
     """One measurement: (seconds, what the run printed to compare with the other side)."""
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONPYCACHEPREFIX=str(cwd / "pycache" / tree.name))
-    started = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([python, *args], cwd=cwd, env=env, capture_output=True, text=True, check=False,
                           timeout=600)
-    elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    elapsed = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     if done.returncode not in (0, 1):  # check exits 1 when some claim is wrong: that is its answer
         sys.exit(f"{tree}: {args[:3]} exited {done.returncode}:\n{done.stderr[-2000:]}")
     if wall:  # the JSON itself may differ between commits (a new field): the exit status may not
@@ -121,7 +127,7 @@ def measure(trees: dict[str, Path], cwd: Path, repeats: int) -> None:
     print(f"base {describe_tree(trees['base'])}, current {describe_tree(trees['current'])}; median of {repeats}, "
           f"sides interleaved; {os.cpu_count()} CPUs, load average {load_before:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after.\n")
-    print("| workload | base (ms) | current (ms) | current / base |")
+    print("| workload | base (CPU ms) | current (CPU ms) | current / base |")
     print("| --- | ---: | ---: | ---: |")
     for name in works:
         b, c = med(times[name]["base"]), med(times[name]["current"])
