@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from functools import lru_cache
 from importlib import resources
 from itertools import chain
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
@@ -78,26 +78,37 @@ def token_pos(token: Token) -> Pos:
     return _new_pos(Pos, (token.line or 1, token.column or 1, len(token) or 1))
 
 
-class ClaimReader(Protocol):
-    """Reads one claim's tokens (or a claims file's) as they come, and says what the parser gets instead."""
+if TYPE_CHECKING:  # for the checker only: a Protocol class costs start-up time, and nothing tests it at run time
+    from typing import Protocol
 
-    ended: bool  # a check statement's claim is over: the program's own tokens follow
+    class ClaimReader(Protocol):
+        """Reads one claim's tokens (or a claims file's) as they come, and says what the parser gets instead."""
 
-    def feed(self, token: Token, depth: int) -> list[Token]:
-        """The tokens to give the parser in place of `token`, met at bracket depth `depth`."""
+        ended: bool  # a check statement's claim is over: the program's own tokens follow
 
-    def finish(self) -> list[Token]:
-        """The tokens still owed at the end of the text."""
+        def feed(self, token: Token, depth: int) -> list[Token]:
+            """The tokens to give the parser in place of `token`, met at bracket depth `depth`."""
 
-
-class Dialect(NamedTuple):
-    """What the layer above adds to the language: which names are functions, and how claims are written."""
-
-    is_function: Callable[[str], bool]
-    claim_reader: Callable[[int, bool], ClaimReader] | None  # (bracket depth, a claims file) → a claim's reader
+        def finish(self) -> list[Token]:
+            """The tokens still owed at the end of the text."""
 
 
-PLAIN = Dialect(lambda name: False, None)  # the language alone: no builtins, claims in its strict syntax
+class Dialect:
+    """What the layer above adds to the language: which names are functions, and how claims are written.
+
+    A plain class, not a NamedTuple (whose class costs half a millisecond of start-up); made once per
+    dialect, it is compared by identity, as the parsers' caches key on it.
+    """
+
+    __slots__ = ("claim_reader", "is_function")
+
+    def __init__(self, is_function: Callable[[str], bool],
+                 claim_reader: Callable[[int, bool], ClaimReader] | None = None) -> None:
+        self.is_function = is_function
+        self.claim_reader = claim_reader  # (bracket depth, a claims file) → a claim's reader
+
+
+PLAIN = Dialect(lambda name: False)  # the language alone: no builtins, claims in its strict syntax
 
 
 def grammar_text() -> str:
