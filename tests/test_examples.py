@@ -26,8 +26,11 @@ def tree(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_a_checkout_finds_its_samples() -> None:
-    assert examples.samples_dir() == SAMPLES
+def test_the_samples_found_are_the_repository_s() -> None:
+    # An editable install (a checkout) finds the repository's samples; an installed wheel, as CI's is, its own copy.
+    found = examples.samples_dir()
+    assert found in (Path(examples.__file__).resolve().parent.parent / "samples", SAMPLES)
+    assert tree(found) == shipped()
     assert {"neuron.eq", "homework.eq", "answers.txt", "submissions/alice.txt"} <= set(shipped())
 
 
