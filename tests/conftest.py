@@ -41,7 +41,7 @@ def _named_on_the_command_line(config: pytest.Config) -> list[tuple[Path, str]]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Leave out the tests marked slow, unless --full, a -m expression (which chooses for itself), or the
     command line names them."""
-    if config.getoption("--full") or config.getoption("markexpr"):
+    if config.getoption("--full") or config.getoption("markexpr") or "-m" in config.invocation_params.args:
         return
     named = _named_on_the_command_line(config)
 
