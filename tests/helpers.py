@@ -81,7 +81,7 @@ def _process_state() -> dict[str, Any]:
                              "SIGINT handler": signal.getsignal(signal.SIGINT)}
     if hasattr(signal, "setitimer"):
         state["SIGALRM handler"] = signal.getsignal(signal.SIGALRM)
-        state["ITIMER_REAL"] = signal.getitimer(signal.ITIMER_REAL)
+        state["ITIMER_REAL armed"] = signal.getitimer(signal.ITIMER_REAL) != (0.0, 0.0)
     if resource is not None:
         for name in ("RLIMIT_DATA", "RLIMIT_AS", "RLIMIT_CPU"):
             state[name] = resource.getrlimit(getattr(resource, name))
@@ -119,11 +119,11 @@ def run_cli(*args: object, input: str | None = None,  # noqa: A002  (click's nam
     return CliResult(exit_code, result.stdout, stderr)
 
 
-def examples(full: int) -> int:
-    """How many examples a property test draws: `full` in a full run; under a profile that asks for fewer than
-    Hypothesis's 100 (`--hypothesis-profile=quick`: 10), as many fewer in proportion, at least 5."""
+def examples(count: int) -> int:
+    """How many examples a property test draws: `count`, or under a profile that asks for fewer than Hypothesis's
+    100 (`--hypothesis-profile=quick`: 10) as many fewer in proportion, at least 5."""
     scale = min(settings.default.max_examples, 100) / 100
-    return max(min(full, 5), round(full * scale))
+    return max(min(count, 5), round(count * scale))
 
 
 def _reject_constant(token: str) -> Any:

@@ -410,6 +410,7 @@ class Sink:
         return len(text)
 
 
+@pytest.mark.slow
 def test_json_of_a_large_jacobian_streams_in_about_its_own_size() -> None:
     """--json of a 10^8-entry Jacobian needed over 6 GB: nested lists of floats, then the text whole."""
     from gradcalc.cli import jsonout
@@ -794,6 +795,7 @@ def _process(*args: str, stdout: int | None = subprocess.PIPE) -> subprocess.Com
                           stderr=subprocess.PIPE, text=True, timeout=60, check=False)
 
 
+@pytest.mark.slow
 def test_top_level_help_lists_every_command_and_a_typo_gets_a_suggestion() -> None:
     """main() builds only the command it runs; the top level and a mistyped name still see all of them."""
     listed = _process("--help").stdout
@@ -810,6 +812,7 @@ def test_top_level_help_lists_every_command_and_a_typo_gets_a_suggestion() -> No
     assert "gradcalc grad [OPTIONS]" in own and "--wrt" in own
 
 
+@pytest.mark.slow
 def test_a_reader_that_closes_the_pipe_ends_the_command_quietly() -> None:
     """`gradcalc ... | head`: 141 (as a shell reports SIGPIPE), no traceback, no 'internal error'."""
     process = subprocess.Popen([sys.executable, "-m", "gradcalc", "eval", "-e", "x = randn(300, 300)", "--full"],

@@ -720,6 +720,7 @@ def test_runaway_loop_inside_a_function_names_its_line() -> None:
     assert "line 3" in error.message, error.text
 
 
+@pytest.mark.slow
 def test_default_iteration_limit_is_one_million() -> None:
     error = located_error(run_cli("eval", "-e", "x = 1\nwhile 1 { }"), line=2, column=1)
     assert re.search(r"1,?000,?000", error.text), error.text

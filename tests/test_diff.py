@@ -366,6 +366,7 @@ def finite_enough(text: str, points: Sequence[Mapping[str, float]]) -> bool:
     return True
 
 
+@pytest.mark.slow
 @given(scalar_cases(powers=True))
 @fast(200)
 def test_random_expression_derivative_text_evaluates_to_the_finite_difference_gradient(case: Any) -> None:
@@ -690,6 +691,7 @@ def test_same_text_twice_in_process() -> None:
     assert run_cli(*latex).stdout == run_cli(*latex).stdout
 
 
+@pytest.mark.slow
 def test_same_text_under_different_hash_seeds() -> None:
     program = "u = tanh(w*x + b); v = u*u*w + sin(u*x) + cos(b*w); L = exp(-v) + v*u + w*x*b"
     outputs = []
@@ -774,6 +776,7 @@ def test_shared_subexpressions_keep_a_long_chain_linear() -> None:
     assert sizes[300] <= 4 * sizes[100], sizes
 
 
+@pytest.mark.slow
 def test_long_chain_derivative_text_still_evaluates_right() -> None:
     n = 300
     text = chain(n)
@@ -1195,6 +1198,7 @@ def test_a_gradient_summed_over_a_loop_reads_back_as_its_closed_form() -> None:
     assert float(evaluate_derivative(result, {"x": 1.0001})) == pytest.approx(_loop_derivative(30), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_a_gradient_summed_over_a_long_loop_is_read_in_linear_memory() -> None:
     """Read one addition at a time, each partial sum copied the terms before it: n² memory and time for a
     loop of n steps (5,000 steps: 20 s and 0.7 GB; 1,500: about 200 MiB). Read as one sum it is linear."""

@@ -368,6 +368,7 @@ def test_float32_value_dtype() -> None:
 
 # --- Depth ----------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_million_node_chain() -> None:
     """y = x + x + ... (a million adds): ∂y/∂x = 1,000,001, found without recursion."""
     n = 1_000_000
@@ -382,6 +383,7 @@ def test_million_node_chain() -> None:
     assert time.perf_counter() - started < 60
 
 
+@pytest.mark.slow
 def test_ten_thousand_statement_program() -> None:
     steps = 10_000
     text = "x = 0.5\ny = x\n" + "y = sin(y)*0.999 + 0.01*y*y\n" * steps

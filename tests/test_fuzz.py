@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import string
 
+import pytest
 from helpers import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -94,12 +95,14 @@ def test_parser_program_like_text(text: str) -> None:
     parse_or_gradcalc_error(text)
 
 
+@pytest.mark.slow
 @fast(600)
 @given(token_soup)
 def test_parser_token_soup(text: str) -> None:
     parse_or_gradcalc_error(text)
 
 
+@pytest.mark.slow
 @fast(200)
 @given(st.text(alphabet="()[]{}1x+-, \n", max_size=60), st.integers(min_value=0, max_value=8))
 def test_parser_brackets_and_small_depth_limits(text: str, depth: int) -> None:
@@ -143,6 +146,7 @@ def test_claims_parser_raises_only_gradcalc_errors(text: str) -> None:
         assert claim.text, repr(text)
 
 
+@pytest.mark.slow
 @fast(120)
 @given(st.lists(st.one_of(claim_soup, st.text(max_size=30)), min_size=1, max_size=3), st.booleans())
 def test_cli_check_random_claims(claims: list[str], json_mode: bool) -> None:
@@ -168,6 +172,7 @@ def test_cli_random_text(text: str, command: str, json_mode: bool) -> None:
     run_program(command, text, json_mode=json_mode)
 
 
+@pytest.mark.slow
 @fast(250)
 @given(token_soup, st.sampled_from(["eval", "grad"]), st.booleans())
 def test_cli_token_soup(text: str, command: str, json_mode: bool) -> None:
@@ -181,6 +186,7 @@ def test_cli_token_soup_from_stdin(text: str) -> None:
     check_clean(run_cli(*args, input=text), args, True)
 
 
+@pytest.mark.slow
 @fast(200)
 @given(token_soup)
 def test_cli_syntax_errors_say_what_was_expected(text: str) -> None:
@@ -244,12 +250,14 @@ programs = st.tuples(
 ).map(lambda parts: "\n".join(parts[0] + parts[1]))
 
 
+@pytest.mark.slow
 @fast(200)
 @given(programs, st.sampled_from([(), ("--vector", "ones"), ("--dtype", "float32"), ("--wrt", "x,y")]))
 def test_cli_random_programs_grad(program: str, extra: tuple[str, ...]) -> None:
     run_program("grad", program, *extra)
 
 
+@pytest.mark.slow
 @fast(100)
 @given(programs, st.booleans())
 def test_cli_random_programs_eval(program: str, json_mode: bool) -> None:
@@ -276,6 +284,7 @@ VALUE_WORDS = [
 ]
 
 
+@pytest.mark.slow
 @fast(300)
 @given(
     st.sampled_from(["eval", "grad", "check", "gradcheck"]),
@@ -302,6 +311,7 @@ def test_cli_random_top_level_arguments(words: list[str]) -> None:
     assert "internal error" not in result.output, (args, result.output[-2000:])
 
 
+@pytest.mark.slow
 @fast(60)
 @given(programs, st.sampled_from([(), ("--order", "2"), ("--dtype", "float32"), ("--wrt", "x,y")]), st.booleans())
 def test_cli_gradcheck_random_programs(program: str, extra: tuple[str, ...], json_mode: bool) -> None:
@@ -313,6 +323,7 @@ def test_cli_gradcheck_random_programs(program: str, extra: tuple[str, ...], jso
     check_clean(result, args, json_mode)
 
 
+@pytest.mark.slow
 @fast(60)
 @given(programs, st.sampled_from(VARIABLES), st.sampled_from(VARIABLES), st.sampled_from(["1", "0.5", "x*y", "2*x"]))
 def test_cli_check_claims_on_random_programs(program: str, of: str, wrt: str, right_side: str) -> None:

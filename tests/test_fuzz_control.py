@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pytest
 from helpers import EXIT_BAD_INPUT, EXIT_OK, examples, run_cli, strict_json
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -67,6 +68,7 @@ line_soup = st.lists(st.sampled_from(LINES), max_size=12).flatmap(
 soups = st.one_of(token_soup, line_soup)
 
 
+@pytest.mark.slow
 @fast(500)
 @given(soups)
 def test_parser_returns_a_tree_or_a_gradcalc_error(text: str) -> None:
@@ -559,6 +561,7 @@ points = st.floats(min_value=-2.0, max_value=2.0, allow_nan=False).map(lambda v:
 H = 1e-6
 
 
+@pytest.mark.slow
 @fast(120)
 @given(programs(), points, points)
 def test_random_programs_match_an_independent_interpreter_and_finite_differences(

@@ -340,16 +340,17 @@ def test_collapsed_chain_edges_carry_their_own_local_derivatives() -> None:
         assert min(abs(float(target) - v) for v in ys) < 1e-5, target
 
 
+@pytest.mark.slow
 def test_ten_thousand_node_graph_renders_collapsed_tree_and_full_dot_quickly() -> None:
     steps = graphview.VIEW_LIMIT - 1  # the largest graph drawn node by node: 10,000 nodes with the leaf
     assert steps == 9_999
     run = run_of(chain_program(steps))
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: the work done, whatever else the machine (or a parallel run) is doing
     view = graphview.build(run, "y")
     text = tree_text(view)
     dot_text = drawing.dot(view)
-    elapsed = time.perf_counter() - start
-    print(f"10,000-node graph: build + tree + dot in {elapsed:.2f} s")
+    elapsed = time.process_time() - start
+    print(f"10,000-node graph: build + tree + dot in {elapsed:.2f} s of CPU")
     assert elapsed < 6.0, f"took {elapsed:.2f} s"
     assert len(view.nodes) == steps + 1 and len(view.edges) == steps
     lines = text.splitlines()

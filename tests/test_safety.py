@@ -255,6 +255,7 @@ def grade_hostile(hostile: dict[str, Any], *flags: str) -> tuple[subprocess.Comp
     return done, elapsed
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not LINUX, reason="FIFOs, sockets, /proc and RLIMIT_DATA: Linux")
 def test_a_hostile_class_graded_as_json(hostile: dict[str, Any]) -> None:
     """Each submission once, with its status and reason; exact totals; no secret; strict JSON, real names."""
@@ -300,6 +301,7 @@ def test_a_hostile_class_graded_as_json(hostile: dict[str, Any]) -> None:
     assert elapsed < 60, f"grading the hostile class took {elapsed:.1f} s"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not LINUX, reason="FIFOs, sockets, /proc and RLIMIT_DATA: Linux")
 def test_a_hostile_class_graded_as_text(hostile: dict[str, Any]) -> None:
     """One row per submission (a newline in a name forges none), no control character, no secret."""
@@ -514,6 +516,7 @@ MEMORY_HOG = "x = ones(4000, 4000); " + "; ".join(f"y{k} = {'x' if k == 0 else f
     + "; s = sum(y7)"  # 9 tensors of 16M entries (128 MB each): 1.15 GB, each under --max-elements
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not LINUX, reason="RLIMIT_DATA is enforced on Linux only")
 def test_max_memory_stops_a_program_that_holds_many_tensors() -> None:
     text = gradcalc("eval", "-e", MEMORY_HOG, "--max-memory", "300M")
@@ -540,6 +543,7 @@ def test_max_memory_leaves_a_program_under_it_alone() -> None:
 EXPONENTIAL = "f(n) { if n > 0 { return f(n-1) + f(n-1) } else { return 1 } }; y = f(x)"
 
 
+@pytest.mark.slow
 def test_timeout_stops_a_runaway_program_quickly() -> None:
     """2^40 calls: stopped at 1 s, exit 2 within ~3 s (4 s allowed for a start-up on a busy machine)."""
     start = time.monotonic()
@@ -593,6 +597,7 @@ def test_sizes_must_be_positive_and_finite(flag: str, value: str) -> None:
     refused_for(run_cli("eval", "-e", "y = 1", flag, value, "--json"), flag)
 
 
+@pytest.mark.slow
 def test_grading_timeout_kills_a_submission_that_calls_an_expensive_key_function(tmp_path: Path) -> None:
     """The key defines g(n) = g(n-1) + g(n-1) (2^n calls); a claim calling g(20) runs for a minute: killed at 0.5 s."""
     key, _ = key_folder(tmp_path, "g(n) { if n > 0 { return g(n-1) + g(n-1) } else { return 0 } }\n")
@@ -684,6 +689,7 @@ def _start(*args: str) -> subprocess.Popen[str]:
                             preexec_fn=_default_sigint)  # noqa: PLW1509
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not LINUX, reason="reads /proc to know the program is running")
 def test_ctrl_c_with_json_is_one_json_document() -> None:
     process = _start("eval", "-e", ENDLESS, "--json")
@@ -775,6 +781,7 @@ def fuzz_key(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return key_folder(tmp_path_factory.mktemp("fuzzkey"))
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(15), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(submissions=random_class())
@@ -828,6 +835,7 @@ def test_the_last_guard_escapes_what_a_view_did_not() -> None:
     assert out.getvalue() == "x\\x1b[2J\\u202ey\\x9bz\nsecond line\n"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(signal, "SIGXCPU"), reason="RLIMIT_CPU: POSIX")
 def test_a_worker_nobody_kills_is_stopped_by_its_cpu_limit() -> None:
     """limits.limit_cpu: the kernel stops a process that runs past its CPU time (grading's backstop)."""

@@ -51,6 +51,7 @@ def test_bare_gradcalc_lists_the_commands_on_stderr_and_exits_2() -> None:
     assert "gradcalc --help" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_help_asked_for_is_on_stdout_with_status_0() -> None:
     for args in (["--help"], ["-h"], ["grad", "--help"]):
         result = process(*args, text=True)
@@ -137,8 +138,13 @@ BASH_CASES = [
 ]
 
 
+# Each case starts bash and two processes: the variable names after a comma in every run, the rest in the full run.
+BASH_PARAMS = [pytest.param(words, expected, id=" ".join(words),
+                            marks=() if words[-1] == "w1,a," else pytest.mark.slow) for words, expected in BASH_CASES]
+
+
 @pytest.mark.skipif(not shutil.which("bash"), reason="needs bash")
-@pytest.mark.parametrize(("words", "expected"), BASH_CASES, ids=[" ".join(w) for w, _ in BASH_CASES])
+@pytest.mark.parametrize(("words", "expected"), BASH_PARAMS)
 def test_bash_completion(gradcalc_on_path: dict[str, str], words: list[str], expected: list[str]) -> None:
     """The script bash sources, driven as bash drives it: COMP_WORDS and COMP_CWORD, then COMPREPLY."""
     driver = (completion_script("bash") + "\nCOMP_WORDS=(gradcalc " + " ".join(shlex.quote(w) for w in words) +
@@ -149,6 +155,7 @@ def test_bash_completion(gradcalc_on_path: dict[str, str], words: list[str], exp
     assert result.stdout.split() == expected, result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shell", ["zsh", "fish"])
 def test_zsh_and_fish_completion(shell: str) -> None:
     """The exchange their scripts make (_TYPER_COMPLETE_ARGS: the line so far), checked without the shells."""
@@ -278,6 +285,7 @@ def plain(text: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
+@pytest.mark.slow
 def test_a_pipe_gets_no_colour_unless_forced() -> None:
     piped = process(*CHECK, env={"NO_COLOR": "", "FORCE_COLOR": ""}, text=True)
     assert piped.returncode == 1 and "\x1b" not in piped.stdout
@@ -290,6 +298,7 @@ def test_a_pipe_gets_no_colour_unless_forced() -> None:
     assert "\x1b" not in doc.stdout + doc.stderr  # JSON never goes through Rich
 
 
+@pytest.mark.slow
 def test_a_terminal_gets_colour_unless_no_color() -> None:
     assert COLOURED in run_in_terminal(*CHECK).raw.decode()
     shown = run_in_terminal(*CHECK, env={"NO_COLOR": "1"})
