@@ -9,6 +9,7 @@ claim: the one given is left as it was parsed.
 from __future__ import annotations
 
 from collections.abc import Mapping, Set
+from operator import is_
 from typing import Any
 
 from ...errors import GradcalcSyntaxError, Pos
@@ -33,6 +34,11 @@ def unsubscripted(name: str, variables: Mapping[str, Any]) -> str:
 
 def _unsubscripted(name: str | None, variables: Mapping[str, Any]) -> str | None:
     return None if name is None else unsubscripted(name, variables)
+
+
+# Tuples for the tests every node meets: `A | B` makes a new union object each time it is evaluated.
+_PARTS = (S.Expr, S.Keyword)  # what a node's slots hold that fix reads
+_NAME_OR_CALL = (S.Name, S.Call)
 
 
 def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set[str], text: str) -> S.Expr:
@@ -152,7 +158,7 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set
             return S.Binary("^", _product(parts, node.pos), fix(node.right), node.pos)
         if isinstance(node, S.Name) and unsubscripted(node.name, variables) != node.name:
             return S.Name(unsubscripted(node.name, variables), node.pos)
-        if isinstance(node, S.Name | S.Call) and (parts := factors(node)) is not None:
+        if isinstance(node, _NAME_OR_CALL) and (parts := factors(node)) is not None:
             return _product(parts, node.pos)  # ab is a·b where a and b are variables and ab is not; x(1 + x)
         if isinstance(node, S.Binary) and node.op in ("^", "/"):
             right = node.right
@@ -172,28 +178,28 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set
     return finished
 
 
+
+
 def _with_parts_fixed(node: Any, fix: Any) -> Any:
     """The node with fix applied to each of its parts: itself where none changes, else a new node."""
-    changed = False
-    values = []
+    copy = None
     for slot in node.__slots__:
         value = getattr(node, slot)
-        if isinstance(value, S.Expr | S.Keyword):
+        if isinstance(value, _PARTS):
             new = fix(value)
-        elif isinstance(value, list):
-            new = [fix(v) if isinstance(v, S.Expr | S.Keyword) else v for v in value]
-            if all(a is b for a, b in zip(new, value)):
-                new = value
+        elif type(value) is list:
+            new = [fix(v) if isinstance(v, _PARTS) else v for v in value]
+            if all(map(is_, new, value)):
+                continue
         else:
-            new = value
-        changed = changed or new is not value
-        values.append(new)
-    if not changed:
-        return node
-    copy = object.__new__(type(node))
-    for slot, value in zip(node.__slots__, values):
-        setattr(copy, slot, value)
-    return copy
+            continue
+        if new is not value:
+            if copy is None:
+                copy = object.__new__(type(node))
+                for name in node.__slots__:
+                    setattr(copy, name, getattr(node, name))
+            setattr(copy, slot, new)
+    return node if copy is None else copy
 
 
 def _with_last_factor(product: S.Expr, factor: S.Expr) -> S.Expr:
