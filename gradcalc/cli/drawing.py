@@ -37,7 +37,7 @@ def run_note(node: ViewNode) -> str:
 def edge_text(view: View, edge: ViewEdge) -> str:
     """∂user/∂input = expression = number (the tutorial's edge label)."""
     if edge.detached:
-        return "detached"
+        return edge.text  # "detached", or "constant" into a constant
     if _to_omitted(view, edge):
         return "…"
     source, target = view.nodes[edge.source].label, view.nodes[edge.target].label
@@ -129,4 +129,4 @@ def _node_json(n: ViewNode) -> dict[str, Any]:
                 "is_leaf": False, "kind": n.kind, "origin": n.origin, "count": n.count}
     return {"id": n.id, "name": n.label, "grad_fn": n.grad_fn, "shape": list(n.shape),
             "value": B.to_json(n.value), "grad": None if n.grad is None else B.to_json(n.grad),
-            "is_leaf": n.kind in ("leaf", "detached") and n.node.op is None, "kind": n.kind, "origin": n.origin}
+            "is_leaf": n.kind in ("leaf", "detached", "constant") and n.node.op is None, "kind": n.kind, "origin": n.origin}

@@ -34,7 +34,7 @@ class ViewNode:
     id: int
     node: Node
     label: str
-    kind: str  # "output", "leaf", "computed", "detached"; or a summary: "collapsed", "omitted"
+    kind: str  # "output", "leaf", "computed", "detached", "constant"; or a summary: "collapsed", "omitted"
     grad_fn: str | None
     shape: tuple[int, ...]
     value: Any
@@ -47,7 +47,7 @@ class ViewNode:
 class ViewEdge:
     source: int  # the user (nearer the output)
     target: int  # the input
-    text: str  # ∂source/∂target as an expression ("detached" for a cut edge)
+    text: str  # ∂source/∂target as an expression ("detached" for a cut edge, "constant" into a constant)
     value: Any  # its number for scalars, else None
     detached: bool = False
 
@@ -108,15 +108,29 @@ def build(run: Any, of: str, limit: int = VIEW_LIMIT) -> View:
     """
     output = run.node(of)
     order, index, inputs_of = _discover(output)
+    constants = frozenset(getattr(run, "constants", {}).values())  # `const N = 4`: data, not a cut value
     if len(order) > limit:
-        return _summarised(of, output, order, inputs_of, max(limit, 2),  # the output and a summary, at least
-                           getattr(run, "tape", None))
+        return _constants_marked(_summarised(of, output, order, inputs_of, max(limit, 2),  # the output and a
+                                             getattr(run, "tape", None)), constants)  # summary, at least
     grads = _gradients(output, order, getattr(run, "tape", None))
     nodes = [_view_node(i, node, of, node is output, grads) for i, node in enumerate(order)]
     edges: list[ViewEdge] = []
     for node, children in inputs_of.items():
         edges.extend(_edges(node, index[node], children, index, of, output))
-    return _view(of, nodes, edges, len(order), complete=True)
+    return _constants_marked(_view(of, nodes, edges, len(order), complete=True), constants)
+
+
+def _constants_marked(view: View, constants: frozenset[Node]) -> View:
+    """The program's constants as kind "constant", and the edges into them (no gradient flows) so named."""
+    if constants:
+        marked = {v.id for v in view.nodes if v.node in constants and v.kind == "detached"}
+        for v in view.nodes:
+            if v.id in marked:
+                v.kind = "constant"
+        for edge in view.edges:
+            if edge.target in marked:
+                edge.text = "constant"
+    return view
 
 
 def _discover(output: Node) -> tuple[list[Node], dict[Node, int], dict[Node, list[Node]]]:

@@ -34,7 +34,8 @@ CLOSING = {"RPAR": "(", "RSQB": "[", "RBRACE": "{"}
 _PAIR = {"(": ")", "[": "]", "{": "}"}
 _NO_SUCH_FUNCTION = "gradcalc has no function of that name: see the list with gradcalc --help"
 _MODULES = {"torch", "np", "numpy", "math", "jnp", "jax", "F", "nn", "tf", "sp", "sympy", "scipy", "cmath"}
-_KEYWORDS = {"while", "if", "else", "for", "in", "no_grad", "return", "or", "and", "not", "override", "check"}
+_KEYWORDS = {"while", "if", "else", "for", "in", "no_grad", "return", "or", "and", "not", "override", "check",
+             "const"}
 _TOKEN_WORDS = {
     "NAME": "a name",
     "NUMBER": "a number",
@@ -286,6 +287,9 @@ class _ToSyntax(Transformer):
 
     def assign(self, name: Token, op: Token, value: S.Expr) -> S.Assign:
         return S.Assign(sys.intern(str(name)), sys.intern(str(op)), value, token_pos(name))
+
+    def const_stmt(self, keyword: Token, name: Token, _eq: Token, value: S.Expr) -> S.Const:
+        return S.Const(sys.intern(str(name)), value, token_pos(name))
 
     def params(self, *names: Token) -> list[str]:
         seen: set[str] = set()
@@ -801,6 +805,18 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start",
     if token.type == "EQUALS":
         if "COMP_OP" in expected or "MUL_OP" in expected:
             return GradcalcSyntaxError("'=' inside an expression", "use '==' to compare; '=' only assigns", pos)
+    if token.type in ("EQUALS", "AUG_OP"):
+        declared = re.search(r"(?:^|[;{}\n])\s*const\s+([^\W\d]\w*)\s*$", before)
+        if declared is not None and token.type == "AUG_OP":  # const N += 1
+            return GradcalcSyntaxError(f"a constant is declared with '=', not '{token}'",
+                                       f"write `const {declared.group(1)} = ...`: a constant keeps the value it "
+                                       "is declared with", pos)
+        word = re.search(r"(?:^|[;{}\n])\s*([^\W\d]\w*)\s*$", before)
+        if word is not None and word.group(1) in _KEYWORDS:  # const = 3, check = 1
+            name = word.group(1)
+            return GradcalcSyntaxError(f"'{name}' is a keyword and cannot be a variable's name",
+                                       f"give the variable another name, such as '{name}_'",
+                                       pos_at(text, word.start(1), len(name)))
     if token.type in ("EQUALS", "AUG_OP") and "EQUALS" not in expected:
         return GradcalcSyntaxError(f"cannot assign with '{token}' here",
                                    "only a plain name can be assigned: `y = ...`", pos)

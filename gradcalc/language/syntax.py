@@ -22,10 +22,14 @@ class _Node:
     __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
 
     def __eq__(self, other: Any) -> bool:
-        return type(self) is type(other) and all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
+        return type(self) is type(other) and all(getattr(self, s) == getattr(other, s) for s in self._fields())
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(f'{s}={getattr(self, s)!r}' for s in self.__slots__)})"
+        return f"{type(self).__name__}({', '.join(f'{s}={getattr(self, s)!r}' for s in self._fields())})"
+
+    def _fields(self) -> tuple[str, ...]:
+        """The slots of the class and of those it extends (Const extends Assign)."""
+        return tuple(s for kind in reversed(type(self).__mro__) for s in getattr(kind, "__slots__", ()))
 
 
 class Expr(_Node):
@@ -181,6 +185,18 @@ class Assign(Stmt):
         self.op = op  # "=", "+=", "-=", "*=", "/="
         self.value = value
         self.pos = pos
+
+
+class Const(Assign):
+    """`const N = 4`: a top-level assignment whose value the program treats as data (PyTorch's
+    requires_grad=False). An Assign too, so what reads assignments (names assigned, --set) reads it."""
+
+    __slots__ = ()
+    expressions = ("value",)
+    blocks = ()
+
+    def __init__(self, name: str, value: Expr, pos: Pos) -> None:
+        super().__init__(name, "=", value, pos)
 
 
 class FuncDef(Stmt):

@@ -229,7 +229,23 @@ class Run:
 
     @property
     def leaves(self) -> dict[str, Node]:
+        """The leaves that require grad: the default --wrt, what check moves nearby (constants are not among them)."""
         return self.state.leaves
+
+    @property
+    def constants(self) -> dict[str, Node]:
+        """The `const` declarations' values: leaves that do not require grad."""
+        return self.state.constants
+
+    def wrt_node(self, name: str) -> Node:
+        """The node a --wrt name differentiates by: the leaf it started as, or its final value; a constant has
+        no gradient (PyTorch's torch.autograd.grad refuses a tensor that does not require grad)."""
+        if name in self.state.constants:
+            stmt = self.state.final[name]
+            raise UsageError(f"'{name}' is a constant (declared with `const` at line {stmt.pos.line}): it has no "
+                             "gradient", f"leave it out of --wrt, or remove `const` to differentiate with respect "
+                             f"to '{name}'", stmt.pos).within(self.program.source)
+        return self.node(name, prefer_leaf=True)
 
     @property
     def loops(self) -> list[Any]:
@@ -362,7 +378,8 @@ class Run:
         if unknown:
             raise UsageError(f"--keep: the program has no variable '{unknown[0]}'",
                              did_you_mean(unknown[0], self.frame) or "name variables the program assigns")
-        symbols = {node: name for name, node in self.state.leaves.items()}
+        # Leaves and constants print by name: (p - Y)/N, not (p - Y)/4.
+        symbols = {node: name for name, node in [*self.state.leaves.items(), *self.state.constants.items()]}
         for name, node in self.frame.items():
             if node.op is not None and (intermediates or name in keep) and name != of:
                 symbols[node] = name
@@ -414,7 +431,7 @@ class Run:
         limit = limit or graphview.PATH_LIMIT
         graphview.check_limit(limit)  # before the graph is built
         of = self._check_graph(of)
-        target = self.node(wrt, prefer_leaf=True)
+        target = self.wrt_node(wrt)
         with self._located(of), paused_gc(), B.errstate():
             view = graphview.build(self, of)
             return graphview.explain(view, target, wrt, limit), view
@@ -435,8 +452,9 @@ class Run:
         names = list(wrt) if wrt else list(self.state.leaves)
         if not names:
             raise UsageError("the program has no leaves to differentiate with respect to",
-                             "name a variable with --wrt")
-        return of, output, names, [self.node(name, prefer_leaf=True) for name in names]
+                             "name a variable with --wrt" + (" (its constants have no gradient)"
+                                                             if self.state.constants else ""))
+        return of, output, names, [self.wrt_node(name) for name in names]
 
     @contextlib.contextmanager
     def _located(self, of: str) -> Iterator[None]:

@@ -67,6 +67,7 @@ class Checker:
         self.loop_reads: dict[Pos, bool] = {}  # for each for loop: whether its body may read its variable
         # By id of a syntax node, which is kept too: an id is reused once its node is freed.
         self.leaf_statements: dict[int, tuple[S.Assign, bool]] = {}  # whether an assignment reads no variable
+        self.constants: dict[str, S.Const] = {}  # the `const` declarations, by name
 
     @cached_property
     def assigned(self) -> dict[str, list[S.Assign]]:
@@ -81,6 +82,8 @@ class Checker:
         for stmt in self.module.body:
             if type(stmt) is S.FuncDef:
                 defs.append(stmt)
+            elif type(stmt) is S.Const:
+                self.constants.setdefault(stmt.name, stmt)  # the first: any other is an error
             elif type(stmt) is not S.Assign and type(stmt) is not S.Claim:
                 blocks.append(stmt)
         for stmt in defs:
@@ -116,9 +119,39 @@ class Checker:
                     function.callees.add(node.name)
             function.reads_globals = any(self.variable(name) for name in function.reads)
         _close_over_calls(self.functions)
+        if self.constants:
+            self.check_constants()
         self.check_block(blocks, None)
         if self.inputs:
             self.check_inputs()
+
+    def check_constants(self) -> None:
+        """A constant is assigned once, by its declaration, and its value reads only other constants."""
+        for name, declared in self.constants.items():
+            line = declared.pos.line
+            for stmt in self.assigned[name]:
+                if stmt is declared:
+                    continue
+                if (stmt.pos.line, stmt.pos.column) < (line, declared.pos.column):
+                    raise GradcalcSyntaxError(f"'{name}' is declared a constant after it is assigned at line "
+                                              f"{stmt.pos.line}", "a constant is declared where it is first "
+                                              f"assigned: remove the assignment at line {stmt.pos.line}, or "
+                                              "remove `const`", declared.pos)
+                again = "declared again" if isinstance(stmt, S.Const) else "assigned again"
+                raise GradcalcSyntaxError(f"'{name}' is a constant (declared at line {line}) and cannot be {again}",
+                                          f"remove `const` at line {line} to make '{name}' a variable, or give "
+                                          "this value another name", stmt.pos)
+            for node in S.walk(declared.value):
+                if isinstance(node, S.Name) and self.variable(node.name) and node.name not in self.constants:
+                    raise GradcalcSyntaxError(f"the constant '{name}' is computed from the variable '{node.name}'",
+                                              "a constant is data: numbers, load(...) and other constants; declare "
+                                              f"'{node.name}' a constant too, or remove `const` to make '{name}' "
+                                              "a variable", node.pos)
+        for stmt in S.statements(self.module.body):
+            if isinstance(stmt, S.For) and stmt.var in self.constants:
+                raise GradcalcSyntaxError(f"'{stmt.var}' is a constant (declared at line "
+                                          f"{self.constants[stmt.var].pos.line}) and cannot be a loop variable",
+                                          "give the loop variable another name", stmt.pos)
 
     def check_inputs(self) -> None:
         """--set names must be leaves or free variables of the program."""
@@ -137,11 +170,12 @@ class Checker:
             raise UsageError(f"the program has no variable '{name}'", hint or "check the name")
 
     def is_leaf(self, stmt: S.Assign) -> bool:
-        """A top-level `name = ...` that reads no variable (nor a function that does) defines a leaf."""
+        """A top-level `name = ...` that reads no variable (nor a function that does) defines a leaf; a
+        constant is data, which --set may replace as it does a leaf."""
         known = self.leaf_statements.get(id(stmt))
         if known is not None and known[0] is stmt:
             return known[1]
-        leaf = stmt.op == "=" and not any(
+        leaf = type(stmt) is S.Const or stmt.op == "=" and not any(
             (isinstance(node, S.Name) and self.variable(node.name))
             or (isinstance(node, S.Call) and node.name in self.functions and self.functions[node.name].reads_globals)
             for node in S.walk(stmt.value))
@@ -152,6 +186,11 @@ class Checker:
         """A block's mistakes that need no values: unknown names and functions, arguments, misplaced statements."""
         for stmt in S.statements(body):  # nested blocks too: each statement checks only its own expressions
             try:
+                if isinstance(stmt, S.Const):
+                    raise GradcalcSyntaxError(f"the constant '{stmt.name}' is declared inside a "
+                                              f"{'function' if function is not None else 'block'}",
+                                              "declare constants at the top level of the program, outside any "
+                                              "block or function", stmt.pos)
                 if isinstance(stmt, S.Assign):
                     if stmt.op != "=":
                         self.check_expr(S.Name(stmt.name, stmt.pos), function)

@@ -81,7 +81,8 @@ class Loop:
 class State:
     """What a run accumulates besides variables: leaves, the last name assigned, loop counts."""
 
-    leaves: dict[str, Node] = field(default_factory=dict)
+    leaves: dict[str, Node] = field(default_factory=dict)  # what is differentiated by default (not constants)
+    constants: dict[str, Node] = field(default_factory=dict)  # `const N = 4`: data, requires_grad=False
     made: list[Node] = field(default_factory=list)  # every leaf made, those a name no longer holds too
     last_assigned: str | None = None
     # The statement that gave each name its final value (kept, not its place: a place is not otherwise
@@ -174,6 +175,28 @@ class Interpreter:
                 state.add_leaf(name, node)
             elif node.name is None:
                 node.name = name
+        frame[name] = node
+        state.last_assigned = name
+        state.final[name] = stmt
+
+    def stmt_const(self, stmt: S.Const, frame: Frame) -> None:
+        """`const N = 4`: a leaf that does not require grad (the checker saw it reads only constants)."""
+        name = stmt.name
+        if name in self.inputs:  # --set N=8: the program's value, not a literal, so it may be replaced
+            self.checker.check_expr(stmt.value, None, self.depth)
+            if _calls_random(stmt.value):
+                self.value(stmt.value, frame)
+            value = self.inputs[name]
+        else:
+            computed = self.value(stmt.value, frame)
+            if computed.requires_grad:  # a function that reads a variable
+                raise ValueProblem(f"the constant '{name}' depends on the program's variables",
+                                   "a constant is data: compute it from numbers, load(...) and other constants, or "
+                                   f"remove `const` to make '{name}' a variable", stmt.pos)
+            value = computed.value
+        node = leaf(value, name, requires_grad=False)
+        state = self.state
+        state.constants[name] = node
         frame[name] = node
         state.last_assigned = name
         state.final[name] = stmt
@@ -494,7 +517,7 @@ class Interpreter:
 
 
 _STATEMENTS: dict[type, Callable[[Interpreter, Any, Frame], _Returned | None]] = {
-    S.Return: Interpreter.stmt_return, S.While: Interpreter.stmt_while, S.For: Interpreter.stmt_for,
+    S.Return: Interpreter.stmt_return, S.Const: Interpreter.stmt_const, S.While: Interpreter.stmt_while, S.For: Interpreter.stmt_for,
     S.If: Interpreter.stmt_if, S.NoGrad: Interpreter.stmt_nograd,
     S.FuncDef: Interpreter.stmt_skipped, S.Claim: Interpreter.stmt_skipped,
 }

@@ -77,7 +77,7 @@ def gradcheck(run: Run, of: str | None = None, wrt: list[str] | None = None, eps
         raise UsageError("the program has no leaves to move", "gradcheck needs inputs such as `x = 2`")
     for name in names:
         if name not in run.leaves:
-            run.node(name)  # an unknown name: its own error, with a did-you-mean
+            run.wrt_node(name)  # an unknown name or a constant: its own error
             raise UsageError(f"gradcheck moves inputs, and '{name}' is computed from others",
                              "check the leaves it is computed from: " + ", ".join(run.leaves))
     if not eps > 0 or not math.isfinite(eps):
