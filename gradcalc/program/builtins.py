@@ -12,8 +12,8 @@ from ..engine import backend as B
 from ..engine import ops
 from ..engine.graph import Node, constant, host_value, leaf
 from ..engine.primitives import PRIMITIVES, REDUCTION
-from ..errors import ArgumentError, FileProblem, GradcalcError, ValueProblem
-from ..files import DEFAULT_MAX_FILE_SIZE, Outside, describe, open_regular
+from ..errors import ArgumentError, FileProblem, GradcalcError, ValueProblem, did_you_mean
+from ..files import DEFAULT_MAX_FILE_SIZE, Outside, describe, open_regular, read_bounded
 
 
 @dataclass
@@ -256,9 +256,17 @@ def _load(context: Context, path: str, member: str | None = None) -> Node:
     except FileProblem as exc:
         raise FileProblem(f"load('{path}'): {exc.message}", "check the file name; paths are relative to the program"
                           ) from None
+    kind = os.path.splitext(path)[1].lower()
+    if member is not None and kind not in (".npz", ".csv"):
+        raise FileProblem(f"load('{path}', '{member}'): a name picks an array of an .npz file or a column of a "
+                          f".csv file, and this is a {kind or 'file without an extension'}",
+                          f'load the whole file: load("{path}")')
     with handle:
         try:
-            data = B.load_file(handle, path, member, path, context.max_file_size)
+            if member is not None and kind == ".csv":
+                data = _csv_column(handle, path, member, context.max_file_size)
+            else:
+                data = B.load_file(handle, path, member, path, context.max_file_size)
         except GradcalcError:
             raise
         except Exception as exc:  # NumPy's, zipfile's and json's many ways to say the file is malformed
@@ -267,6 +275,34 @@ def _load(context: Context, path: str, member: str | None = None) -> Node:
     if data.size == 0:
         raise FileProblem(f"load('{path}'): the file holds no numbers", "check the file's contents")
     return constant(B.asarray(data))
+
+
+def _csv_column(handle: Any, path: str, column: str, max_size: int) -> Any:
+    """One column of a CSV file, picked by the name its header row gives it (a vector, one entry a row)."""
+    import io
+
+    raw = read_bounded(handle, max_size, path)
+    first = next((line for line in raw.decode("utf-8-sig").splitlines() if line.strip()), "")
+    header = [cell.strip().strip("\"'").strip() for cell in first.split(",")]
+    if all(_is_number(cell) for cell in header):
+        raise FileProblem(f"load('{path}', '{column}'): the file has no header row naming its columns",
+                          f"add a first line of names ({', '.join(f'x{i + 1}' for i in range(min(len(header), 3)))}"
+                          f"{', ...' if len(header) > 3 else ''}), or take a column by its place: "
+                          f'load("{path}")[:, 0]')
+    if column not in header:
+        hint = did_you_mean(column, header)
+        raise FileProblem(f"load('{path}', '{column}'): the file has no column '{column}'",
+                          (hint + " " if hint else "") + "its columns are: " + ", ".join(header))
+    rows = B.load_file(io.BytesIO(raw), path, None, path, max_size)
+    return rows.reshape(-1, len(header))[:, header.index(column)]  # a file of one row reads as a vector
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 # Reciprocal functions, as answers write derivatives (d tan x = sec²x dx): compositions, no rules of their own.

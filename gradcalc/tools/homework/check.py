@@ -41,6 +41,7 @@ ZERO_SPREAD = 0.5
 NICE_POWER = 1e6  # a power of ten up to this names a slip of units (1000 for ms and s); 1e30 names none
 PATHS_TRIED = 10  # the missing-path diagnosis tries subsets of up to this many chain-rule paths
 SHOWN_LEAVES = 5  # leaves listed where a claim fails at a nearby point
+HELD_TRIED = 8  # a claim right only here is tried nearby with each of up to this many scalar leaves held fixed
 REPORTED_ENTRIES = 10_000  # grading sends back values up to this size: the parent grows by the class, not its data
 # A wrong claim is shown the correct derivative as diff prints it, if it is read from at most this many
 # operations: reading costs about 0.1 ms an operation, so a wrong answer costs about what a right one does
@@ -263,6 +264,11 @@ class Judge:
                 raise NameNotFound(f"'{name}' is a constant ({B.format_number(CONSTANTS[name])}), not a variable "
                                    "of the program: a claim is about a variable's value or derivative",
                                    "name one of its variables: " + ", ".join(known[:12]), claim.pos)
+        for name in (claim.wrt, claim.wrt2):
+            if name is not None and name in self.run.constants:  # data, as requires_grad=False is in PyTorch
+                raise NameNotFound(f"'{name}' is a constant of the program (declared `const`): it has no derivative",
+                                   "claim derivatives with respect to its variables: "
+                                   + ", ".join(list(self.run.leaves)[:12]), claim.pos)
         for name, pos in [(claim.of, claim.pos), (claim.wrt, claim.pos), (claim.wrt2, claim.pos)] + \
                 [(n.name, n.pos) for n in S.walk(claim.claimed) if isinstance(n, S.Name)]:
             if name is not None and name not in frame and name not in CONSTANTS:
@@ -301,7 +307,7 @@ class Judge:
         for sample in self._nearby_samples(claim, source, got.ndim):
             agrees = self._agrees_nearby(sample)
             if agrees is False:
-                verdict.diagnose(self._only_here(claim, sample))
+                verdict.diagnose(self._held_constant(claim, source, got.ndim) or self._only_here(claim, sample))
                 return
             if agrees:
                 compared += 1
@@ -399,7 +405,7 @@ class Judge:
             return self._jacobians[key]
         key2 = (id(run), claim.of)
         if key2 not in self._gradients:  # every variable's gradient in one backward pass
-            names = list(dict.fromkeys([*run.leaves, *run.frame]))
+            names = [name for name in dict.fromkeys([*run.leaves, *run.frame]) if name not in run.constants]
             self._gradients[key2] = run.grad(claim.of, names, "ones" if output_rank else None).grads
         return self._gradients[key2][claim.wrt]
 
@@ -435,11 +441,12 @@ class Judge:
                 continue  # the program fails there (a count that must be whole, a domain): another point
         return runs
 
-    def _nearby_samples(self, claim: S.Claim, source: Source, rank: int) -> list[_Sample]:
-        """Both sides at each nearby point where the truth exists (rank: the claim's ndim at the program's
-        values); where the claim fails there, or has another shape, its sample says why."""
+    def _nearby_samples(self, claim: S.Claim, source: Source, rank: int,
+                        runs: list[Run] | None = None) -> list[_Sample]:
+        """Both sides at each nearby point (or at `runs`) where the truth exists (rank: the claim's ndim at the
+        program's values); where the claim fails there, or has another shape, its sample says why."""
         samples = []
-        for run in self._nearby_runs(claim.of):
+        for run in self._nearby_runs(claim.of) if runs is None else runs:
             got, problem = None, ""
             try:
                 got = run.evaluate(claim.claimed, source)
@@ -455,6 +462,31 @@ class Judge:
         return samples
 
     # --- explaining a wrong answer --------------------------------------------------------------
+
+    def _held_constant(self, claim: S.Claim, source: Source, rank: int) -> Diagnosis | None:
+        """A claim right here and wrong nearby that holds nearby with some leaves held at their values: those
+        are constants to the student (a batch size, a label), which the program could declare `const`.
+        Tried holding each scalar leaf alone, then every integer scalar, then every leaf the claim does not name."""
+        leaves = self.run.leaves
+        named = {node.name for node in S.walk(claim.claimed) if isinstance(node, S.Name)}
+        scalars = sorted((name for name, node in leaves.items() if node.value.shape == ()), key=lambda n: n in named)
+        tried = [[name] for name in scalars[:HELD_TRIED]]
+        tried.append([name for name in scalars if float(leaves[name].value).is_integer()])
+        tried.append([name for name in leaves if name not in named])
+        for held in dict.fromkeys(tuple(names) for names in tried if 0 < len(names) < len(leaves)):
+            moving = [name for name in leaves if name not in held]
+            runs = self._moved(moving)
+            if len(runs) * 2 < self.points:
+                runs = self._moved([name for name in self.run.connected_leaves(claim.of) if name not in held])
+            agreed = [self._agrees_nearby(sample) for sample in self._nearby_samples(claim, source, rank, runs)]
+            if any(agreed) and False not in agreed:
+                declared = " and ".join(f"`const {name} = {_short(B.to_host(leaves[name].value))}`" for name in held)
+                listed = " and ".join(held)
+                return _entry("held_constant").found(
+                    f"declare {declared} (held at {'its value' if len(held) == 1 else 'their values'}, the claim "
+                    "holds at every nearby point; a variable is moved there)",
+                    summary=f"right if {listed} {'is a constant' if len(held) == 1 else 'are constants'}")
+        return None
 
     def _only_here(self, claim: S.Claim, sample: _Sample) -> Diagnosis:
         moved = [(name, node.value) for name, node in sample.run.leaves.items() if node.value.shape == ()]
@@ -715,6 +747,9 @@ DIAGNOSES: list[Entry] = [
           "the value is at the program's values (no finite number is, to any digits)"),
     Entry("only_here", "right at the program's values only", "an expression equal to the derivative at the "
           "program's values but not at a nearby point: not an identity"),
+    Entry("held_constant", "right if … is a constant", "an expression right at the program's values and wrong "
+          "nearby, but right there with some leaves held at their values (a batch size, a label): declared `const`, "
+          "they would be"),
     Entry("not_confirmed", "not confirmed", "an expression compared only with infinities or NaN (the derivative "
           "is finite nowhere it was compared), which any expression infinite there matches"),
     Entry("last_digit", "off in the last digit written", "a number a few units off in its last digit (the "
