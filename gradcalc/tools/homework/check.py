@@ -223,6 +223,7 @@ class Judge:
         self.points = points
         self.seed = seed
         self._nearby: dict[str, list[Run]] = {}
+        self._held: dict[tuple[str, tuple[str, ...]], list[Run]] = {}  # nearby runs with some leaves held fixed
         self._gradients: dict[tuple[int, str], dict[str, Any]] = {}
         self._jacobians: dict[tuple[int, str, str], Any] = {}
         self._paths: dict[tuple[int, str, str], list[tuple[str, Any]] | None] = {}
@@ -468,20 +469,24 @@ class Judge:
         are constants to the student (a batch size, a label), which the program could declare `const`.
         Tried holding each scalar leaf alone, then every integer scalar, then every leaf the claim does not name."""
         leaves = self.run.leaves
-        named = {node.name for node in S.walk(claim.claimed) if isinstance(node, S.Name)}
-        scalars = sorted((name for name, node in leaves.items() if node.value.shape == ()), key=lambda n: n in named)
+        variables = {claim.of, claim.wrt, claim.wrt2}  # what is differentiated, and by what, is no constant
+        named = {node.name for node in S.walk(claim.claimed) if isinstance(node, S.Name)} | variables
+        scalars = sorted((name for name, node in leaves.items() if node.value.shape == () and name not in variables),
+                         key=lambda name: name in named)  # those the claim does not name first
         tried = [[name] for name in scalars[:HELD_TRIED]]
         tried.append([name for name in scalars if float(leaves[name].value).is_integer()])
         tried.append([name for name in leaves if name not in named])
         for held in dict.fromkeys(tuple(names) for names in tried if 0 < len(names) < len(leaves)):
-            moving = [name for name in leaves if name not in held]
-            runs = self._moved(moving)
-            if len(runs) * 2 < self.points:
-                runs = self._moved([name for name in self.run.connected_leaves(claim.of) if name not in held])
+            runs = self._held.get((claim.of, held))
+            if runs is None:
+                runs = self._moved([name for name in leaves if name not in held])
+                if len(runs) * 2 < self.points:
+                    runs = self._moved([name for name in self.run.connected_leaves(claim.of) if name not in held])
+                self._held[claim.of, held] = runs
             agreed = [self._agrees_nearby(sample) for sample in self._nearby_samples(claim, source, rank, runs)]
             if any(agreed) and False not in agreed:
                 declared = " and ".join(f"`const {name} = {_short(B.to_host(leaves[name].value))}`" for name in held)
-                listed = " and ".join(held)
+                listed = held[0] if len(held) == 1 else ", ".join(held[:-1]) + " and " + held[-1]
                 return _entry("held_constant").found(
                     f"declare {declared} (held at {'its value' if len(held) == 1 else 'their values'}, the claim "
                     "holds at every nearby point; a variable is moved there)",
