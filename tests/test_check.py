@@ -369,11 +369,12 @@ def test_rtol_atol_replace_the_digit_rule() -> None:
 
 
 def test_expression_right_at_the_point_only_is_wrong() -> None:
-    """-4*a equals -w4*a at w4 = 4 only: judged wrong, with the nearby point named."""
+    """-4*a equals -w4*a at w4 = 4 only: judged wrong, and w4 held at 4 (written as a number) is named;
+    5*w1 is 15 at w1 = 3 only, whatever is held, and the nearby point is named."""
     verdict = one(NEURON, "dL/dw2 = -4*a")
     assert_wrong(verdict)
     assert verdict["expected"] == -8 and verdict["got"] == -8
-    assert verdict["diagnosis"].startswith("right at the program's values only"), verdict
+    assert verdict["diagnosis"].startswith("right if w4 is a constant: declare `const w4 = 4`"), verdict
     verdict = one(NEURON, "L = 5*w1")  # 15 at w1 = 3 only
     assert_wrong(verdict)
     assert verdict["diagnosis"].startswith("right at the program's values only"), verdict
@@ -1744,6 +1745,8 @@ DIAGNOSED = [
     (INFINITE_KEY, "dL/dx = 2", "not_finite", "the true value is infinite"),  # 6x^5·exp(729) overflows
     (NAN_KEY, "dL/dy = 1", "not_finite", "the true value is not a number (NaN)"),
     ("x = 2; L = x^2", "dL/dx = 4 + 0*exp(1e6*(x - 2)^2)", "only_here", "right at the program's values only"),
+    ("y = 1; z = 0.5; p = sigmoid(z); L = -(y*log(p) + (1 - y)*log(1 - p))", "dL/dz = p - 1", "held_constant",
+     "right if y is a constant"),  # p - y with the label y = 1 written as a number
     ("x = 5; L = exp(x^6)", "dL/dx = exp(x^6)", "not_confirmed", "not confirmed"),  # inf everywhere it is tried
     ("x = 0.3932; y = x^2/2", "dy/dx = 0.40", "last_digit", "off in the last digit written"),  # 0.39
     ("x = 3; y = exp(2*x)", "dy/dx = 807", "exact_integer",
