@@ -129,4 +129,5 @@ def _node_json(n: ViewNode) -> dict[str, Any]:
                 "is_leaf": False, "kind": n.kind, "origin": n.origin, "count": n.count}
     return {"id": n.id, "name": n.label, "grad_fn": n.grad_fn, "shape": list(n.shape),
             "value": B.to_json(n.value), "grad": None if n.grad is None else B.to_json(n.grad),
-            "is_leaf": n.kind in ("leaf", "detached", "constant") and n.node.op is None, "kind": n.kind, "origin": n.origin}
+            "is_leaf": n.kind in ("leaf", "detached", "constant") and n.node.op is None, "kind": n.kind,
+            "origin": n.origin}

@@ -811,12 +811,12 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start",
             return GradcalcSyntaxError(f"a constant is declared with '=', not '{token}'",
                                        f"write `const {declared.group(1)} = ...`: a constant keeps the value it "
                                        "is declared with", pos)
-        word = re.search(r"(?:^|[;{}\n])\s*([^\W\d]\w*)\s*$", before)
-        if word is not None and word.group(1) in _KEYWORDS:  # const = 3, check = 1
-            name = word.group(1)
-            return GradcalcSyntaxError(f"'{name}' is a keyword and cannot be a variable's name",
-                                       f"give the variable another name, such as '{name}_'",
-                                       pos_at(text, word.start(1), len(name)))
+        written = re.search(r"(?:^|[;{}\n])\s*([^\W\d]\w*)\s*$", before)
+        if written is not None and written.group(1) in _KEYWORDS:  # const = 3, check = 1
+            spelled = written.group(1)
+            return GradcalcSyntaxError(f"'{spelled}' is a keyword and cannot be a variable's name",
+                                       f"give the variable another name, such as '{spelled}_'",
+                                       pos_at(text, written.start(1), len(spelled)))
     if token.type in ("EQUALS", "AUG_OP") and "EQUALS" not in expected:
         return GradcalcSyntaxError(f"cannot assign with '{token}' here",
                                    "only a plain name can be assigned: `y = ...`", pos)

@@ -147,11 +147,11 @@ class Checker:
                                               "a constant is data: numbers, load(...) and other constants; declare "
                                               f"'{node.name}' a constant too, or remove `const` to make '{name}' "
                                               "a variable", node.pos)
-        for stmt in S.statements(self.module.body):
-            if isinstance(stmt, S.For) and stmt.var in self.constants:
-                raise GradcalcSyntaxError(f"'{stmt.var}' is a constant (declared at line "
-                                          f"{self.constants[stmt.var].pos.line}) and cannot be a loop variable",
-                                          "give the loop variable another name", stmt.pos)
+        for inner in S.statements(self.module.body):
+            if isinstance(inner, S.For) and inner.var in self.constants:
+                raise GradcalcSyntaxError(f"'{inner.var}' is a constant (declared at line "
+                                          f"{self.constants[inner.var].pos.line}) and cannot be a loop variable",
+                                          "give the loop variable another name", inner.pos)
 
     def check_inputs(self) -> None:
         """--set names must be leaves or free variables of the program."""
@@ -175,10 +175,10 @@ class Checker:
         known = self.leaf_statements.get(id(stmt))
         if known is not None and known[0] is stmt:
             return known[1]
-        leaf = type(stmt) is S.Const or stmt.op == "=" and not any(
+        leaf = type(stmt) is S.Const or (stmt.op == "=" and not any(
             (isinstance(node, S.Name) and self.variable(node.name))
             or (isinstance(node, S.Call) and node.name in self.functions and self.functions[node.name].reads_globals)
-            for node in S.walk(stmt.value))
+            for node in S.walk(stmt.value)))
         self.leaf_statements[id(stmt)] = (stmt, leaf)
         return leaf
 

@@ -517,7 +517,8 @@ class Interpreter:
 
 
 _STATEMENTS: dict[type, Callable[[Interpreter, Any, Frame], _Returned | None]] = {
-    S.Return: Interpreter.stmt_return, S.Const: Interpreter.stmt_const, S.While: Interpreter.stmt_while, S.For: Interpreter.stmt_for,
+    S.Return: Interpreter.stmt_return, S.Const: Interpreter.stmt_const, S.While: Interpreter.stmt_while,
+    S.For: Interpreter.stmt_for,
     S.If: Interpreter.stmt_if, S.NoGrad: Interpreter.stmt_nograd,
     S.FuncDef: Interpreter.stmt_skipped, S.Claim: Interpreter.stmt_skipped,
 }
