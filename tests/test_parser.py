@@ -25,6 +25,7 @@ EVERY_CONSTRUCT = """
 # comments, statements, compound assignment, reassignment
 a = 3; b = -a^2 + 2**3 ** 2 − 1·2×3÷4 – 1⋅2 + a² + -a⁻¹² + √a + √(a + 1)³ + w₁₂ + π
 b += a; b -= 1; b *= 2; b /= 4
+const N = 4; const Y = [[0, 1]] * N
 W = [[1, 2],
      [3, 4.5e-1],]
 v = W @ [1, .5] + W.T[0, :] + W[:, 1] + W[::2, ::-1][0] + W[1:, :1:1][0, 0] + (Wᵀ @ Wᵀᵀ)[0]
@@ -126,7 +127,8 @@ def test_juxtaposition_errors_are_lark_s_errors(text: str) -> None:
 
 @pytest.mark.parametrize("text", ["y ≈ 2", "y = x ≈ 2",
                                   "y = 2 x", "y = (1 + 2", "y = 1 +\n", "f(x) = ", "if a { y = 1 } else", "y = 1 ]",
-                                  "y == 2", "3 = y", "y = a = 2", "while { }", "y = 1\nelse { }", "y = $"])
+                                  "y == 2", "3 = y", "y = a = 2", "while { }", "y = 1\nelse { }", "y = $",
+                                  "const N += 1", "const = 3", "const N", "y = const"])
 def test_errors_are_lark_s_errors(text: str) -> None:
     assert_same(text, valid=False)
 
