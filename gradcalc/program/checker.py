@@ -137,10 +137,13 @@ class Checker:
                                               f"{stmt.pos.line}", "a constant is declared where it is first "
                                               f"assigned: remove the assignment at line {stmt.pos.line}, or "
                                               "remove `const`", declared.pos)
-                again = "declared again" if isinstance(stmt, S.Const) else "assigned again"
-                raise GradcalcSyntaxError(f"'{name}' is a constant (declared at line {line}) and cannot be {again}",
-                                          f"remove `const` at line {line} to make '{name}' a variable, or give "
-                                          "this value another name", stmt.pos)
+                if isinstance(stmt, S.Const):
+                    raise GradcalcSyntaxError(f"'{name}' is a constant (declared at line {line}) and cannot be "
+                                              "declared again", "a constant is declared once: delete this "
+                                              "declaration, or give its value another name", stmt.pos)
+                raise GradcalcSyntaxError(f"'{name}' is a constant (declared at line {line}) and cannot be assigned "
+                                          f"again", f"remove `const` at line {line} to make '{name}' a variable, or "
+                                          "give this value another name", stmt.pos)
             for node in S.walk(declared.value):
                 if isinstance(node, S.Name) and self.variable(node.name) and node.name not in self.constants:
                     raise GradcalcSyntaxError(f"the constant '{name}' is computed from the variable '{node.name}'",
