@@ -487,9 +487,11 @@ class Judge:
             if any(agreed) and False not in agreed:
                 declared = " and ".join(f"`const {name} = {_short(B.to_host(leaves[name].value))}`" for name in held)
                 listed = held[0] if len(held) == 1 else ", ".join(held[:-1]) + " and " + held[-1]
+                one = len(held) == 1
                 return _entry("held_constant").found(
-                    f"declare {declared} (held at {'its value' if len(held) == 1 else 'their values'}, the claim "
-                    "holds at every nearby point; a variable is moved there)",
+                    f"held at {'its value' if one else 'their values'}, the claim holds at every nearby point. If "
+                    f"{listed} {'is' if one else 'are'} data (a batch size, a label), declare {declared}; if a "
+                    f"variable, the claim wrote {'its value' if one else 'their values'} where the name belongs",
                     summary=f"right if {listed} {'is a constant' if len(held) == 1 else 'are constants'}")
         return None
 
