@@ -230,19 +230,25 @@ class Judge:
 
     def report(self, name: str, *groups: tuple[Claims, Source]) -> Report:
         """Judge each group of claims (claims and the source they were written in) as one submission."""
-        verdicts = [self.verdict(claim, source) if isinstance(claim, S.Claim) else _unreadable(claim)
-                    for claims, source in groups for claim in claims]
-        for verdict in verdicts:  # a wrong derivative is shown with the right one
-            if verdict.status == "wrong" and verdict.wrt is not None:
-                verdict.derivative, why = self._derivative(verdict.of, verdict.wrt, verdict.wrt2)
+        judged = [self._judged(claim, source) if isinstance(claim, S.Claim) else (_unreadable(claim), None)
+                  for claims, source in groups for claim in claims]
+        for verdict, finished in judged:  # a wrong derivative is shown with the right one
+            if verdict.status == "wrong" and finished is not None and finished.wrt is not None:
+                # the finished names (w1 for a claim written with w_1): the verdict keeps them as written
+                verdict.derivative, why = self._derivative(finished.of, finished.wrt, finished.wrt2)
                 verdict.note = verdict.note or why
-        return Report(name, verdicts, self._first_wrong(verdicts))
+        return Report(name, [verdict for verdict, _ in judged], self._first_wrong(judged))
 
     def verdict(self, claim: S.Claim, source: Source) -> Verdict:
         """One claim as written (the verdict reports it so), finished against the program's names by the
         notation, then judged; invalid where either fails. The claim given is not changed."""
+        return self._judged(claim, source)[0]
+
+    def _judged(self, claim: S.Claim, source: Source) -> tuple[Verdict, S.Claim | None]:
+        """The verdict, and the claim finished against the program's names (None where that failed)."""
         verdict = Verdict(claim.text, claim.of, claim.wrt, claim.pos.line if source.filename != "--claim" else None,
                           "wrong", "number" if _is_constant(claim.claimed) else "expression", wrt2=claim.wrt2)
+        finished = None
         try:
             finished = finish(claim, self.run.frame, self._functions, source.text)  # the notation's errors
             verdict.kind = "number" if _is_constant(finished.claimed) else "expression"  # [0.3, 0.1]^T is a number
@@ -253,7 +259,7 @@ class Judge:
                 GradcalcError("the claim nests too deeply to judge", "write it with fewer nested parts")
             exc.at(claim.pos).within(source)
             verdict.status, verdict.error, verdict.error_message = "invalid", error_json(exc)["error"], error_text(exc)
-        return verdict
+        return verdict, finished
 
     def _check_names(self, claim: S.Claim) -> None:
         frame = self.run.frame
@@ -649,14 +655,17 @@ class Judge:
             self._derivatives[key] = text, why
         return self._derivatives[key]
 
-    def _first_wrong(self, verdicts: list[Verdict]) -> str | None:
-        """The wrong claim nearest the output whose error reaches other wrong claims below it, if any.
+    def _first_wrong(self, judged: list[tuple[Verdict, S.Claim | None]]) -> str | None:
+        """The wrong claim nearest the output whose error reaches other wrong claims below it, if any
+        (judged: each verdict with its claim finished against the program's names).
 
         Backpropagation carries ∂L/∂d into ∂L/∂b and ∂L/∂w1: when all three are
         wrong, d is where to look first.
         """
-        wrong = [v for v in verdicts if v.status == "wrong" and v.wrt is not None and v.wrt2 is None]
-        nodes = {v.label: self.run.node(v.wrt, prefer_leaf=True) for v in wrong}  # type: ignore[arg-type]
+        finished = {id(v): c for v, c in judged if v.status == "wrong" and c is not None and c.wrt is not None
+                    and c.wrt2 is None}
+        wrong = [v for v, _ in judged if id(v) in finished]
+        nodes = {v.label: self.run.node(finished[id(v)].wrt, prefer_leaf=True) for v in wrong}  # type: ignore[arg-type]
         for verdict in sorted(wrong, key=lambda v: -nodes[v.label].seq):  # nearest the output first
             below = differentiable_inputs(nodes[verdict.label])
             if any(nodes[other.label] in below for other in wrong if other is not verdict):
