@@ -952,7 +952,9 @@ class Judge:
                     local += f" = {found.text}"
             except GradcalcError:
                 pass
-        return _entry("missing_local_factor").found(f"the claim is ∂{claim.of}/∂{name}: the local derivative "
+        around = self._surrounding(self.run, claim)
+        step = f" ({around.text(self.run.node(name), expand=True)})" if around is not None and "=" not in local else ""
+        return _entry("missing_local_factor").found(f"the claim is ∂{claim.of}/∂{name}{step}: the local derivative "
                                                     f"{local} is missing")
 
     def derivative(self, of: str, wrt: str, wrt2: str | None = None) -> str:
