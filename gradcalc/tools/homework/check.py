@@ -336,6 +336,7 @@ class _Surroundings:
         def make() -> dict[str, tuple[Node, int, float]]:
             on_path = self._index_set()
             found = {}
+            tried = 0  # each try walks the graph: at most SEARCHED of them, in a graph of DERIVATIVE_BUDGET nodes
             for node in self.between:
                 op = node.op
                 if op is None or op.name not in ("mean", "div", "mul"):
@@ -350,9 +351,12 @@ class _Surroundings:
                         size = other
                     elif op.name == "mul" and other and (_is_reciprocal(by) or (not by.requires_grad and _nice(other))):
                         size = 1 / other  # (1/N)*sum(...), 0.25*sum(...); not a variable's value (w*h: a factor h)
-                if size is not None and math.isfinite(size) and abs(size) > 1 and self._on_every_path(node):
+                if size is None or not math.isfinite(size) or abs(size) <= 1:
+                    continue
+                tried += 1
+                if self._on_every_path(node):
                     found[str(self._index(node))] = node, i, size
-                if len(found) >= SEARCHED:
+                if tried >= SEARCHED:
                     break
             return found
         return self._once("divisors", make)
@@ -849,17 +853,21 @@ class Judge:
     def _fitting(self, case: _Case, offer: Callable[[_Surroundings, Any], list[tuple[str, Callable[[], Any]]]]
                  ) -> tuple[_Surroundings, str] | None:
         """The first of the values that `offer` makes of a point's graph and the truth there (each with a key,
-        the same at every point, and a function that computes it) that the claim equals at every sample."""
+        the same at every point, and a function that computes it) that the claim equals at every sample
+        (a number rounded, not to one digit: as for a sum over paths, one digit fits too many to tell one)."""
         around = [self._surrounding(s.run, case.claim) for s in case.samples]
         if not all(a is not None and a.target.shape == s.want.shape for a, s in zip(around, case.samples)):
             return None  # a value claim, a Jacobian, a graph too large to search
         found = [a for a in around if a is not None]
-        offered = [offer(a, s.want) for a, s in zip(found, case.samples)]
+        try:
+            offered = [offer(a, s.want) for a, s in zip(found, case.samples)]
+        except (GradcalcError, ValueError, ArithmeticError):  # a rule that fails at a point: no such mistake found
+            return None
         if len({tuple(key for key, _ in o) for o in offered}) != 1:
             return None  # the graph differs between the points (a branch taken): nothing to compare
         for i, (key, _) in enumerate(offered[0]):
             try:
-                if all(case.matches(o[i][1](), s) for o, s in zip(offered, case.samples)):
+                if all(case.matches_sum(o[i][1](), s) for o, s in zip(offered, case.samples)):
                     return found[0], key
             except (GradcalcError, ValueError, ArithmeticError):  # a rule that fails off its path: not this one
                 continue
@@ -916,9 +924,11 @@ class Judge:
         """∂L/∂z where ∂L/∂h = ∂L/∂z · ∂z/∂h is meant: the gradient of a variable between the output and the
         claim's, the last steps' local derivative left out."""
         claim = case.claim
+        if claim.wrt is None or case.samples[0].want.shape != self.run.node(claim.wrt, prefer_leaf=True).shape:
+            return None  # a value claim, a Jacobian: not a gradient
         for name in self._between_names(case.samples[0].run, claim):
             values = [self._every_gradient(s.run, claim.of).get(name) for s in case.samples]
-            if all(v is not None and _broadcasts(v.shape, s.want.shape) and case.matches(v, s)
+            if all(v is not None and _broadcasts(v.shape, s.want.shape) and case.matches_sum(v, s)
                    for v, s in zip(values, case.samples)) and any(B.host.any(v != 0) for v in values):
                 return self._local_factor_story(claim, name)
         return None
@@ -926,6 +936,8 @@ class Judge:
     def _missing_local_factor_shape(self, case: _Case) -> Diagnosis | None:
         """The same, where the claim has the intermediate's shape, not the variable's: ∂L/∂S for ∂L/∂H."""
         claim = case.claim
+        if claim.wrt is None or case.want.shape != self.run.node(claim.wrt, prefer_leaf=True).shape:
+            return None
         for name in self._between_names(self.run, claim):
             value = self._every_gradient(self.run, claim.of)[name]
             if value.shape == case.got.shape and B.host.any(value != 0) and self.tolerance.close(case.got, value).all():
