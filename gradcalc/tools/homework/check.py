@@ -952,7 +952,7 @@ class Judge:
             return []
         named = {node: name for name, node in run.frame.items() if node.op is not None}
         return [named[node] for node in around.between if node in named and node is not around.output
-                and node is not around.target]
+                and node is not around.target and named[node] != claim.wrt]  # x = 2*x: not ∂x/∂x
 
     def _local_factor_story(self, claim: S.Claim, name: str) -> Diagnosis:
         assert claim.wrt is not None
