@@ -122,6 +122,8 @@ RIGHT_AND_OTHERWISE_WRONG = [
     (NET, "dL/dH = (P - Y)/N W2ᵀ", "dL/dH = (P - Y) W2ᵀ/N + 1", G["H_grad"], "missing_local_factor"),
     (NET, "dL/dH = (P - Y)/N W2ᵀ", "dL/dH = P - Y", G["H_grad"], "missing_local_factor"),  # 4 × ∂L/∂S: a shape
     (NET, "dL/db2 = sum((P - Y)/N, axis=0)", "dL/db2 = sum(P - Y, axis=0)/2", G["b2"], "missing_divisor"),
+    # 2h(p - y) is ∂L/∂z = p - y at h = 0.5 only: no identity, so no missing local factor (p = σ(0.55), y = 1)
+    (NEURON, "dL/dh = (p - y)w", "dL/dh = 2h(p - y)", (1 / (1 + np.exp(-0.55)) - 1) * 1.5, "missing_local_factor"),
 ]
 
 
