@@ -259,15 +259,18 @@ class _Surroundings:
             seed = autodiff.seed_for(output, "ones" if output.shape else None)
         return cls(run, output, target, seed, between)
 
-    def _once(self, key: str, make: Callable[[], Any]) -> Any:
+    def once(self, key: str, make: Callable[[], Any]) -> Any:
+        """make(), made once for this point (its results are the same for every claim: grading reuses them)."""
         if key not in self._found:
             with B.using(self.run.device, self.run.dtype, self.run.max_elements), B.errstate():
                 self._found[key] = make()
         return self._found[key]
 
     def _adjoint(self, node: Node) -> Any:
-        """∂output/∂node: the gradient reaching the node from every use (one backward pass for all of them)."""
-        return self._once("adjoints", lambda: autodiff.backward(self.output, self.seed, self.between))[node]
+        """∂output/∂node for a masking node: the gradient reaching it from every use (one backward pass for all
+        the masks; kept for them only, not for every node: a graph of big tensors would hold them all)."""
+        return self.once("adjoints", lambda: autodiff.backward(
+            self.output, self.seed, list(dict.fromkeys(n for n, _ in self.masks().values()))))[node]
 
     def _pulled(self, node: Node, seed: Any) -> Any:
         """A gradient `seed` at node carried down to the variable, on the host."""
@@ -276,7 +279,7 @@ class _Surroundings:
             return B.to_host(found if found is not None else autodiff.zeros_like(self.target))
 
     def _index(self, node: Node) -> int:
-        return self._once("index", lambda: {n: i for i, n in enumerate(self.between)})[node]
+        return self.once("index", lambda: {n: i for i, n in enumerate(self.between)})[node]
 
     def masks(self) -> dict[str, tuple[Node, int]]:
         """The masking nodes on the path and which input each masks (by a key the same at every point)."""
@@ -288,14 +291,14 @@ class _Surroundings:
                     if node.inputs[i] in self._index_set() and node.op.vjps[i] is not None:  # type: ignore[union-attr]
                         found[f"{self._index(node)} {i}"] = node, i
             return dict(list(found.items())[:SEARCHED])
-        return self._once("masks", make)
+        return self.once("masks", make)
 
     def _index_set(self) -> set[Node]:
-        return self._once("set", lambda: set(self.between))
+        return self.once("set", lambda: set(self.between))
 
     def unmasked(self, want: Any, node: Node, i: int) -> Any:
         """The gradient with node's local derivative for input i taken as 1: the truth plus g - rule(g)."""
-        with B.using(self.run.device, self.run.dtype, self.run.max_elements), B.errstate():
+        def make() -> Any:
             op, parent, g = node.op, node.inputs[i], self._adjoint(node)
             assert op is not None
             masked = _rule(node, i)(ops.numeric, g, node.value, *[p.value for p in node.inputs], *node.params)
@@ -303,7 +306,8 @@ class _Surroundings:
             if op.broadcasts:
                 masked, passed = (ops.numeric.sum_to(v, parent.shape) if v.shape != parent.shape else v
                                   for v in (masked, passed))
-        return want + self._pulled(parent, passed - masked)
+            return self._pulled(parent, passed - masked)
+        return want + self.once(f"unmasked {self._index(node)} {i}", make)  # the same for every claim
 
     def terms(self) -> dict[str, tuple[Node, Any]]:
         """The output's terms, where it is a sum (through unnamed +, - and negation), that depend on the
@@ -324,11 +328,11 @@ class _Surroundings:
                     stack.append((parent, ops.numeric.sum_to(part, parent.shape) if part.shape != parent.shape
                                   else part))
             return found
-        return self._once("terms", make)
+        return self.once("terms", make)
 
     def without(self, want: Any, term: Node, seed: Any) -> Any:
         """The gradient with one term of the output left out."""
-        return want - self._pulled(term, seed)
+        return want - self.once(f"term {self._index(term)}", lambda: self._pulled(term, seed))
 
     def divisors(self) -> dict[str, tuple[Node, int, float]]:
         """What the gradient is divided by on its way down, on every path (a mean over n, a division by N, a
@@ -359,7 +363,7 @@ class _Surroundings:
                 if tried >= SEARCHED:
                     break
             return found
-        return self._once("divisors", make)
+        return self.once("divisors", make)
 
     def _on_every_path(self, node: Node) -> bool:
         """Whether every path from the output down to the variable passes through node."""
@@ -376,7 +380,7 @@ class _Surroundings:
 
     def text(self, node: Node, expand: bool = False) -> str:
         """A node as the program names it, or its expression in the program's names (NAME = ... with expand)."""
-        symbols = self._once("symbols", lambda: {**{n: name for name, n in self.run.leaves.items()},
+        symbols = self.once("symbols", lambda: {**{n: name for name, n in self.run.leaves.items()},
                                                  **{n: name for name, n in self.run.frame.items()}})
         name = symbols.get(node)
         if name is not None and not expand:
@@ -394,6 +398,9 @@ class _Surroundings:
 
     def gradient_text(self, term: Node, seed: Any) -> str:
         """The gradient a term gives the variable, as diff prints it ('' where that is long)."""
+        return self.once(f"term text {self._index(term)}", lambda: self._gradient_text(term, seed))
+
+    def _gradient_text(self, term: Node, seed: Any) -> str:
         symbols = {**{n: name for name, n in self.run.leaves.items()},
                    **{n: name for name, n in self.run.frame.items() if n is not term}}
         wrt = symbols.get(self.target, "")
@@ -950,9 +957,12 @@ class Judge:
         around = self._surrounding(run, claim)
         if around is None:
             return []
-        named = {node: name for name, node in run.frame.items() if node.op is not None}
-        return [named[node] for node in around.between if node in named and node is not around.output
-                and node is not around.target and named[node] != claim.wrt]  # x = 2*x: not ∂x/∂x
+
+        def make() -> list[str]:
+            named = {node: name for name, node in run.frame.items() if node.op is not None}
+            return [named[node] for node in around.between if node in named and node is not around.output
+                    and node is not around.target and named[node] != claim.wrt]  # x = 2*x: not ∂x/∂x
+        return around.once("names", make)
 
     def _local_factor_story(self, claim: S.Claim, name: str) -> Diagnosis:
         assert claim.wrt is not None
