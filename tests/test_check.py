@@ -1730,6 +1730,7 @@ THREE_PATHS_KEY = "x = 1; a = 2*x; b = 3*x; c = 5*x; L = a*b + c"
 DIAGNOSED = [
     (NEURON_PROGRAM, "dL/dw1 = w3*a", "sign", "sign error"),  # -(-1)
     (NEURON_PROGRAM, "dL/dw1 = -2*w3*a", "factor", "a factor off"),  # 2 × (-1)
+    (MEAN_LOSS_KEY, "dL/db = sum(sigmoid(X@w + b) - y)", "missing_divisor", "a forgotten 1/N"),  # 4 × the mean's
     (NEURON_PROGRAM, "dL/da = -w3*w1", "missing_path", "a missing chain-rule path"),  # L → d → c → a left out
     (THREE_PATHS_KEY, "dL/dx = 5", "missing_path", "missing chain-rule paths"),  # only the path through c
     (NEURON_PROGRAM, "dL/da = 0", "all_paths_missing", "the claim leaves out every chain-rule path"),
@@ -1742,6 +1743,11 @@ DIAGNOSED = [
     (NEURON_PROGRAM, "dw1/dL = -w3*a", "upside_down", "upside down"),  # ∂L/∂w1 written as ∂w1/∂L
     (TRANSPOSE_KEY, "dL/dx = W(2h(1 - h²))", "transpose_slip", "a transpose slip"),  # Wᵀ(…) is right
     (UNFIT_KEY, "dL/dx = W (2(h - y)(1 - h²))", "transpose_slip", "a transpose slip"),  # 3×2 times 3: unfit
+    ("x = [-1.0, 2]; v = [4.0, 5]; L = sum(v*relu(3*x))", "dL/dx = 3v", "missing_mask",
+     "a missing ReLU mask"),  # 3v·1[x > 0]
+    ("x = [1.0, 2]; L = sum(x^2) + sum(3*x)", "dL/dx = 2x", "missing_term", "a missing term"),  # 2x + 3
+    ("x = 2; w = 3; z = w*x; L = z^2", "dL/dx = 2z", "missing_local_factor", "a missing local factor"),  # 2z·w
+    (UNFIT_KEY, "dL/dx = x(h - y)", "shape", "the claim's shapes do not fit"),  # (2,) times (3,)
     (INFINITE_KEY, "dL/dx = 2", "not_finite", "the true value is infinite"),  # 6x^5·exp(729) overflows
     (NAN_KEY, "dL/dy = 1", "not_finite", "the true value is not a number (NaN)"),
     ("x = 2; L = x^2", "dL/dx = 4 + 0*exp(1e6*(x - 2)^2)", "only_here", "right at the program's values only"),

@@ -10,15 +10,19 @@ is not confirmed. Nothing is simplified symbolically, so judging cannot hang.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import operator
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...engine import autodiff, graph, ops, symbolic
 from ...engine import backend as B
+from ...engine.graph import Node
 from ...engine.symbolic import TooLong, operations
 from ...errors import GradcalcError, NameNotFound, ShapeError, Source, did_you_mean, error_json, error_text
 from ...files import DEFAULT_MAX_FILE_SIZE, entry_problem
@@ -40,6 +44,8 @@ SPREAD = 0.2  # a leaf moves by up to 20% of its size (by up to 0.5 where it is 
 ZERO_SPREAD = 0.5
 NICE_POWER = 1e6  # a power of ten up to this names a slip of units (1000 for ms and s); 1e30 names none
 PATHS_TRIED = 10  # the missing-path diagnosis tries subsets of up to this many chain-rule paths
+SEARCHED = 10  # the graph's diagnoses try up to this many masks (relus) and divisors along the path
+SHORT_TEXT = 60  # a diagnosis quotes the program's expressions up to this long (a local derivative, a term)
 SHOWN_LEAVES = 5  # leaves listed where a claim fails at a nearby point
 HELD_TRIED = 8  # a claim right only here is tried nearby with each of up to this many scalar leaves held fixed
 REPORTED_ENTRIES = 10_000  # grading sends back values up to this size: the parent grows by the class, not its data
@@ -210,6 +216,207 @@ class _Case:
         return _label(self.claim)
 
 
+# Where a mask's local derivative is left out: each primitive's inputs that it selects, and its mask as written
+# (the inputs' texts given): relu's 1[z > 0], abs's sign(x), maximum's 1[a > b], where's 1[c ≠ 0], clip's.
+_MASKS: dict[str, dict[int, Callable[[list[str]], str]]] = {
+    "relu": {0: lambda t: f"1[{t[0]} > 0]"},
+    "abs": {0: lambda t: f"sign({t[0]})"},
+    "maximum": {0: lambda t: f"1[{t[0]} > {t[1]}]", 1: lambda t: f"1[{t[1]} > {t[0]}]"},
+    "minimum": {0: lambda t: f"1[{t[0]} < {t[1]}]", 1: lambda t: f"1[{t[1]} < {t[0]}]"},
+    "where": {1: lambda t: f"1[{t[0]} ≠ 0]", 2: lambda t: f"1[{t[0]} = 0]"},
+    "clip": {0: lambda t: f"1[{t[1]} ≤ {t[0]} ≤ {t[2]}]"},
+}
+
+
+@dataclass
+class _Surroundings:
+    """The key's graph between a claim's variable and its output at one run, for the detectors that recompute
+    the gradient with one piece changed: a mask taken as 1, a term of the output left out, a divisor.
+
+    Each change is linear in the backward pass, so the gradient so changed is the truth plus the change
+    carried from where it is made down to the variable: one partial backward pass, not a new graph."""
+
+    run: Run
+    output: Node
+    target: Node
+    seed: Any  # the output's starting gradient: 1, or ones for a tensor output (the gradient of its sum)
+    between: list[Node]  # every node on a path from the variable to the output, oldest first: both included
+    _found: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, run: Run, of: str, wrt: str) -> _Surroundings | None:
+        output, target = run.node(of), run.node(wrt, prefer_leaf=True)
+        if not target.requires_grad or operations(output, {}, DERIVATIVE_BUDGET) > DERIVATIVE_BUDGET:
+            return None
+        above = differentiable_inputs(output) | {output}
+        if target not in above:
+            return None
+        reached = {target}
+        for node in sorted(above, key=operator.attrgetter("seq")):  # creation order: inputs first
+            if node is not target and any(parent in reached for parent in node.inputs):
+                reached.add(node)
+        between = sorted(reached, key=operator.attrgetter("seq"))
+        with B.using(run.device, run.dtype, run.max_elements):
+            seed = autodiff.seed_for(output, "ones" if output.shape else None)
+        return cls(run, output, target, seed, between)
+
+    def once(self, key: str, make: Callable[[], Any]) -> Any:
+        """make(), made once for this point (its results are the same for every claim: grading reuses them)."""
+        if key not in self._found:
+            with B.using(self.run.device, self.run.dtype, self.run.max_elements), B.errstate():
+                self._found[key] = make()
+        return self._found[key]
+
+    def _adjoint(self, node: Node) -> Any:
+        """∂output/∂node for a masking node: the gradient reaching it from every use (one backward pass for all
+        the masks; kept for them only, not for every node: a graph of big tensors would hold them all)."""
+        return self.once("adjoints", lambda: autodiff.backward(
+            self.output, self.seed, list(dict.fromkeys(n for n, _ in self.masks().values()))))[node]
+
+    def _pulled(self, node: Node, seed: Any) -> Any:
+        """A gradient `seed` at node carried down to the variable, on the host."""
+        with B.using(self.run.device, self.run.dtype, self.run.max_elements), B.errstate():
+            found = autodiff.backward(node, seed, [self.target]).get(self.target)
+            return B.to_host(found if found is not None else autodiff.zeros_like(self.target))
+
+    def _index(self, node: Node) -> int:
+        return self.once("index", lambda: {n: i for i, n in enumerate(self.between)})[node]
+
+    def masks(self) -> dict[str, tuple[Node, int]]:
+        """The masking nodes on the path and which input each masks (by a key the same at every point)."""
+        def make() -> dict[str, tuple[Node, int]]:
+            found = {}
+            for node in self.between:
+                selected = _MASKS.get(node.op.name, {}) if node.op is not None else {}
+                for i in selected:
+                    if node.inputs[i] in self._index_set() and node.op.vjps[i] is not None:  # type: ignore[union-attr]
+                        found[f"{self._index(node)} {i}"] = node, i
+            return dict(list(found.items())[:SEARCHED])
+        return self.once("masks", make)
+
+    def _index_set(self) -> set[Node]:
+        return self.once("set", lambda: set(self.between))
+
+    def unmasked(self, want: Any, node: Node, i: int) -> Any:
+        """The gradient with node's local derivative for input i taken as 1: the truth plus g - rule(g)."""
+        def make() -> Any:
+            op, parent, g = node.op, node.inputs[i], self._adjoint(node)
+            assert op is not None
+            masked = _rule(node, i)(ops.numeric, g, node.value, *[p.value for p in node.inputs], *node.params)
+            passed = g
+            if op.broadcasts:
+                masked, passed = (ops.numeric.sum_to(v, parent.shape) if v.shape != parent.shape else v
+                                  for v in (masked, passed))
+            return self._pulled(parent, passed - masked)
+        return want + self.once(f"unmasked {self._index(node)} {i}", make)  # the same for every claim
+
+    def terms(self) -> dict[str, tuple[Node, Any]]:
+        """The output's terms, where it is a sum (through unnamed +, - and negation), that depend on the
+        variable: each with the gradient reaching it through the sum (-1 for a term subtracted)."""
+        def make() -> dict[str, tuple[Node, Any]]:
+            found, stack = {}, [(self.output, self.seed)]
+            on_path = self._index_set()
+            while stack:
+                node, g = stack.pop()
+                if node not in on_path:
+                    continue
+                op = node.op
+                if op is None or op.name not in ("add", "sub", "neg") or (node is not self.output and node.name):
+                    found[str(self._index(node))] = node, g
+                    continue
+                for i, parent in enumerate(node.inputs):
+                    part = _rule(node, i)(ops.numeric, g, node.value, *[p.value for p in node.inputs])
+                    stack.append((parent, ops.numeric.sum_to(part, parent.shape) if part.shape != parent.shape
+                                  else part))
+            return found
+        return self.once("terms", make)
+
+    def without(self, want: Any, term: Node, seed: Any) -> Any:
+        """The gradient with one term of the output left out."""
+        return want - self.once(f"term {self._index(term)}", lambda: self._pulled(term, seed))
+
+    def divisors(self) -> dict[str, tuple[Node, int, float]]:
+        """What the gradient is divided by on its way down, on every path (a mean over n, a division by N, a
+        product with 1/N): each node, its input on the path, and the divisor's value here."""
+        def make() -> dict[str, tuple[Node, int, float]]:
+            on_path = self._index_set()
+            found = {}
+            tried = 0  # each try walks the graph: at most SEARCHED of them, in a graph of DERIVATIVE_BUDGET nodes
+            for node in self.between:
+                op = node.op
+                if op is None or op.name not in ("mean", "div", "mul"):
+                    continue
+                i = 0 if node.inputs[0] in on_path else 1
+                size = None
+                if op.name == "mean":
+                    size = node.inputs[0].value.size / max(1, node.value.size)
+                elif len(node.inputs) == 2 and node.inputs[1 - i] not in on_path and node.inputs[1 - i].shape == ():
+                    by, other = node.inputs[1 - i], float(node.inputs[1 - i].value)
+                    if op.name == "div" and i == 0:
+                        size = other
+                    elif op.name == "mul" and other and (_is_reciprocal(by) or (not by.requires_grad and _nice(other))):
+                        size = 1 / other  # (1/N)*sum(...), 0.25*sum(...); not a variable's value (w*h: a factor h)
+                if size is None or not math.isfinite(size) or abs(size) <= 1:
+                    continue
+                tried += 1
+                if self._on_every_path(node):
+                    found[str(self._index(node))] = node, i, size
+                if tried >= SEARCHED:
+                    break
+            return found
+        return self.once("divisors", make)
+
+    def _on_every_path(self, node: Node) -> bool:
+        """Whether every path from the output down to the variable passes through node."""
+        on_path, seen, stack = self._index_set(), {node}, [self.output]
+        while stack:
+            current = stack.pop()
+            if current is self.target:
+                return False
+            if current in seen:
+                continue
+            seen.add(current)
+            stack.extend(parent for parent in current.inputs if parent in on_path)
+        return True
+
+    def text(self, node: Node, expand: bool = False) -> str:
+        """A node as the program names it, or its expression in the program's names (NAME = ... with expand)."""
+        symbols = self.once("symbols", lambda: {**{n: name for name, n in self.run.leaves.items()},
+                                                 **{n: name for name, n in self.run.frame.items()}})
+        name = symbols.get(node)
+        if name is not None and not expand:
+            return name
+        others = {n: s for n, s in symbols.items() if n is not node}
+        with B.using(self.run.device, self.run.dtype, self.run.max_elements), B.errstate():
+            text = symbolic.text_of(node, others, set(self.run.frame))
+        if len(text) > SHORT_TEXT:
+            text = text[:SHORT_TEXT - 1] + "…"
+        return f"{name} = {text}" if name is not None else text
+
+    def mask_text(self, node: Node, i: int) -> str:
+        assert node.op is not None
+        return _MASKS[node.op.name][i]([self.text(parent) for parent in node.inputs])
+
+    def gradient_text(self, term: Node, seed: Any) -> str:
+        """The gradient a term gives the variable, as diff prints it ('' where that is long)."""
+        return self.once(f"term text {self._index(term)}", lambda: self._gradient_text(term, seed))
+
+    def _gradient_text(self, term: Node, seed: Any) -> str:
+        symbols = {**{n: name for name, n in self.run.leaves.items()},
+                   **{n: name for name, n in self.run.frame.items() if n is not term}}
+        wrt = symbols.get(self.target, "")
+        try:
+            with B.using(self.run.device, self.run.dtype, self.run.max_elements), B.errstate():
+                found = autodiff.backward(term, graph.constant(seed), [self.target], create_graph=True)
+                gradient = found.get(self.target)
+                if gradient is None or operations(gradient, symbols, DERIVATIVE_BUDGET) > DERIVATIVE_BUDGET:
+                    return ""
+                described = symbolic.describe("", (wrt,), gradient, symbols, set(self.run.frame))
+        except GradcalcError:
+            return ""
+        return described.text if not described.where and len(described.text) <= SHORT_TEXT else ""
+
+
 class Judge:
     """Judges claims against one run of the key program (kept with its nearby runs for many submissions).
 
@@ -228,23 +435,30 @@ class Judge:
         self._jacobians: dict[tuple[int, str, str], Any] = {}
         self._paths: dict[tuple[int, str, str], list[tuple[str, Any]] | None] = {}
         self._derivatives: dict[tuple[str, str], tuple[str, str]] = {}  # (text, why there is none)
+        self._surroundings: dict[tuple[int, str, str], _Surroundings | None] = {}
         self._functions = frozenset({*BUILTINS, *run.interpreter.functions})  # what a claim may call
 
     def report(self, name: str, *groups: tuple[Claims, Source]) -> Report:
         """Judge each group of claims (claims and the source they were written in) as one submission."""
-        verdicts = [self.verdict(claim, source) if isinstance(claim, S.Claim) else _unreadable(claim)
-                    for claims, source in groups for claim in claims]
-        for verdict in verdicts:  # a wrong derivative is shown with the right one
-            if verdict.status == "wrong" and verdict.wrt is not None:
-                verdict.derivative, why = self._derivative(verdict.of, verdict.wrt, verdict.wrt2)
+        judged = [self._judged(claim, source) if isinstance(claim, S.Claim) else (_unreadable(claim), None)
+                  for claims, source in groups for claim in claims]
+        for verdict, finished in judged:  # a wrong derivative is shown with the right one
+            if verdict.status == "wrong" and finished is not None and finished.wrt is not None:
+                # the finished names (w1 for a claim written with w_1): the verdict keeps them as written
+                verdict.derivative, why = self._derivative(finished.of, finished.wrt, finished.wrt2)
                 verdict.note = verdict.note or why
-        return Report(name, verdicts, self._first_wrong(verdicts))
+        return Report(name, [verdict for verdict, _ in judged], self._first_wrong(judged))
 
     def verdict(self, claim: S.Claim, source: Source) -> Verdict:
         """One claim as written (the verdict reports it so), finished against the program's names by the
         notation, then judged; invalid where either fails. The claim given is not changed."""
+        return self._judged(claim, source)[0]
+
+    def _judged(self, claim: S.Claim, source: Source) -> tuple[Verdict, S.Claim | None]:
+        """The verdict, and the claim finished against the program's names (None where that failed)."""
         verdict = Verdict(claim.text, claim.of, claim.wrt, claim.pos.line if source.filename != "--claim" else None,
                           "wrong", "number" if _is_constant(claim.claimed) else "expression", wrt2=claim.wrt2)
+        finished = None
         try:
             finished = finish(claim, self.run.frame, self._functions, source.text)  # the notation's errors
             verdict.kind = "number" if _is_constant(finished.claimed) else "expression"  # [0.3, 0.1]^T is a number
@@ -255,7 +469,7 @@ class Judge:
                 GradcalcError("the claim nests too deeply to judge", "write it with fewer nested parts")
             exc.at(claim.pos).within(source)
             verdict.status, verdict.error, verdict.error_message = "invalid", error_json(exc)["error"], error_text(exc)
-        return verdict
+        return verdict, finished
 
     def _check_names(self, claim: S.Claim) -> None:
         frame = self.run.frame
@@ -280,9 +494,10 @@ class Judge:
         base = self.run
         try:
             got = base.evaluate(claim.claimed, source)
-        except ShapeError:  # W (…) where Wᵀ (…) is meant may not even multiply: wrong, if turning W fixes it
-            if not self._judge_unshaped(claim, verdict):
-                raise
+        except ShapeError as exc:  # W (…) where Wᵀ (…) is meant may not even multiply: wrong, if turning W fixes it
+            if not self._judge_unshaped(claim, verdict):  # else wrong all the same: its shapes do not combine
+                verdict.expected = self._truth(base, claim, -1)
+                verdict.diagnose(_entry("shape").found(exc.message, summary="the claim's shapes do not fit"))
             return
         want = self._truth(base, claim, got.ndim)
         verdict.expected, verdict.got = want, got
@@ -404,11 +619,15 @@ class Judge:
             if key not in self._jacobians:
                 self._jacobians[key] = run.jacobian(claim.of, [claim.wrt]).blocks[0]
             return self._jacobians[key]
-        key2 = (id(run), claim.of)
-        if key2 not in self._gradients:  # every variable's gradient in one backward pass
+        return self._every_gradient(run, claim.of)[claim.wrt]
+
+    def _every_gradient(self, run: Run, of: str) -> dict[str, Any]:
+        """∂of/∂name for every leaf and variable at this run (of sum(of) for a tensor), in one backward pass."""
+        key = (id(run), of)
+        if key not in self._gradients:
             names = [name for name in dict.fromkeys([*run.leaves, *run.frame]) if name not in run.constants]
-            self._gradients[key2] = run.grad(claim.of, names, "ones" if output_rank else None).grads
-        return self._gradients[key2][claim.wrt]
+            self._gradients[key] = run.grad(of, names, "ones" if run.node(of).shape else None).grads
+        return self._gradients[key]
 
     def _nearby_runs(self, of: str) -> list[Run]:
         """The program run at seeded points near its values: every leaf moved, or, where that fails
@@ -581,36 +800,37 @@ class Judge:
         """A claim whose shapes do not fit, but would with a matrix transposed: wrong, with that diagnosis."""
         if claim.wrt is None:
             return False
-        for name, (fixed,) in self._turned_values(claim, [self.run]):
+        for slip, (fixed,) in self._turned_values(claim, [self.run]):
             try:
                 want = self._truth(self.run, claim, fixed.ndim)
             except GradcalcError:
                 continue
             if fixed.shape == want.shape and self.tolerance.close(fixed, want).all():
                 verdict.expected = want
-                verdict.diagnose(_entry("transpose_slip").found(
-                    f"{_slip(claim.claimed, name)} the shapes fit and the claim is {_label(claim)}"))
+                verdict.diagnose(_entry("transpose_slip").found(f"{slip} the shapes fit and the claim is "
+                                                                f"{_label(claim)}"))
                 return True
         return False
 
     def _transpose_slip(self, case: _Case) -> Diagnosis | None:
         """W x where Wᵀ x is meant (backpropagation's usual slip): the claim with one matrix turned is right."""
         claim, samples = case.claim, case.samples
-        for name, values in self._turned_values(claim, [s.run for s in samples]):
+        for slip, values in self._turned_values(claim, [s.run for s in samples]):
             if all(v.shape == s.want.shape and case.matches(s.want, _Sample(s.run, v, s.want))
                    for v, s in zip(values, samples)):
-                return _entry("transpose_slip").found(f"{_slip(claim.claimed, name)} the claim is {case.label}")
+                return _entry("transpose_slip").found(f"{slip} the claim is {case.label}")
         return None
 
     def _turned_values(self, claim: S.Claim, runs: list[Run]) -> Iterator[tuple[str, list[Any]]]:
-        """For each matrix the claim names: its name, and the claim's value at each run with that matrix turned."""
+        """For each matrix the claim names, turned everywhere and then (where it appears more than once) at
+        each place alone: what the slip was ('with Xᵀ for X'), and the claim's value at each run so turned."""
         source = Source(claim.text, "<claim>")
         for name in _matrices(claim.claimed, self.run):
-            turned = _turned(claim.claimed, name)
-            try:
-                yield name, [run.evaluate(turned, source) for run in runs]
-            except GradcalcError:
-                continue
+            for slip, turned in _turnings(claim.claimed, name):
+                try:
+                    yield slip, [run.evaluate(turned, source) for run in runs]
+                except GradcalcError:
+                    continue
 
     def _upside_down(self, case: _Case) -> Diagnosis | None:
         """dw1/dL where dL/dw1 is meant: the claim is the derivative the other way up."""
@@ -664,6 +884,140 @@ class Judge:
             self._paths[key] = found
         return self._paths[key]
 
+    # --- mistakes found in the key's graph: the gradient recomputed with one piece changed ---------------
+
+    def _surrounding(self, run: Run, claim: S.Claim) -> _Surroundings | None:
+        """The graph between the claim's variable and its output at this run (None: a value or second-order
+        claim, a variable the output does not depend on, or a graph past DERIVATIVE_BUDGET operations)."""
+        if claim.wrt is None or claim.wrt2 is not None:
+            return None
+        key = (id(run), claim.of, claim.wrt)
+        if key not in self._surroundings:
+            self._surroundings[key] = _Surroundings.of(run, claim.of, claim.wrt)
+        return self._surroundings[key]
+
+    def _fitting(self, case: _Case, offer: Callable[[_Surroundings, Any], list[tuple[str, Callable[[], Any]]]]
+                 ) -> tuple[_Surroundings, str] | None:
+        """The first of the values that `offer` makes of a point's graph and the truth there (each with a key,
+        the same at every point, and a function that computes it) that the claim equals at every sample
+        (a number rounded, not to one digit: as for a sum over paths, one digit fits too many to tell one)."""
+        around = [self._surrounding(s.run, case.claim) for s in case.samples]
+        if not all(a is not None and a.target.shape == s.want.shape for a, s in zip(around, case.samples)):
+            return None  # a value claim, a Jacobian, a graph too large to search
+        found = [a for a in around if a is not None]
+        try:
+            offered = [offer(a, s.want) for a, s in zip(found, case.samples)]
+        except (GradcalcError, ValueError, ArithmeticError):  # a rule that fails at a point: no such mistake found
+            return None
+        if len({tuple(key for key, _ in o) for o in offered}) != 1:
+            return None  # the graph differs between the points (a branch taken): nothing to compare
+        for i, (key, _) in enumerate(offered[0]):
+            try:
+                if all(case.matches_sum(o[i][1](), s) for o, s in zip(offered, case.samples)):
+                    return found[0], key
+            except (GradcalcError, ValueError, ArithmeticError):  # a rule that fails off its path: not this one
+                continue
+        return None
+
+    def _missing_divisor(self, case: _Case) -> Diagnosis | None:
+        """N × the gradient, where the loss is a mean over N or the program divides by N: the 1/N forgotten."""
+        found = self._fitting(case, lambda around, want: [
+            (key, functools.partial(operator.mul, want, size)) for key, (_, _, size) in around.divisors().items()])
+        if found is None:
+            return None
+        around, key = found
+        node, i, size = around.divisors()[key]
+        times = B.format_number(size)
+        op = node.op.name  # type: ignore[union-attr]
+        if op == "mean":
+            why = f"{case.claim.of} is a mean over {times} entries ({around.text(node)}): divide by {times}"
+        else:
+            other = around.text(node.inputs[1 - i])
+            value = times if op == "div" else _ratio(1 / size)
+            written = other if other == value else f"{other} (= {value})"
+            why = f"the program {'divides' if op == 'div' else 'multiplies'} by {written}, and the claim does not"
+        return _entry("missing_divisor").found(f"the claim is {times} × {case.label}: {why}")
+
+    def _missing_mask(self, case: _Case) -> Diagnosis | None:
+        """(W2ᵀδ) where (W2ᵀδ) ⊙ 1[z > 0] is meant: the gradient with one relu's (abs's, max's, where's)
+        local derivative taken as 1."""
+        found = self._fitting(case, lambda around, want: [
+            (key, functools.partial(around.unmasked, want, node, i)) for key, (node, i) in around.masks().items()])
+        if found is None:
+            return None
+        around, key = found
+        node, i = around.masks()[key]
+        op = node.op.name  # type: ignore[union-attr]
+        return _entry("missing_mask").found(
+            f"the claim is {case.label} with the local derivative {around.mask_text(node, i)} of "
+            f"{around.text(node, expand=True)} taken as 1",
+            summary=None if op == "relu" else f"a missing mask of {op}")
+
+    def _missing_term(self, case: _Case) -> Diagnosis | None:
+        """The gradient of an output that is a sum of terms (data + reg·sum(W²)) with one term's left out."""
+        found = self._fitting(case, lambda around, want: [
+            (key, functools.partial(around.without, want, term, seed))
+            for key, (term, seed) in around.terms().items()] if len(around.terms()) > 1 else [])
+        if found is None:
+            return None
+        around, key = found
+        term, seed = around.terms()[key]
+        gradient = around.gradient_text(term, seed)
+        return _entry("missing_term").found(f"the claim leaves out the gradient of {around.text(term)}" +
+                                            (f" ({gradient})" if gradient else "") + f" in {case.label}")
+
+    def _missing_local_factor(self, case: _Case) -> Diagnosis | None:
+        """∂L/∂z where ∂L/∂h = ∂L/∂z · ∂z/∂h is meant: the gradient of a variable between the output and the
+        claim's, the last steps' local derivative left out."""
+        claim = case.claim
+        if claim.wrt is None or case.samples[0].want.shape != self.run.node(claim.wrt, prefer_leaf=True).shape:
+            return None  # a value claim, a Jacobian: not a gradient
+        for name in self._between_names(case.samples[0].run, claim):
+            values = [self._every_gradient(s.run, claim.of).get(name) for s in case.samples]
+            if all(v is not None and _broadcasts(v.shape, s.want.shape) and case.matches_sum(v, s)
+                   for v, s in zip(values, case.samples)) and any(B.host.any(v != 0) for v in values):
+                return self._local_factor_story(claim, name)
+        return None
+
+    def _missing_local_factor_shape(self, case: _Case) -> Diagnosis | None:
+        """The same, where the claim has the intermediate's shape, not the variable's: ∂L/∂S for ∂L/∂H."""
+        claim = case.claim
+        if claim.wrt is None or case.want.shape != self.run.node(claim.wrt, prefer_leaf=True).shape:
+            return None
+        for name in self._between_names(self.run, claim):
+            value = self._every_gradient(self.run, claim.of)[name]
+            if value.shape == case.got.shape and B.host.any(value != 0) and self.tolerance.close(case.got, value).all():
+                return self._local_factor_story(claim, name)
+        return None
+
+    def _between_names(self, run: Run, claim: S.Claim) -> list[str]:
+        """The program's variables on a path from the claim's variable to its output, nearest the variable
+        first (their gradients are at hand: _every_gradient)."""
+        around = self._surrounding(run, claim)
+        if around is None:
+            return []
+
+        def make() -> list[str]:
+            named = {node: name for name, node in run.frame.items() if node.op is not None}
+            return [named[node] for node in around.between if node in named and node is not around.output
+                    and node is not around.target and named[node] != claim.wrt]  # x = 2*x: not ∂x/∂x
+        return around.once("names", make)
+
+    def _local_factor_story(self, claim: S.Claim, name: str) -> Diagnosis:
+        assert claim.wrt is not None
+        local = f"∂{name}/∂{claim.wrt}"
+        if self.run.node(name).shape == ():  # a scalar's local derivative prints as diff prints it: ∂z/∂h = w
+            try:
+                (found,) = self.run.diff(name, [claim.wrt], budget=DERIVATIVE_BUDGET)
+                if not found.where and len(found.text) <= SHORT_TEXT:
+                    local += f" = {found.text}"
+            except GradcalcError:
+                pass
+        around = self._surrounding(self.run, claim)
+        step = f" ({around.text(self.run.node(name), expand=True)})" if around is not None and "=" not in local else ""
+        return _entry("missing_local_factor").found(f"the claim is ∂{claim.of}/∂{name}{step}: the local derivative "
+                                                    f"{local} is missing")
+
     def derivative(self, of: str, wrt: str, wrt2: str | None = None) -> str:
         """The correct derivative as gradcalc diff prints it ('' where diff cannot: a vector output,
         or one past DERIVATIVE_BUDGET operations)."""
@@ -688,14 +1042,17 @@ class Judge:
             self._derivatives[key] = text, why
         return self._derivatives[key]
 
-    def _first_wrong(self, verdicts: list[Verdict]) -> str | None:
-        """The wrong claim nearest the output whose error reaches other wrong claims below it, if any.
+    def _first_wrong(self, judged: list[tuple[Verdict, S.Claim | None]]) -> str | None:
+        """The wrong claim nearest the output whose error reaches other wrong claims below it, if any
+        (judged: each verdict with its claim finished against the program's names).
 
         Backpropagation carries ∂L/∂d into ∂L/∂b and ∂L/∂w1: when all three are
         wrong, d is where to look first.
         """
-        wrong = [v for v in verdicts if v.status == "wrong" and v.wrt is not None and v.wrt2 is None]
-        nodes = {v.label: self.run.node(v.wrt, prefer_leaf=True) for v in wrong}  # type: ignore[arg-type]
+        finished = {id(v): c for v, c in judged if v.status == "wrong" and c is not None and c.wrt is not None
+                    and c.wrt2 is None}
+        wrong = [v for v, _ in judged if id(v) in finished]
+        nodes = {v.label: self.run.node(finished[id(v)].wrt, prefer_leaf=True) for v in wrong}  # type: ignore[arg-type]
         for verdict in sorted(wrong, key=lambda v: -nodes[v.label].seq):  # nearest the output first
             below = differentiable_inputs(nodes[verdict.label])
             if any(nodes[other.label] in below for other in wrong if other is not verdict):
@@ -730,6 +1087,9 @@ DIAGNOSES: list[Entry] = [
     Entry("transposed", "transposed", "the transpose of the derivative: a matrix turned over",
           shape=Judge._transposed_shape, value=Judge._transposed),
     Entry("sign", "sign error", "the negative of the derivative", value=Judge._sign),
+    Entry("missing_divisor", "a forgotten 1/N", "N × the derivative, where the output is a mean over N entries or "
+          "the program divides by N (or multiplies by 1/N) on every path: before 'factor', which it names better",
+          value=Judge._missing_divisor),
     Entry("factor", "a factor off", "a constant multiple of the derivative (2, 1/2, 1000: a slip of a factor or "
           "of units; any factor for an expression)", value=Judge._factor),
     Entry("missing_path", "a missing chain-rule path", "the sum over the chain-rule paths from the output to the "
@@ -744,12 +1104,21 @@ DIAGNOSES: list[Entry] = [
           "the batch and its gradient is their sum", shape=Judge._not_summed),
     Entry("not_averaged", "not averaged", "a batch's gradients one per example, where the loss is a mean over the "
           "batch and the gradient is their mean", shape=Judge._not_averaged),
-    Entry("shape", "the claim has shape … but … has shape …", "a value of a shape the derivative does not have, "
-          "and none of the mistakes above", shape=Judge._misshapen),
     Entry("upside_down", "upside down", "the derivative the other way up: dw1/dL where dL/dw1 is meant",
           value=Judge._upside_down),
-    Entry("transpose_slip", "a transpose slip", "one matrix written W where Wᵀ is meant (or Wᵀ for W): turned, "
-          "the claim is right", value=Judge._transpose_slip),
+    Entry("transpose_slip", "a transpose slip", "one matrix written W where Wᵀ is meant (or Wᵀ for W), everywhere "
+          "or at one of its places: turned, the claim is right", value=Judge._transpose_slip),
+    Entry("missing_mask", "a missing ReLU mask", "the derivative with the local derivative of one relu on the path "
+          "taken as 1 (its mask 1[z > 0] left out; or abs's sign, maximum's, minimum's, where's or clip's "
+          "selection: summary 'a missing mask of abs')", value=Judge._missing_mask),
+    Entry("missing_term", "a missing term", "the derivative of an output that is a sum of terms (data + "
+          "reg·sum(W²)) with one term's gradient left out", value=Judge._missing_term),
+    Entry("missing_local_factor", "a missing local factor", "∂L/∂z for a variable z between the output and the "
+          "variable h, where ∂L/∂h = ∂L/∂z · ∂z/∂h is meant: the last steps' local derivative left out",
+          shape=Judge._missing_local_factor_shape, value=Judge._missing_local_factor),
+    Entry("shape", "the claim has shape … but … has shape …", "a value of a shape the derivative does not have, "
+          "or shapes in the claim that do not combine (summary 'the claim's shapes do not fit'), and none of the "
+          "mistakes above", shape=Judge._misshapen),
     Entry("not_finite", "the true value is infinite (or not a number)", "a claim that is not the infinity or NaN "
           "the value is at the program's values (no finite number is, to any digits)"),
     Entry("only_here", "right at the program's values only", "an expression equal to the derivative at the "
@@ -909,6 +1278,20 @@ def _not_finite_story(missed: Any, want: Any, label: str) -> Diagnosis | None:
                                       f"matches it", summary=f"the true value is {kind}{where}")
 
 
+def _is_reciprocal(node: Node) -> bool:
+    """1/N, as a program writes it."""
+    return node.op is not None and node.op.name == "div" and not node.inputs[0].requires_grad \
+        and node.inputs[0].shape == () and float(node.inputs[0].value) == 1
+
+
+def _rule(node: Node, i: int) -> Callable[..., Any]:
+    """node's backward rule for its input i (the engine's; a masking or summing node has one)."""
+    assert node.op is not None
+    rule = node.op.vjps[i]
+    assert rule is not None
+    return rule
+
+
 def _scientific_text(whole: float) -> str:
     """807 as 8.07e2: its digits, in scientific notation."""
     digits = str(abs(int(whole))).rstrip("0") or "0"
@@ -999,21 +1382,36 @@ def _matrices(expr: S.Expr, run: Run) -> list[str]:
                    and run.value(n.name).ndim == 2})
 
 
-def _slip(expr: S.Expr, name: str) -> str:
-    """'with Wᵀ for W', or 'with W for Wᵀ' where the claim wrote Wᵀ."""
-    written = any(isinstance(n, S.Attribute) and n.name == "T" and isinstance(n.target, S.Name)
-                  and n.target.name == name for n in S.walk(expr))
-    return f"with {name} for {name}ᵀ" if written else f"with {name}ᵀ for {name}"
+_ORDINALS = ("first", "second", "third", "fourth", "fifth")
 
 
-def _turned(expr: S.Expr, name: str) -> S.Expr:
-    """A copy of expr with the matrix `name` transposed where it appears (W as Wᵀ, and Wᵀ as W)."""
+def _turnings(expr: S.Expr, name: str) -> Iterator[tuple[str, S.Expr]]:
+    """The claim with the matrix `name` turned everywhere, then, where it appears more than once, at each place
+    alone (X(Xw - y) where Xᵀ(Xw - y) is meant): what each says of the slip, and the expression."""
+    everywhere, written = _turned(expr, name)
+    slip = f"with {name} for {name}ᵀ" if any(written) else f"with {name}ᵀ for {name}"
+    yield slip, everywhere
+    if len(written) < 2:
+        return
+    for place, transposed in enumerate(written):
+        ordinal = _ORDINALS[place] if place < len(_ORDINALS) else f"number {place + 1}"
+        slip = f"with {name} for {name}ᵀ" if transposed else f"with {name}ᵀ for {name}"
+        yield f"{slip} (the {ordinal} of its {len(written)} appearances)", _turned(expr, name, place)[0]
+
+
+def _turned(expr: S.Expr, name: str, place: int | None = None) -> tuple[S.Expr, list[bool]]:
+    """A copy of expr with the matrix `name` transposed where it appears (W as Wᵀ, and Wᵀ as W), or only at
+    its `place`-th appearance; and, for each appearance in order, whether it was written transposed."""
+    written: list[bool] = []
+
     def turn(node: Any) -> Any:
         if isinstance(node, S.Attribute) and node.name == "T" and isinstance(node.target, S.Name) \
                 and node.target.name == name:
-            return node.target
+            written.append(True)
+            return node.target if place is None or place == len(written) - 1 else node
         if isinstance(node, S.Name) and node.name == name:
-            return S.Attribute(node, "T", node.pos)
+            written.append(False)
+            return S.Attribute(node, "T", node.pos) if place is None or place == len(written) - 1 else node
         if not isinstance(node, S.Expr | S.Keyword):
             return node
         copy = object.__new__(type(node))
@@ -1023,7 +1421,7 @@ def _turned(expr: S.Expr, name: str) -> S.Expr:
         return copy
 
     turned: S.Expr = turn(expr)
-    return turned
+    return turned, written
 
 
 def judge_file(judge: Judge, path: str, name: str | None = None, roots: tuple[str, ...] | None = None) -> Report:
