@@ -8,6 +8,7 @@ claim: the one given is left as it was parsed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Set
 from operator import is_
 from typing import Any
@@ -39,6 +40,7 @@ def _unsubscripted(name: str | None, variables: Mapping[str, Any]) -> str | None
 # Tuples for the tests every node meets: `A | B` makes a new union object each time it is evaluated.
 _PARTS = (S.Expr, S.Keyword)  # what a node's slots hold that fix reads
 _NAME_OR_CALL = (S.Name, S.Call)
+_GROUPED = (S.Binary, S.Unary, S.Compare)  # what one expression in square brackets groups: not a vector
 
 
 def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set[str], text: str) -> S.Expr:
@@ -91,6 +93,14 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set
         after = line_from(division.pos)
         return after.startswith("/") and not after[1:].lstrip().startswith("(")
 
+    def grouped(operation: S.Binary) -> bool:
+        """Whether the right operand of a / or ^ was written in brackets (/(x(1 + x)), ^{...}, \\frac{}{})."""
+        after = line_from(operation.pos)
+        if after.startswith(("\\frac", "\\dfrac", "\\tfrac")):
+            return True
+        operator = re.match(r"\*\*|[/÷^]", after)
+        return operator is not None and after[operator.end():].lstrip()[:1] in ("(", "{", "[")
+
     def fix(node: Any) -> Any:
         if isinstance(node, S.Call) and node.name == "sqrt" and len(node.args) == 1 and line_from(node.pos)[:1] == "√":
             inner = node.args[0]  # √x(1 + y²): readers split on it, as on 1/2x
@@ -122,8 +132,11 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set
             return below
         if (number := _scientific(node)) is not None:
             return number
-        if isinstance(node, S.Tensor) and len(node.items) == 1 and isinstance(node.items[0], S.Binary | S.Unary):
-            return fix(node.items[0])  # [(x - 3)(2x) - (x^2 + 1)]/(x - 3)^2: brackets that group, not a vector
+        if isinstance(node, S.Tensor) and len(node.items) == 1 and not isinstance(node.items[0], S.Tensor):
+            inner = fix(node.items[0])  # [(x - 3)(2x) - (x^2 + 1)]/(x - 3)^2, /[p(1 - p)], 1[z > 0]: brackets
+            if isinstance(inner, _GROUPED):  # that group an operation, not a vector of one entry
+                return inner
+            return node if inner is node.items[0] else S.Tensor([inner], node.pos)
         if isinstance(node, S.Tensor):  # a literal's rows are rows: [[x + 1], [y]] stays a column
             return S.Tensor([S.Tensor([fix(i) for i in row.items], row.pos) if isinstance(row, S.Tensor)
                              else fix(row) for row in node.items], node.pos)
@@ -164,7 +177,8 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set
             right = node.right
             negated = isinstance(right, S.Unary) and right.op == "-"  # e^-x(1 + x)
             called = right.operand if isinstance(right, S.Unary) and negated else right
-            if isinstance(called, S.Call) and called.name in variables and (split := product(called)) is not None:
+            if isinstance(called, S.Call) and called.name in variables and not grouped(node) \
+                    and (split := product(called)) is not None:
                 variable, factor = split
                 exponent = S.Unary("-", variable, right.pos) if negated else variable
                 if node.op == "/":
@@ -209,10 +223,16 @@ def _with_last_factor(product: S.Expr, factor: S.Expr) -> S.Expr:
     return factor
 
 
-def _scientific(node: Any) -> S.Number | None:
-    """8.07×10², 8.07 \\times 10^{-3}: a number in scientific notation, with the digits written (as 8.07e2)."""
-    if not (isinstance(node, S.Binary) and node.op == "*" and isinstance(node.left, S.Number)
-            and "e" not in node.left.text.lower()):
+def _scientific(node: Any) -> S.Number | S.Unary | None:
+    """8.07×10², 8.07 \\times 10^{-3}, -2.22×10⁻²: a number in scientific notation, with the digits written
+    (as 8.07e2, -2.22e-2)."""
+    if not (isinstance(node, S.Binary) and node.op == "*"):
+        return None
+    mantissa = node.left
+    negative = isinstance(mantissa, S.Unary) and mantissa.op == "-"  # -1.53×10⁻¹ is -(1.53×10⁻¹)
+    if isinstance(mantissa, S.Unary) and negative:
+        mantissa = mantissa.operand
+    if not (isinstance(mantissa, S.Number) and "e" not in mantissa.text.lower()):
         return None
     power = node.right
     if not (isinstance(power, S.Binary) and power.op == "^" and isinstance(power.left, S.Number)
@@ -223,8 +243,9 @@ def _scientific(node: Any) -> S.Number | None:
         sign, exponent = exponent.op, exponent.operand
     if not (isinstance(exponent, S.Number) and exponent.text.isdigit()):
         return None
-    text = f"{node.left.text}e{sign}{exponent.text}"
-    return S.Number(float(text), text, node.left.pos)
+    text = f"{mantissa.text}e{sign}{exponent.text}"
+    number = S.Number(float(text), text, mantissa.pos)
+    return S.Unary("-", number, node.left.pos) if negative else number
 
 
 def _start(expr: S.Expr) -> Pos:
