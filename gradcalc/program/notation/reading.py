@@ -20,6 +20,18 @@ from ..builtins import Context
 from .juxtaposition import NOTATION
 
 _CHECK_STATEMENT = re.compile(r"(^|;)\s*check\b", re.MULTILINE)
+_PRIME = re.compile(r"(?<=\w)['′](?=\s*\()")  # f'(x), σ'(z): Lagrange's prime before a call's bracket
+_RIGHT_SIDE = re.compile(r"(?<=[=≈]).*")  # after a line's first = or ≈: f'(x) = ... is no claim (write df/dx)
+PRIME = "ʹ"  # what the prime becomes: a modifier letter, so that f' is one name, fʹ, that resolving.py reads
+
+
+def signs(text: str) -> str:
+    """The text with the signs the language does not lex written as signs it does, each in one character so
+    that every place stays: f'(x) as fʹ(x), ∘ (elementwise) and ⊗ (outer: resolving.py tells it by the
+    character written) as ⊙."""
+    if "'" in text or "′" in text:  # in a claim's right side only: y' = ... keeps the parser's hint (write dy/dx)
+        text = _RIGHT_SIDE.sub(lambda right: _PRIME.sub(PRIME, right.group()), text)
+    return text.replace("∘", "⊙").replace("⊗", "⊙") if "∘" in text or "⊗" in text else text
 
 
 @dataclass
@@ -40,11 +52,13 @@ def parse_claims(text: str, max_depth: int = parser.DEFAULT_MAX_DEPTH) -> list[S
     from . import latex  # only answers files and --claim need it: not imported at start-up
 
     if not latex.looks_like_latex(text):
-        return parser.parse_claims(text, max_depth, NOTATION)
+        readable = signs(text)
+        return parser.parse_claims(readable, max_depth, NOTATION,
+                                   None if readable is text else lambda begin, end: text[begin:end])
     read = latex.from_latex(text)
     try:
         # Texts as written, in the LaTeX.
-        found = parser.parse_claims(read.text, max_depth, NOTATION,
+        found = parser.parse_claims(signs(read.text), max_depth, NOTATION,
                                     lambda begin, end: text[read.origin[begin]:read.origin[end - 1] + 1])
     except GradcalcError as error:
         if error.pos is not None:

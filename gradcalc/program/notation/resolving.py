@@ -8,14 +8,16 @@ claim: the one given is left as it was parsed.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Set
 from operator import is_
 from typing import Any
 
-from ...errors import GradcalcSyntaxError, Pos
+from ...errors import GradcalcError, GradcalcSyntaxError, Pos
 from ...language import syntax as S
-from ..builtins import CONSTANTS
+from ..builtins import BUILTINS, CONSTANTS
+from .reading import PRIME
 
 
 def finish(claim: S.Claim, variables: Mapping[str, Any], functions: Set[str], text: str) -> S.Claim:
@@ -102,6 +104,10 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set
         return operator is not None and after[operator.end():].lstrip()[:1] in ("(", "{", "[")
 
     def fix(node: Any) -> Any:
+        if isinstance(node, S.Call) and node.name.endswith(PRIME):  # σ'(z): the function's derivative there
+            return _derivative_at(node, [fix(a) for a in node.args], variables, functions)
+        if isinstance(node, S.Binary) and node.op == "*" and line_from(node.pos).startswith(("⊗", "\\otimes")):
+            return S.Call("outer", [fix(node.left), fix(node.right)], [], node.pos)  # a ⊗ b: the outer product
         if isinstance(node, S.Call) and node.name == "sqrt" and len(node.args) == 1 and line_from(node.pos)[:1] == "√":
             inner = node.args[0]  # √x(1 + y²): readers split on it, as on 1/2x
             if isinstance(inner, S.Call) and inner.name in variables and len(inner.args) == 1:
@@ -192,6 +198,69 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set
     return finished
 
 
+
+
+def _derivative_at(call: S.Call, args: list[S.Expr], variables: Mapping[str, Any], functions: Set[str]) -> S.Expr:
+    """σ'(z), tanh'(z), relu'(z): the derivative of a builtin of one argument, as the engine's own rules
+    give it (read back by the symbolic module, as `gradcalc diff` prints it), at the argument written."""
+    name = call.name[:-len(PRIME)]
+    written = f"{name}'(...)"
+    if name in variables or name not in functions:
+        raise GradcalcSyntaxError(f"'{written}': '{name}' is not a function, so it has no derivative to take",
+                                  f"write the derivative as d{name}/dx = ... (what it is of and by)", call.pos)
+    if name not in BUILTINS:
+        raise GradcalcSyntaxError(f"'{written}': the derivative of the program's own function '{name}' is not read",
+                                  f"write it out: the derivative of {name}'s body", call.pos)
+    if len(args) != 1 or call.keywords:
+        raise GradcalcSyntaxError(f"'{written}' takes one argument: a function of one variable's derivative",
+                                  f"write {name}'(z)", call.pos)
+    body = _derivative_of(name)
+    if body is None:
+        raise GradcalcSyntaxError(f"'{written}': {name} is not a function of one number, with a derivative",
+                                  "write the derivative out", call.pos)
+    return _substituted(body, args[0], call.pos)
+
+
+_PARAMETER = "t"  # the parameter of a builtin's derivative, as the symbolic module prints it
+
+
+@functools.cache
+def _derivative_of(name: str) -> S.Expr | None:
+    """A builtin's derivative as an expression in _PARAMETER: the engine's rule, read back as algebra."""
+    from ...engine import autodiff, graph, symbolic
+    from ...engine import backend as B
+    from ...language import parser
+
+    try:
+        with graph.recording_as(True, history=True), B.errstate():
+            t = graph.leaf(B.scalar(0.5), _PARAMETER)
+            value = BUILTINS[name].fn(t)
+            if not isinstance(value, graph.Node) or value.shape != () or not value.requires_grad:
+                return None
+            gradient = autodiff.backward(value, graph.constant(B.scalar(1.0)), [t], create_graph=True).get(t)
+            if not isinstance(gradient, graph.Node):
+                return None
+            found = symbolic.describe(name, (_PARAMETER,), gradient, {t: _PARAMETER}, {_PARAMETER})
+    except (GradcalcError, TypeError, ValueError):  # a builtin that does not take one scalar
+        return None
+    if found.where:
+        return None
+    return parser.parse_expression(found.text)
+
+
+def _substituted(body: S.Expr, argument: S.Expr, pos: Pos) -> S.Expr:
+    """The derivative's expression at the argument: each _PARAMETER replaced by it, every node placed at pos."""
+    if isinstance(body, S.Name) and body.name == _PARAMETER:
+        return argument
+    copy = object.__new__(type(body))
+    for slot in body.__slots__:
+        value = getattr(body, slot)
+        if isinstance(value, _PARTS):
+            value = _substituted(value, argument, pos)
+        elif type(value) is list:
+            value = [_substituted(v, argument, pos) if isinstance(v, _PARTS) else v for v in value]
+        setattr(copy, slot, pos if slot == "pos" else value)
+    return copy
 
 
 def _with_parts_fixed(node: Any, fix: Any) -> Any:
