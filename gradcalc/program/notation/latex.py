@@ -70,7 +70,8 @@ def from_latex(written: str) -> Latex:
     return Latex("".join(chars), origin)
 
 
-_MATH = re.compile(r"\$\$(.*?)(?:\$\$|$)|\$(.*?)(?:\$|$)|\\\((.*?)(?:\\\)|$)|\\\[(.*?)(?:\\\]|$)")
+# Math in a line of prose: $$...$$, $...$, \\(...\\), \\[...\\] (one not closed runs to the line's end).
+MATH = re.compile(r"\$\$(.*?)(?:\$\$|$)|\$(.*?)(?:\$|$)|\\\((.*?)(?:\\\)|$)|\\\[(.*?)(?:\\\]|$)")
 _RELATION = re.compile(r"=|≈|\\approx(?![A-Za-z])")
 
 
@@ -80,8 +81,8 @@ def _math_only(written: str) -> str:
     claims. The text keeps its length and lines, so every place stays where it was written."""
     lines = written.split("\n")
     for number, line in enumerate(lines):
-        found = list(_MATH.finditer(line))
-        outside = _MATH.sub("", line)
+        found = list(MATH.finditer(line))
+        outside = MATH.sub("", line)
         if not found or not any(c.isalpha() for c in outside):  # $...$ = $...$: the marks alone, read past
             continue
         spans = [next((m.start(g), m.end(g)) for g in range(1, 5) if m.group(g) is not None) for m in found]
