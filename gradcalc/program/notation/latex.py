@@ -377,10 +377,10 @@ def _derivation(src: str, i: int, body_start: int, name: str, emit: Callable[[st
             claims.append((a, relation.start(), [(relation.start(), b)]))
         else:  # a step: its right side replaces the one before
             claims[-1] = (claims[-1][0], claims[-1][1], [(relation.start(), b)])
-    for index, (left, relation, right) in enumerate(claims):
+    for index, (left, sign, right) in enumerate(claims):
         if index:
             emit(";", left)
-        for a, b in [(left, relation), *right]:
+        for a, b in [(left, sign), *right]:
             inner, places, _ = _convert(plain[:b], a, opener=None)
             chars.extend(inner)
             origin.extend(places)

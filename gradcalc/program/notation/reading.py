@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...engine import backend as B
-from ...errors import GradcalcError, Source
+from ...errors import FileProblem, GradcalcError, Pos, Source
 from ...files import DEFAULT_MAX_FILE_SIZE, read_text
 from ...language import parser
 from ...language import syntax as S
@@ -192,19 +192,23 @@ def _cells(text: str, filename: str) -> list[tuple[str, list[str]]]:
     """A notebook's cells, each its kind and its lines; GradcalcError (not judged) where it is no notebook."""
     import json  # only notebooks need it
 
-    def malformed(what: str) -> GradcalcError:
-        return GradcalcError(f"{filename} is not a Jupyter notebook gradcalc reads: {what}",
-                             "save it from Jupyter (File > Save) as a .ipynb file of nbformat 4, or submit the "
-                             "answers as a text file")
+    def malformed(what: str, pos: Pos | None = None) -> GradcalcError:
+        return FileProblem(f"not a Jupyter notebook gradcalc reads: {what}",
+                           "save it from Jupyter (File > Save) as a .ipynb file of nbformat 4, or submit the "
+                           "answers as a text file", pos).within(Source(text, filename))
 
     try:
         notebook = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise malformed(f"its JSON does not parse ({str(exc).splitlines()[0]})") from None
-    if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
-        raise malformed("it has no list of cells")
+    except json.JSONDecodeError as exc:
+        raise malformed(f"its JSON does not parse ({exc.msg})", Pos(exc.lineno, exc.colno)) from None
+    except (ValueError, RecursionError):  # nested past Python's limit
+        raise malformed("its JSON does not parse") from None
+    if not isinstance(notebook, dict):
+        raise malformed("it is JSON, but not a notebook's object")
     if notebook.get("nbformat") != 4:
         raise malformed(f"its nbformat is {notebook.get('nbformat')!r}, not 4")
+    if not isinstance(notebook.get("cells"), list):
+        raise malformed("it has no list of cells")
     cells = []
     for number, cell in enumerate(notebook["cells"], 1):
         body = cell.get("source") if isinstance(cell, dict) else None

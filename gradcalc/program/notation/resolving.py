@@ -248,7 +248,7 @@ def _derivative_of(name: str) -> S.Expr | None:
     return parser.parse_expression(found.text)
 
 
-def _substituted(body: S.Expr, argument: S.Expr, pos: Pos) -> S.Expr:
+def _substituted(body: Any, argument: S.Expr, pos: Pos) -> Any:
     """The derivative's expression at the argument: each _PARAMETER replaced by it, every node placed at pos."""
     if isinstance(body, S.Name) and body.name == _PARAMETER:
         return argument
