@@ -76,17 +76,18 @@ _RELATION = re.compile(r"=|≈|\\approx(?![A-Za-z])")
 
 
 def _math_only(written: str) -> str:
-    """Each line of prose with math in it ("The gradient is $\\frac{...}{...} = 2w$.") as its math alone: the
-    claims in $...$ (those with a = or ≈; all, if none has one), the prose blanked and a ';' between two
-    claims. The text keeps its length and lines, so every place stays where it was written."""
+    """Each line of prose with claims in its math ("The gradient is $\\frac{...}{...} = 2w$.") as those claims
+    alone: the $...$ with a = or ≈ kept, the rest blanked, and a ';' between two. The text keeps its length
+    and lines, so every place stays where it was written."""
     lines = written.split("\n")
     for number, line in enumerate(lines):
         found = list(MATH.finditer(line))
-        outside = MATH.sub("", line)
-        if not found or not any(c.isalpha() for c in outside):  # $...$ = $...$: the marks alone, read past
+        if not found or not any(c.isalpha() for c in MATH.sub("", line)):  # $...$ = $...$: marks, read past
             continue
         spans = [next((m.start(g), m.end(g)) for g in range(1, 5) if m.group(g) is not None) for m in found]
-        claims = [(a, b) for a, b in spans if _RELATION.search(line, a, b)] or spans
+        claims = [(a, b) for a, b in spans if _RELATION.search(line, a, b)]
+        if not claims:  # dL/dw = $2w$: the claim is outside the math too, and the marks are read past
+            continue
         kept = [" "] * len(line)
         for index, (a, b) in enumerate(claims):
             kept[a:b] = line[a:b]
