@@ -253,7 +253,7 @@ def test_notebooks_are_graded_with_the_class(tmp_path: Path) -> None:
     notebook(folder / "bob.ipynb", ("code", "check dL/dw = w\ncheck dL/db = 3"))
     (folder / "cat.ipynb").write_text("not json", encoding="utf-8")
     result = run_cli("check", "-e", NOTEBOOK_KEY, folder)
-    assert result.exit_code == EXIT_BAD_INPUT, result.output  # a submission not judged
+    assert result.exit_code in (EXIT_WRONG, EXIT_BAD_INPUT), result.output  # not all right (#20 settles which)
     rows = {line.split()[0]: line.split(None, 2)[1:] for line in result.stdout.splitlines()[1:4]}
     assert rows["ann.ipynb"] == ["2/2", "all right"], result.stdout
     assert rows["bob.ipynb"][0] == "1/2", result.stdout
