@@ -42,6 +42,7 @@ def _unsubscripted(name: str | None, variables: Mapping[str, Any]) -> str | None
 # Tuples for the tests every node meets: `A | B` makes a new union object each time it is evaluated.
 _PARTS = (S.Expr, S.Keyword)  # what a node's slots hold that fix reads
 _NAME_OR_CALL = (S.Name, S.Call)
+_OUTER = ("⊗", "\\otimes")  # the outer product's signs: the parser reads ⊗ as ⊙ (reading.signs), and this tells it
 _GROUPED = (S.Binary, S.Unary, S.Compare)  # what one expression in square brackets groups: not a vector
 
 
@@ -86,6 +87,12 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set
         line = lines[at.line - 1] if 0 < at.line <= len(lines) else ""
         return line[at.column - 1 + shift:] if at.column - 1 + shift >= 0 else ""
 
+    def written_at(at: Pos, signs: tuple[str, ...]) -> bool:
+        """Whether one of the signs is written at the place (no copy of the line: a claim has many)."""
+        return 0 < at.line <= len(lines) and lines[at.line - 1].startswith(signs, at.column - 1)
+
+    outer_written = any(sign in text for sign in _OUTER)
+
     def spaced(call: S.Call) -> bool:
         """Whether a call's argument follows its name after a space (σ x, read as a function's), not a bracket."""
         return line_from(_start(call.args[0]), -1).startswith(" ")
@@ -106,7 +113,7 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set
     def fix(node: Any) -> Any:
         if isinstance(node, S.Call) and node.name.endswith(PRIME):  # σ'(z): the function's derivative there
             return _derivative_at(node, [fix(a) for a in node.args], variables, functions)
-        if isinstance(node, S.Binary) and node.op == "*" and line_from(node.pos).startswith(("⊗", "\\otimes")):
+        if outer_written and isinstance(node, S.Binary) and node.op == "*" and written_at(node.pos, _OUTER):
             return S.Call("outer", [fix(node.left), fix(node.right)], [], node.pos)  # a ⊗ b: the outer product
         if isinstance(node, S.Call) and node.name == "sqrt" and len(node.args) == 1 and line_from(node.pos)[:1] == "√":
             inner = node.args[0]  # √x(1 + y²): readers split on it, as on 1/2x
