@@ -153,12 +153,28 @@ def test_a_prime_is_the_derivative_of_a_builtin_at_its_argument() -> None:
 
 @pytest.mark.parametrize(("claim", "message"), [
     ("dL/dz = p'(z)", "'p'(...)': 'p' is not a function, so it has no derivative to take"),
-    ("dL/dz = f'(z)", "'f'(...)': the derivative of the program's own function 'f' is not read"),
+    ("dL/dz = h'(z)", "'h'(...)': a prime is read for a function of one parameter written as one expression, "
+                      "h(t) = ..."),  # a body of statements may branch on its argument
+    ("dL/dz = k'(z)", "'k'(...)': a prime is read for a function of one parameter written as one expression, "
+                      "k(t) = ..."),
     ("dL/dz = σ'(z, 1)", "'σ'(...)' takes one argument: a function of one variable's derivative"),
     ("dL/dz = outer'(z)", "'outer'(...)': outer is not a function of one number, with a derivative"),
 ])
 def test_a_prime_that_names_no_derivative_says_so(claim: str, message: str) -> None:
-    assert error("f(t) = t^2; z = [0.5, -1, 2]; p = sigmoid(z); L = sum(p)", claim) == message
+    program = ("h(t) { if t > 0 { return t }; return 0 }; k(a, b) = a*b; z = [0.5, -1, 2]; p = sigmoid(z); "
+               "L = sum(p)")
+    assert error(program, claim) == message
+
+
+def test_a_prime_of_the_program_s_own_function_is_its_derivative_there() -> None:
+    # y = f(x) + Σ g(z), f(t) = a t² + sin t, g(t) = relu(t)·t: dy/dx = 2a x + cos x, dy/dz = relu'(z) z + relu(z).
+    program = ("a = 3; f(t) = a*t^2 + sin(t); g(t) = relu(t)*t; x = 0.7; z = [0.5, -1, 2]; y = f(x) + sum(g(z)); "
+               "t = 1")  # a variable t: the derivative's own parameter is another name
+    assert statuses(program, "dy/dx = f'(x)", "dy/dx = f′(x) + 0t", "dy/dx = f'(2x)", "dy/dz = g'(z)",
+                    "dy/dz = g'(z) z") == ["right", "right", "wrong", "right", "wrong"]
+    # a is moved at the nearby points: f' reads it, as f does
+    (moved,) = judged(program, "dy/dx = 6x + cos(x)")
+    assert (moved["status"], moved["diagnosis_code"]) == ("wrong", "only_here")
 
 
 def test_circle_is_elementwise_and_otimes_the_outer_product() -> None:

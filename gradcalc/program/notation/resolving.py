@@ -12,19 +12,25 @@ import functools
 import re
 from collections.abc import Mapping, Set
 from operator import is_
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import GradcalcError, GradcalcSyntaxError, Pos
 from ...language import syntax as S
 from ..builtins import BUILTINS, CONSTANTS
 from .reading import PRIME
 
+if TYPE_CHECKING:
+    from ..checker import Function
+    from ..interpreter import Interpreter
 
-def finish(claim: S.Claim, variables: Mapping[str, Any], functions: Set[str], text: str) -> S.Claim:
+
+def finish(claim: S.Claim, variables: Mapping[str, Any], functions: Set[str], text: str,
+           interpreter: Interpreter | None = None) -> S.Claim:
     """The claim as the program reads it (`variables`: its variables; `functions`: builtins and its own;
-    `text`: what the claim was written in). GradcalcSyntaxError where the notation is ambiguous there."""
+    `text`: what the claim was written in; `interpreter`: the program's, which runs its functions for their
+    primes, f'(x)). GradcalcSyntaxError where the notation is ambiguous there."""
     return S.Claim(unsubscripted(claim.of, variables), _unsubscripted(claim.wrt, variables),
-                   _juxtaposed_calls(claim.claimed, variables, functions, text), claim.pos, claim.text,
+                   _juxtaposed_calls(claim.claimed, variables, functions, text, interpreter), claim.pos, claim.text,
                    _unsubscripted(claim.wrt2, variables))
 
 
@@ -46,7 +52,8 @@ _OUTER = ("⊗", "\\otimes")  # the outer product's signs: the parser reads ⊗ 
 _GROUPED = (S.Binary, S.Unary, S.Compare)  # what one expression in square brackets groups: not a vector
 
 
-def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set[str], text: str) -> S.Expr:
+def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set[str], text: str,
+                      interpreter: Interpreter | None) -> S.Expr:
     """A variable before a bracket in a claim is a product, as answers write it: x(1 + x) is x·(1 + x),
     e^x(1 + x) is e^x·(1 + x), and 1/x(1 + x) is ambiguous. Calls of functions stay calls. A name
     the program does not have is its name without underscores (w_1 for w1) if it has that, or else,
@@ -112,7 +119,7 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set
 
     def fix(node: Any) -> Any:
         if isinstance(node, S.Call) and node.name.endswith(PRIME):  # σ'(z): the function's derivative there
-            return _derivative_at(node, [fix(a) for a in node.args], variables, functions)
+            return _derivative_at(node, [fix(a) for a in node.args], variables, functions, interpreter)
         if outer_written and isinstance(node, S.Binary) and node.op == "*" and written_at(node.pos, _OUTER):
             return S.Call("outer", [fix(node.left), fix(node.right)], [], node.pos)  # a ⊗ b: the outer product
         if isinstance(node, S.Call) and node.name == "sqrt" and len(node.args) == 1 and line_from(node.pos)[:1] == "√":
@@ -207,20 +214,26 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set
 
 
 
-def _derivative_at(call: S.Call, args: list[S.Expr], variables: Mapping[str, Any], functions: Set[str]) -> S.Expr:
-    """σ'(z), tanh'(z), relu'(z): the derivative of a builtin of one argument, as the engine's own rules
-    give it (read back by the symbolic module, as `gradcalc diff` prints it), at the argument written."""
+def _derivative_at(call: S.Call, args: list[S.Expr], variables: Mapping[str, Any], functions: Set[str],
+                   interpreter: Interpreter | None) -> S.Expr:
+    """σ'(z), tanh'(z), relu'(z), f'(x): the derivative of a function of one argument, a builtin or the
+    program's, as the engine's own rules give it (read back by the symbolic module, as `gradcalc diff` prints
+    it), at the argument written."""
     name = call.name[:-len(PRIME)]
     written = f"{name}'(...)"
     if name in variables or name not in functions:
         raise GradcalcSyntaxError(f"'{written}': '{name}' is not a function, so it has no derivative to take",
                                   f"write the derivative as d{name}/dx = ... (what it is of and by)", call.pos)
-    if name not in BUILTINS:
-        raise GradcalcSyntaxError(f"'{written}': the derivative of the program's own function '{name}' is not read",
-                                  f"write it out: the derivative of {name}'s body", call.pos)
     if len(args) != 1 or call.keywords:
         raise GradcalcSyntaxError(f"'{written}' takes one argument: a function of one variable's derivative",
                                   f"write {name}'(z)", call.pos)
+    own = interpreter.functions.get(name) if interpreter is not None else None
+    if own is not None and interpreter is not None:
+        parameter, derivative = _own_derivative(own, variables, interpreter, call)
+        return _substituted(derivative, args[0], call.pos, parameter)
+    if name not in BUILTINS:
+        raise GradcalcSyntaxError(f"'{written}': the derivative of the program's own function '{name}' is not read "
+                                  "here", f"write it out: the derivative of {name}'s body", call.pos)
     body = _derivative_of(name)
     if body is None:
         raise GradcalcSyntaxError(f"'{written}': {name} is not a function of one number, with a derivative",
@@ -255,17 +268,55 @@ def _derivative_of(name: str) -> S.Expr | None:
     return parser.parse_expression(found.text)
 
 
-def _substituted(body: Any, argument: S.Expr, pos: Pos) -> Any:
-    """The derivative's expression at the argument: each _PARAMETER replaced by it, every node placed at pos."""
-    if isinstance(body, S.Name) and body.name == _PARAMETER:
+def _own_derivative(function: Function, variables: Mapping[str, Any], interpreter: Interpreter, call: S.Call
+                    ) -> tuple[str, S.Expr]:
+    """The derivative of the program's function of one parameter, f(t) = ..., as a parameter's name (one the
+    program does not use) and an expression in it and the program's variables: its body run on a leaf and
+    differentiated by the engine, read back."""
+    from ...engine import autodiff, graph, symbolic
+    from ...engine import backend as B
+    from ...language import parser
+
+    written = f"{function.name}'(...)"
+    if len(function.params) != 1 or len(function.body) != 1 or not isinstance(function.body[0], S.Return):
+        # a body of statements may branch on its argument: its derivative here would be one branch's only
+        raise GradcalcSyntaxError(f"'{written}': a prime is read for a function of one parameter written as one "
+                                  f"expression, {function.name}(t) = ...", "write the derivative out", call.pos)
+    parameter = _PARAMETER
+    while parameter in variables:
+        parameter += "_"
+    try:
+        with graph.recording_as(True, history=True), B.errstate():
+            t = graph.leaf(B.scalar(0.5), parameter)
+            value = interpreter.evaluate(S.Call(function.name, [S.Name(parameter, call.pos)], [], call.pos),
+                                         {**variables, parameter: t})
+            gradient = autodiff.backward(value, graph.constant(B.scalar(1.0)), [t], create_graph=True).get(t) \
+                if value.shape == () and value.requires_grad else None
+            if not isinstance(gradient, graph.Node):  # constant in its argument, or not a number's function
+                gradient = graph.constant(B.scalar(0.0))
+            symbols = {node: name for name, node in variables.items()}
+            symbols[t] = parameter
+            found = symbolic.describe(function.name, (parameter,), gradient, symbols, {*variables, parameter})
+    except GradcalcError as exc:
+        raise GradcalcSyntaxError(f"'{written}': {function.name} could not be differentiated ({exc.message})",
+                                  "write the derivative out", call.pos) from None
+    if found.where or not found.evaluable:
+        raise GradcalcSyntaxError(f"'{written}': {function.name}'s derivative is too long to read here",
+                                  "write the derivative out", call.pos)
+    return parameter, parser.parse_expression(found.text)
+
+
+def _substituted(body: Any, argument: S.Expr, pos: Pos, parameter: str = _PARAMETER) -> Any:
+    """The derivative's expression at the argument: each parameter replaced by it, every node placed at pos."""
+    if isinstance(body, S.Name) and body.name == parameter:
         return argument
     copy = object.__new__(type(body))
     for slot in body.__slots__:
         value = getattr(body, slot)
         if isinstance(value, _PARTS):
-            value = _substituted(value, argument, pos)
+            value = _substituted(value, argument, pos, parameter)
         elif type(value) is list:
-            value = [_substituted(v, argument, pos) if isinstance(v, _PARTS) else v for v in value]
+            value = [_substituted(v, argument, pos, parameter) if isinstance(v, _PARTS) else v for v in value]
         setattr(copy, slot, pos if slot == "pos" else value)
     return copy
 
