@@ -130,6 +130,16 @@ def test_an_aligned_derivation_is_judged_by_its_last_line() -> None:
     assert [(v["wrt"], v["status"]) for v in two] == [("w", "right"), ("b", "wrong")]
 
 
+@pytest.mark.parametrize(("claim", "message"), [
+    (r"\begin{aligned} \frac{\partial L}{\partial w} &= 2w \\ &= 2w", "\\begin{aligned} is never ended"),
+    (r"\begin{aligned} \\ \end{aligned}", "\\begin{aligned} holds no claim"),
+    (r"\begin{align*} 2w \\ &= 2w \end{align*}", "a derivation's first line has no '='"),
+    (r"\nabla_{w} = 2w", "a gradient is read as \\nabla_{w} L: one name as the subscript, one after it"),
+])
+def test_a_derivation_or_a_gradient_that_cannot_be_read_says_so(claim: str, message: str) -> None:
+    assert error(SQUARE, claim) == message
+
+
 def test_prose_around_math_is_read_past() -> None:
     assert statuses(SQUARE, r"The gradient is $\frac{\partial L}{\partial w} = 2w$.",
                     r"so $\frac{\partial L}{\partial w} = w$, as shown", "dL/dw = $2w$") == ["right", "wrong", "right"]
@@ -159,6 +169,8 @@ def test_a_prime_is_the_derivative_of_a_builtin_at_its_argument() -> None:
                       "k(t) = ..."),
     ("dL/dz = σ'(z, 1)", "'σ'(...)' takes one argument: a function of one variable's derivative"),
     ("dL/dz = outer'(z)", "'outer'(...)': outer is not a function of one number, with a derivative"),
+    ("dL/dz = randn'(z)", "'randn'(...)': randn is not a function of one number, with a derivative"),
+    ("dL/dz = σ' (z)", "unexpected character \"'\""),  # a prime is written against its bracket
 ])
 def test_a_prime_that_names_no_derivative_says_so(claim: str, message: str) -> None:
     program = ("h(t) { if t > 0 { return t }; return 0 }; k(a, b) = a*b; z = [0.5, -1, 2]; p = sigmoid(z); "

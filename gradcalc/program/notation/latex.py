@@ -378,6 +378,9 @@ def _derivation(src: str, i: int, body_start: int, name: str, emit: Callable[[st
             claims.append((a, relation.start(), [(relation.start(), b)]))
         else:  # a step: its right side replaces the one before
             claims[-1] = (claims[-1][0], claims[-1][1], [(relation.start(), b)])
+    if not claims:
+        raise GradcalcSyntaxError(f"\\begin{{{name}}} holds no claim", "write ∂L/∂w &= ... \\\\ &= ... in it",
+                                  _at(src, i))
     for index, (left, sign, right) in enumerate(claims):
         if index:
             emit(";", left)

@@ -20,7 +20,7 @@ from ..builtins import Context
 from .juxtaposition import NOTATION
 
 _CHECK_STATEMENT = re.compile(r"(^|;)\s*check\b", re.MULTILINE)
-_PRIME = re.compile(r"(?<=\w)['′](?=\s*\()")  # f'(x), σ'(z): Lagrange's prime before a call's bracket
+_PRIME = re.compile(r"(?<=\w)['′](?=\()")  # f'(x), σ'(z): Lagrange's prime before a call's bracket
 _RIGHT_SIDE = re.compile(r"(?<=[=≈]).*")  # after a line's first = or ≈: f'(x) = ... is no claim (write df/dx)
 PRIME = "ʹ"  # what the prime becomes: a modifier letter, so that f' is one name, fʹ, that resolving.py reads
 

@@ -251,10 +251,13 @@ def _derivative_of(name: str) -> S.Expr | None:
     from ...engine import backend as B
     from ...language import parser
 
+    builtin = BUILTINS[name]
+    if builtin.needs_context or not builtin.required <= 1 <= len(builtin.params):  # randn, load, where: not f(x)
+        return None
     try:
         with graph.recording_as(True, history=True), B.errstate():
             t = graph.leaf(B.scalar(0.5), _PARAMETER)
-            value = BUILTINS[name].fn(t)
+            value = builtin.fn(t)
             if not isinstance(value, graph.Node) or value.shape != () or not value.requires_grad:
                 return None
             gradient = autodiff.backward(value, graph.constant(B.scalar(1.0)), [t], create_graph=True).get(t)
