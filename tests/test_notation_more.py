@@ -237,7 +237,7 @@ def test_a_notebook_s_code_and_markdown_cells_are_read_for_claims(tmp_path: Path
     path = notebook(
         tmp_path / "hw.ipynb",
         ("markdown", "# Homework 3\nCompute the gradients of $L$ with $w = 0.5$."),  # 1-3: no claim
-        ("code", "import numpy as np\ncheck dL/dw = 2w\nw = 0.5  # check nothing\ncheck dL/dz = σ'(z)"),  # 4-8
+        ("code", "import numpy as np\ncheck dL/dw = 2w\ncheck = w > 0  # Python\ncheck dL/dz = σ'(z)"),  # 4-8
         ("markdown", "The gradient is $\\frac{\\partial L}{\\partial w} = 2w$.\n"  # 9: cell 3 header; 10
                      "- dL/db = 2\n"  # 11: a list's item
                      "where $w$ is a weight, and dL/dw = 3w is prose\n"  # 12: no claim in its math
@@ -280,7 +280,7 @@ def test_notebooks_are_graded_with_the_class(tmp_path: Path) -> None:
     folder = tmp_path / "class"
     folder.mkdir()
     notebook(folder / "ann.ipynb", ("markdown", "$\\nabla_{w} \\mathcal{L} = 2w$, $\\nabla_b L = 3$"))
-    notebook(folder / "bob.ipynb", ("code", "check dL/dw = w\ncheck dL/db = 3"))
+    notebook(folder / "bob.ipynb", ("code", "check dL/dw = w\ncheck(b)"), ("markdown", "```\ncheck dL/db = 3\n```"))
     (folder / "cat.ipynb").write_text("not json", encoding="utf-8")
     result = run_cli("check", "-e", NOTEBOOK_KEY, folder)
     assert result.exit_code in (EXIT_WRONG, EXIT_BAD_INPUT), result.output  # not all right (#20 settles which)

@@ -163,7 +163,8 @@ def claim_context(seed: int, text: str) -> Context:
 # A Markdown line read for claims: one whose claim is a derivative (prose and a model's own equations are not).
 _DERIVATIVE_HEAD = re.compile(r"∂|\\partial|\\nabla|(?<![^\W\d])d[^\W\d]?\w*\s*/\s*d|\\frac\s*\{\s*(?:\\mathrm\{)?d")
 _RELATION = re.compile(r"=|≈|\\\\approx")
-_MARKER = re.compile(r"^[ \t]*(?:>[ \t]*)*(?:[-*+][ \t]+|\d+[.)][ \t]+)?")  # a quote's >, a list's - or 1.
+_MARKER = re.compile(r"^[ \t]*(?:>[ \t]*)*(?:[-*+][ \t]+|\d+[.)][ \t]+)?(?:check[ \t]+)?")  # >, - or 1., check
+_CHECK_CLAIM = re.compile(r"^[ \t]*check[ \t]+[^\s=(]")  # check dL/dw = ...; not Python's check = ..., check(...)
 
 
 def notebook_claims(text: str, filename: str) -> tuple[Claims, Source]:
@@ -222,7 +223,7 @@ def _cells(text: str, filename: str) -> list[tuple[str, list[str]]]:
 
 def _code_claims(lines: list[str]) -> list[tuple[int, int, int]]:
     """The check lines of a code cell: (its index, the index after it, 0: nothing before the claim to blank)."""
-    return [(index, index + 1, 0) for index, line in enumerate(lines) if _CHECK_LINE.match(line)]
+    return [(index, index + 1, 0) for index, line in enumerate(lines) if _CHECK_CLAIM.match(line)]
 
 
 def _markdown_claims(lines: list[str]) -> list[tuple[int, int, int]]:
