@@ -38,6 +38,8 @@ CLAIMS = [
     "dy/dx = -(x - μ)/σ^2 f(x)",  # a bare denominator ends at a spaced call
     "dy/dx = 8.07×10^-1",  # scientific notation
     "dy/dw_1 = σ^2",  # the derivative's own names
+    "dy/dx = -8.07×10⁻¹ + tanh'(x) (x + 1)/(x(x + 1))",  # negative scientific notation; a prime; a bracketed /
+    "dL/dδ = δ ⊗ δ ∘ 1[δ > 0] 2",  # the outer product, elementwise, an indicator, a number after a bracket
     "dy/dx = 1/x(1 + x)",  # ambiguous: the notation's error
     "dy/dx = √x(1 + a)",  # ambiguous too
 ]

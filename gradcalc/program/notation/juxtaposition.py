@@ -43,6 +43,14 @@ def _attached(previous: Token, token: Token) -> bool:
     return _start(token) == _start(previous) + len(previous)
 
 
+def _number_multiplies(previous: Token, token: Token) -> bool:
+    """A number after a bracket, (x - 3)2x, or after a space, cos(u) 2x, is a factor; not one after a number
+    (2 3 may be 2.3 or 23) nor one written tight after a power or a transpose (x²2)."""
+    if previous.type == "NUMBER":
+        return False
+    return previous.type in CLOSING or not _attached(previous, token)
+
+
 def is_function(name: str) -> bool:
     """Whether a name is a builtin function (claims read sin x as sin(x), and latex.py its powers)."""
     return name in BUILTINS
@@ -121,7 +129,8 @@ class Juxtaposition:
                 and is_function(str(previous))):  # sin x, sin 2x: a call whose argument follows
             self.calls.append([depth, [], []])
             inserted.append(_made("LPAR", "(", token))
-        elif (previous is not None and previous.type in _OPERAND_ENDS and kind in _OPERAND_STARTS
+        elif (previous is not None and previous.type in _OPERAND_ENDS and (kind in _OPERAND_STARTS or (
+                kind == "NUMBER" and _number_multiplies(previous, token)))
               and not (previous.type == "NAME" and kind in ("LPAR", "LSQB") and _attached(previous, token)
                        and (earlier is None or earlier.type != "DOT"))
               and not (previous.type == "NAME" and kind == "LPAR" and is_function(str(previous)))):

@@ -20,16 +20,18 @@ _WORDS = {
     "sin": "sin", "cos": "cos", "tan": "tan", "sec": "sec", "csc": "csc", "cot": "cot", "sinh": "sinh",
     "cosh": "cosh", "tanh": "tanh", "arcsin": "asin", "arccos": "acos", "arctan": "atan", "exp": "exp",
     "log": "log", "ln": "ln", "max": "max", "min": "min", "det": "det", "coth": "coth", "sech": "sech",
-    "csch": "csch", "top": "T", "intercal": "T", "sum": "sum",
+    "csch": "csch", "top": "T", "intercal": "T", "sum": "sum", "circ": "∘", "otimes": "⊗", "prime": "'",
     "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "varepsilon": "ε", "eta": "η",
     "theta": "θ", "lambda": "λ", "mu": "μ", "sigma": "σ", "tau": "τ", "phi": "φ", "varphi": "φ", "omega": "ω",
     ",": " ", ";": " ", ":": " ", " ": " ", "!": "", "quad": " ", "qquad": " ", "left": "", "right": "",
+    "nonumber": "", "notag": "",
 }
 # Functions, whose powers (\tanh^{2}{x}) are the powers of their values.
 _FUNCTIONS = {"sin", "cos", "tan", "sec", "csc", "cot", "sinh", "cosh", "tanh", "coth", "sech", "csch", "arcsin",
               "arccos", "arctan", "exp", "log", "ln", "sigma"}
 # Commands whose argument is text to keep as it is: \mathrm{d}, \operatorname{softplus}.
-_FONTS = {"mathrm", "mathit", "mathbf", "mathsf", "boldsymbol", "bm", "operatorname", "text", "textrm"}
+_FONTS = {"mathrm", "mathit", "mathbf", "mathsf", "mathcal", "mathscr", "boldsymbol", "bm", "operatorname", "text",
+          "textrm"}
 _FRACTIONS = {"frac", "dfrac", "tfrac"}
 _DERIVATIVE = re.compile(r"^(∂|d)\s*([^\W\d]\w*)$")  # ∂L, dw1: a claim's left side
 _SECOND_TOP = re.compile(r"^(∂|d)\s*\^\(?\s*2\s*\)?\s*([^\W\d]\w*)$")  # ∂^2 L
@@ -63,9 +65,36 @@ def looks_like_latex(text: str) -> bool:
 
 def from_latex(written: str) -> Latex:
     """The gradcalc text of claims written in LaTeX; GradcalcSyntaxError for what it cannot read."""
-    chars, origin, _ = _convert(written, 0, opener=None)
+    chars, origin, _ = _convert(_math_only(written), 0, opener=None)
     origin.append(len(written))  # the end
     return Latex("".join(chars), origin)
+
+
+# Math in a line of prose: $$...$$, $...$, \\(...\\), \\[...\\] (one not closed runs to the line's end).
+MATH = re.compile(r"\$\$(.*?)(?:\$\$|$)|\$(.*?)(?:\$|$)|\\\((.*?)(?:\\\)|$)|\\\[(.*?)(?:\\\]|$)")
+_RELATION = re.compile(r"=|≈|\\approx(?![A-Za-z])")
+
+
+def _math_only(written: str) -> str:
+    """Each line of prose with claims in its math ("The gradient is $\\frac{...}{...} = 2w$.") as those claims
+    alone: the $...$ with a = or ≈ kept, the rest blanked, and a ';' between two. The text keeps its length
+    and lines, so every place stays where it was written."""
+    lines = written.split("\n")
+    for number, line in enumerate(lines):
+        found = list(MATH.finditer(line))
+        if not found or not any(c.isalpha() for c in MATH.sub("", line)):  # $...$ = $...$: marks, read past
+            continue
+        spans = [next((m.start(g), m.end(g)) for g in range(1, 5) if m.group(g) is not None) for m in found]
+        claims = [(a, b) for a, b in spans if _RELATION.search(line, a, b)]
+        if not claims:  # dL/dw = $2w$: the claim is outside the math too, and the marks are read past
+            continue
+        kept = [" "] * len(line)
+        for index, (a, b) in enumerate(claims):
+            kept[a:b] = line[a:b]
+            if index:
+                kept[a - 1] = ";"  # the mark before it: a claim of its own
+        lines[number] = "".join(kept)
+    return "\n".join(lines)
 
 
 def _emitter(chars: list[str], origin: list[int]) -> Callable[[str, int], None]:
@@ -108,7 +137,9 @@ def _convert(src: str, i: int, opener: int | None) -> tuple[list[str], list[int]
             start = i
             inner, places, i = _argument(src, i + 1)
             exponent = "".join(inner).strip()
-            if exponent == "T":
+            if exponent in ("'", "''"):  # f^{\\prime}(x): Lagrange's prime, as f'(x)
+                emit(exponent, start)
+            elif exponent == "T":
                 emit(".", start)  # x^{T}: the transpose
                 emit("T", i - 1)  # through the closing brace: a claim's text as written runs to it
             elif exponent.isdigit():  # x^2, x^{2}: as plain text writes them (sin^2 x, d^2f/dx^2)
@@ -165,6 +196,8 @@ def _command(src: str, i: int, emit: Callable[[str, int], None], chars: list[str
     if name == "sum" and src[end:end + 1] == "_":
         raise GradcalcSyntaxError("a sum with limits or an axis (\\sum_{...}) is not read",
                                   "write \\sum x for the sum of all entries, or sum(x, axis=0)", _at(src, i, 4))
+    if name == "nabla":
+        return _gradient(src, i, end, emit)
     if name in _WORDS:
         if name == "left" and src[end:end + 1] == "|":
             emit("abs(", i)
@@ -246,13 +279,37 @@ def _command(src: str, i: int, emit: Callable[[str, int], None], chars: list[str
                               "and the functions (\\sin, \\exp, \\sigma, ...)", _at(src, i, len(name) + 1))
 
 
+def _gradient(src: str, i: int, end: int, emit: Callable[[str, int], None]) -> int:
+    """\\nabla_{w} L, a claim's left side: the gradient ∂L/∂w."""
+    if src[end:end + 1] != "_":
+        raise GradcalcSyntaxError("a gradient \\nabla needs what it is taken by, as a subscript",
+                                  "write \\nabla_{w} L for ∂L/∂w", _at(src, i, end - i))
+    by, _, after = _argument(src, end + 1)
+    start = after + len(src[after:]) - len(src[after:].lstrip(" "))
+    if src[start:start + 1] == "\\":
+        of, _, after = _argument(src, start)
+    else:
+        found = re.match(r"[^\W\d]\w*", src[start:])
+        of, after = (list(found.group()), start + found.end()) if found else ([], start)
+    wrt, output = "".join(by).strip(), "".join(of).strip()
+    if not re.fullmatch(r"[^\W\d]\w*", wrt) or not re.fullmatch(r"[^\W\d]\w*", output):
+        raise GradcalcSyntaxError("a gradient is read as \\nabla_{w} L: one name as the subscript, one after it",
+                                  "write \\nabla_{w} L for ∂L/∂w", _at(src, i, max(1, after - i)))
+    emit(f"∂{output}/∂{wrt}", i)
+    emit(" ", after - 1)  # through the name: a claim's text as written runs to it
+    return after
+
+
 _MATRICES = {"matrix", "bmatrix", "pmatrix", "Bmatrix"}
+_DERIVATIONS = {"aligned", "align", "align*", "alignat", "split", "gathered", "eqnarray", "eqnarray*"}
 
 
 def _matrix(src: str, i: int, end: int, emit: Callable[[str, int], None], chars: list[str],
             origin: list[int]) -> int:
     """\\begin{bmatrix} 1 & 2 \\\\ 3 & 4 \\end{bmatrix} as [[1, 2], [3, 4]]; one row or one column is a vector."""
-    found = re.match(r"\{(\w+)\}", src[end:])
+    found = re.match(r"\{(\w+\*?)\}", src[end:])
+    if found is not None and found.group(1) in _DERIVATIONS:
+        return _derivation(src, i, end + found.end(), found.group(1), emit, chars, origin)
     if found is None or found.group(1) not in _MATRICES:
         raise GradcalcSyntaxError("a LaTeX environment claims do not read", "write a matrix with \\begin{bmatrix} "
                                   "... \\end{bmatrix}, or as [[1, 2], [3, 4]]", _at(src, i))
@@ -292,10 +349,56 @@ def _matrix(src: str, i: int, end: int, emit: Callable[[str, int], None], chars:
     return after
 
 
+def _derivation(src: str, i: int, body_start: int, name: str, emit: Callable[[str, int], None],
+                chars: list[str], origin: list[int]) -> int:
+    """\\begin{aligned} ∂L/∂w &= ... \\\\ &= ... \\end{aligned}: a derivation, read as the claim it ends in.
+
+    A line with a left side starts a claim; a line that starts with its = (or ≈) is a step, and the last
+    step's right side is what is claimed (the steps between are not judged); a line without one goes on
+    with the line before it. Two claims are read as two, as on one line separated by ';'.
+    """
+    closing = f"\\end{{{name}}}"
+    body_end = src.find(closing, body_start)
+    if body_end < 0:
+        raise GradcalcSyntaxError(f"\\begin{{{name}}} is never ended", f"end it with {closing}", _at(src, i))
+    plain = src[:body_end].replace("&", " ")  # alignment marks: the same length, so places stay
+    claims: list[tuple[int, int, list[tuple[int, int]]]] = []  # each: its relation's span, its right side's parts
+    start = body_start
+    for row in re.split(r"(\\\\(?:\[[^\]]*\])?)", src[body_start:body_end]):
+        a, b, start = start, start + len(row), start + len(row)
+        if row.startswith("\\\\") or not plain[a:b].strip():
+            continue
+        relation = _RELATION.search(plain, a, b)
+        if relation is None:  # the line goes on with the one before
+            if not claims:
+                raise GradcalcSyntaxError("a derivation's first line has no '='", "write ∂L/∂w &= ... \\\\ &= ...",
+                                          _at(src, a))
+            claims[-1][2].append((a, b))
+        elif plain[a:relation.start()].strip() or not claims:
+            claims.append((a, relation.start(), [(relation.start(), b)]))
+        else:  # a step: its right side replaces the one before
+            claims[-1] = (claims[-1][0], claims[-1][1], [(relation.start(), b)])
+    if not claims:
+        raise GradcalcSyntaxError(f"\\begin{{{name}}} holds no claim", "write ∂L/∂w &= ... \\\\ &= ... in it",
+                                  _at(src, i))
+    for index, (left, sign, right) in enumerate(claims):
+        if index:
+            emit(";", left)
+        for a, b in [(left, sign), *right]:
+            inner, places, _ = _convert(plain[:b], a, opener=None)
+            chars.extend(inner)
+            origin.extend(places)
+            emit(" ", b - 1)
+    return body_end + len(closing)
+
+
 def _power_of_call(src: str, i: int, word: str, power: int, emit: Callable[[str, int], None], chars: list[str],
                    origin: list[int]) -> int:
     """\\sin^{2}{x} or \\sin^{2}(x), the power of a function's value, as (sin(x))^(2)."""
     exponent, exponent_places, after = _argument(src, power + 1)
+    if "".join(exponent).strip() in ("'", "''"):  # \\sigma^{\\prime}(z): the derivative's prime, as σ'(z)
+        emit(word + "".join(exponent).strip(), i)
+        return after
     start = after + len(src[after:]) - len(src[after:].lstrip(" "))
     if src.startswith("{", start):
         argument, places, after = _convert(src, start + 1, opener=start)

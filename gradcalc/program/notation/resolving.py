@@ -8,20 +8,29 @@ claim: the one given is left as it was parsed.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Mapping, Set
 from operator import is_
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...errors import GradcalcSyntaxError, Pos
+from ...errors import GradcalcError, GradcalcSyntaxError, Pos
 from ...language import syntax as S
-from ..builtins import CONSTANTS
+from ..builtins import BUILTINS, CONSTANTS
+from .reading import PRIME
+
+if TYPE_CHECKING:
+    from ..checker import Function
+    from ..interpreter import Interpreter
 
 
-def finish(claim: S.Claim, variables: Mapping[str, Any], functions: Set[str], text: str) -> S.Claim:
+def finish(claim: S.Claim, variables: Mapping[str, Any], functions: Set[str], text: str,
+           interpreter: Interpreter | None = None) -> S.Claim:
     """The claim as the program reads it (`variables`: its variables; `functions`: builtins and its own;
-    `text`: what the claim was written in). GradcalcSyntaxError where the notation is ambiguous there."""
+    `text`: what the claim was written in; `interpreter`: the program's, which runs its functions for their
+    primes, f'(x)). GradcalcSyntaxError where the notation is ambiguous there."""
     return S.Claim(unsubscripted(claim.of, variables), _unsubscripted(claim.wrt, variables),
-                   _juxtaposed_calls(claim.claimed, variables, functions, text), claim.pos, claim.text,
+                   _juxtaposed_calls(claim.claimed, variables, functions, text, interpreter), claim.pos, claim.text,
                    _unsubscripted(claim.wrt2, variables))
 
 
@@ -39,9 +48,12 @@ def _unsubscripted(name: str | None, variables: Mapping[str, Any]) -> str | None
 # Tuples for the tests every node meets: `A | B` makes a new union object each time it is evaluated.
 _PARTS = (S.Expr, S.Keyword)  # what a node's slots hold that fix reads
 _NAME_OR_CALL = (S.Name, S.Call)
+_OUTER = ("⊗", "\\otimes")  # the outer product's signs: the parser reads ⊗ as ⊙ (reading.signs), and this tells it
+_GROUPED = (S.Binary, S.Unary, S.Compare)  # what one expression in square brackets groups: not a vector
 
 
-def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set[str], text: str) -> S.Expr:
+def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set[str], text: str,
+                      interpreter: Interpreter | None) -> S.Expr:
     """A variable before a bracket in a claim is a product, as answers write it: x(1 + x) is x·(1 + x),
     e^x(1 + x) is e^x·(1 + x), and 1/x(1 + x) is ambiguous. Calls of functions stay calls. A name
     the program does not have is its name without underscores (w_1 for w1) if it has that, or else,
@@ -82,6 +94,12 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set
         line = lines[at.line - 1] if 0 < at.line <= len(lines) else ""
         return line[at.column - 1 + shift:] if at.column - 1 + shift >= 0 else ""
 
+    def written_at(at: Pos, signs: tuple[str, ...]) -> bool:
+        """Whether one of the signs is written at the place (no copy of the line: a claim has many)."""
+        return 0 < at.line <= len(lines) and lines[at.line - 1].startswith(signs, at.column - 1)
+
+    outer_written = any(sign in text for sign in _OUTER)
+
     def spaced(call: S.Call) -> bool:
         """Whether a call's argument follows its name after a space (σ x, read as a function's), not a bracket."""
         return line_from(_start(call.args[0]), -1).startswith(" ")
@@ -91,7 +109,19 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set
         after = line_from(division.pos)
         return after.startswith("/") and not after[1:].lstrip().startswith("(")
 
+    def grouped(operation: S.Binary) -> bool:
+        """Whether the right operand of a / or ^ was written in brackets (/(x(1 + x)), ^{...}, \\frac{}{})."""
+        after = line_from(operation.pos)
+        if after.startswith(("\\frac", "\\dfrac", "\\tfrac")):
+            return True
+        operator = re.match(r"\*\*|[/÷^]", after)
+        return operator is not None and after[operator.end():].lstrip()[:1] in ("(", "{", "[")
+
     def fix(node: Any) -> Any:
+        if isinstance(node, S.Call) and node.name.endswith(PRIME):  # σ'(z): the function's derivative there
+            return _derivative_at(node, [fix(a) for a in node.args], variables, functions, interpreter)
+        if outer_written and isinstance(node, S.Binary) and node.op == "*" and written_at(node.pos, _OUTER):
+            return S.Call("outer", [fix(node.left), fix(node.right)], [], node.pos)  # a ⊗ b: the outer product
         if isinstance(node, S.Call) and node.name == "sqrt" and len(node.args) == 1 and line_from(node.pos)[:1] == "√":
             inner = node.args[0]  # √x(1 + y²): readers split on it, as on 1/2x
             if isinstance(inner, S.Call) and inner.name in variables and len(inner.args) == 1:
@@ -122,8 +152,11 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set
             return below
         if (number := _scientific(node)) is not None:
             return number
-        if isinstance(node, S.Tensor) and len(node.items) == 1 and isinstance(node.items[0], S.Binary | S.Unary):
-            return fix(node.items[0])  # [(x - 3)(2x) - (x^2 + 1)]/(x - 3)^2: brackets that group, not a vector
+        if isinstance(node, S.Tensor) and len(node.items) == 1 and not isinstance(node.items[0], S.Tensor):
+            inner = fix(node.items[0])  # [(x - 3)(2x) - (x^2 + 1)]/(x - 3)^2, /[p(1 - p)], 1[z > 0]: brackets
+            if isinstance(inner, _GROUPED):  # that group an operation, not a vector of one entry
+                return inner
+            return node if inner is node.items[0] else S.Tensor([inner], node.pos)
         if isinstance(node, S.Tensor):  # a literal's rows are rows: [[x + 1], [y]] stays a column
             return S.Tensor([S.Tensor([fix(i) for i in row.items], row.pos) if isinstance(row, S.Tensor)
                              else fix(row) for row in node.items], node.pos)
@@ -164,7 +197,8 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set
             right = node.right
             negated = isinstance(right, S.Unary) and right.op == "-"  # e^-x(1 + x)
             called = right.operand if isinstance(right, S.Unary) and negated else right
-            if isinstance(called, S.Call) and called.name in variables and (split := product(called)) is not None:
+            if isinstance(called, S.Call) and called.name in variables and not grouped(node) \
+                    and (split := product(called)) is not None:
                 variable, factor = split
                 exponent = S.Unary("-", variable, right.pos) if negated else variable
                 if node.op == "/":
@@ -178,6 +212,116 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set
     return finished
 
 
+
+
+def _derivative_at(call: S.Call, args: list[S.Expr], variables: Mapping[str, Any], functions: Set[str],
+                   interpreter: Interpreter | None) -> S.Expr:
+    """σ'(z), tanh'(z), relu'(z), f'(x): the derivative of a function of one argument, a builtin or the
+    program's, as the engine's own rules give it (read back by the symbolic module, as `gradcalc diff` prints
+    it), at the argument written."""
+    name = call.name[:-len(PRIME)]
+    written = f"{name}'(...)"
+    if name in variables or name not in functions:
+        raise GradcalcSyntaxError(f"'{written}': '{name}' is not a function, so it has no derivative to take",
+                                  f"write the derivative as d{name}/dx = ... (what it is of and by)", call.pos)
+    if len(args) != 1 or call.keywords:
+        raise GradcalcSyntaxError(f"'{written}' takes one argument: a function of one variable's derivative",
+                                  f"write {name}'(z)", call.pos)
+    own = interpreter.functions.get(name) if interpreter is not None else None
+    if own is not None and interpreter is not None:
+        parameter, derivative = _own_derivative(own, variables, interpreter, call)
+        return _substituted(derivative, args[0], call.pos, parameter)
+    if name not in BUILTINS:
+        raise GradcalcSyntaxError(f"'{written}': the derivative of the program's own function '{name}' is not read "
+                                  "here", f"write it out: the derivative of {name}'s body", call.pos)
+    body = _derivative_of(name)
+    if body is None:
+        raise GradcalcSyntaxError(f"'{written}': {name} is not a function of one number, with a derivative",
+                                  "write the derivative out", call.pos)
+    return _substituted(body, args[0], call.pos)
+
+
+_PARAMETER = "t"  # the parameter of a builtin's derivative, as the symbolic module prints it
+
+
+@functools.cache
+def _derivative_of(name: str) -> S.Expr | None:
+    """A builtin's derivative as an expression in _PARAMETER: the engine's rule, read back as algebra."""
+    from ...engine import autodiff, graph, symbolic
+    from ...engine import backend as B
+    from ...language import parser
+
+    builtin = BUILTINS[name]
+    if builtin.needs_context or not builtin.required <= 1 <= len(builtin.params):  # randn, load, where: not f(x)
+        return None
+    try:
+        with graph.recording_as(True, history=True), B.errstate():
+            t = graph.leaf(B.scalar(0.5), _PARAMETER)
+            value = builtin.fn(t)
+            if not isinstance(value, graph.Node) or value.shape != () or not value.requires_grad:
+                return None
+            gradient = autodiff.backward(value, graph.constant(B.scalar(1.0)), [t], create_graph=True).get(t)
+            if not isinstance(gradient, graph.Node):
+                return None
+            found = symbolic.describe(name, (_PARAMETER,), gradient, {t: _PARAMETER}, {_PARAMETER})
+    except (GradcalcError, TypeError, ValueError):  # a builtin that does not take one scalar
+        return None
+    if found.where:
+        return None
+    return parser.parse_expression(found.text)
+
+
+def _own_derivative(function: Function, variables: Mapping[str, Any], interpreter: Interpreter, call: S.Call
+                    ) -> tuple[str, S.Expr]:
+    """The derivative of the program's function of one parameter, f(t) = ..., as a parameter's name (one the
+    program does not use) and an expression in it and the program's variables: its body run on a leaf and
+    differentiated by the engine, read back."""
+    from ...engine import autodiff, graph, symbolic
+    from ...engine import backend as B
+    from ...language import parser
+
+    written = f"{function.name}'(...)"
+    if len(function.params) != 1 or len(function.body) != 1 or not isinstance(function.body[0], S.Return):
+        # a body of statements may branch on its argument: its derivative here would be one branch's only
+        raise GradcalcSyntaxError(f"'{written}': a prime is read for a function of one parameter written as one "
+                                  f"expression, {function.name}(t) = ...", "write the derivative out", call.pos)
+    parameter = _PARAMETER
+    while parameter in variables:
+        parameter += "_"
+    try:
+        with graph.recording_as(True, history=True), B.errstate():
+            t = graph.leaf(B.scalar(0.5), parameter)
+            value = interpreter.evaluate(S.Call(function.name, [S.Name(parameter, call.pos)], [], call.pos),
+                                         {**variables, parameter: t})
+            gradient = autodiff.backward(value, graph.constant(B.scalar(1.0)), [t], create_graph=True).get(t) \
+                if value.shape == () and value.requires_grad else None
+            if not isinstance(gradient, graph.Node):  # constant in its argument, or not a number's function
+                gradient = graph.constant(B.scalar(0.0))
+            symbols = {node: name for name, node in variables.items()}
+            symbols[t] = parameter
+            found = symbolic.describe(function.name, (parameter,), gradient, symbols, {*variables, parameter})
+    except GradcalcError as exc:
+        raise GradcalcSyntaxError(f"'{written}': {function.name} could not be differentiated ({exc.message})",
+                                  "write the derivative out", call.pos) from None
+    if found.where or not found.evaluable:
+        raise GradcalcSyntaxError(f"'{written}': {function.name}'s derivative is too long to read here",
+                                  "write the derivative out", call.pos)
+    return parameter, parser.parse_expression(found.text)
+
+
+def _substituted(body: Any, argument: S.Expr, pos: Pos, parameter: str = _PARAMETER) -> Any:
+    """The derivative's expression at the argument: each parameter replaced by it, every node placed at pos."""
+    if isinstance(body, S.Name) and body.name == parameter:
+        return argument
+    copy = object.__new__(type(body))
+    for slot in body.__slots__:
+        value = getattr(body, slot)
+        if isinstance(value, _PARTS):
+            value = _substituted(value, argument, pos, parameter)
+        elif type(value) is list:
+            value = [_substituted(v, argument, pos, parameter) if isinstance(v, _PARTS) else v for v in value]
+        setattr(copy, slot, pos if slot == "pos" else value)
+    return copy
 
 
 def _with_parts_fixed(node: Any, fix: Any) -> Any:
@@ -209,10 +353,16 @@ def _with_last_factor(product: S.Expr, factor: S.Expr) -> S.Expr:
     return factor
 
 
-def _scientific(node: Any) -> S.Number | None:
-    """8.07×10², 8.07 \\times 10^{-3}: a number in scientific notation, with the digits written (as 8.07e2)."""
-    if not (isinstance(node, S.Binary) and node.op == "*" and isinstance(node.left, S.Number)
-            and "e" not in node.left.text.lower()):
+def _scientific(node: Any) -> S.Number | S.Unary | None:
+    """8.07×10², 8.07 \\times 10^{-3}, -2.22×10⁻²: a number in scientific notation, with the digits written
+    (as 8.07e2, -2.22e-2)."""
+    if not (isinstance(node, S.Binary) and node.op == "*"):
+        return None
+    mantissa = node.left
+    negative = isinstance(mantissa, S.Unary) and mantissa.op == "-"  # -1.53×10⁻¹ is -(1.53×10⁻¹)
+    if isinstance(mantissa, S.Unary) and negative:
+        mantissa = mantissa.operand
+    if not (isinstance(mantissa, S.Number) and "e" not in mantissa.text.lower()):
         return None
     power = node.right
     if not (isinstance(power, S.Binary) and power.op == "^" and isinstance(power.left, S.Number)
@@ -223,8 +373,9 @@ def _scientific(node: Any) -> S.Number | None:
         sign, exponent = exponent.op, exponent.operand
     if not (isinstance(exponent, S.Number) and exponent.text.isdigit()):
         return None
-    text = f"{node.left.text}e{sign}{exponent.text}"
-    return S.Number(float(text), text, node.left.pos)
+    text = f"{mantissa.text}e{sign}{exponent.text}"
+    number = S.Number(float(text), text, mantissa.pos)
+    return S.Unary("-", number, node.left.pos) if negative else number
 
 
 def _start(expr: S.Expr) -> Pos:

@@ -460,7 +460,7 @@ class Judge:
                           "wrong", "number" if _is_constant(claim.claimed) else "expression", wrt2=claim.wrt2)
         finished = None
         try:
-            finished = finish(claim, self.run.frame, self._functions, source.text)  # the notation's errors
+            finished = finish(claim, self.run.frame, self._functions, source.text, self.run.interpreter)
             verdict.kind = "number" if _is_constant(finished.claimed) else "expression"  # [0.3, 0.1]^T is a number
             self._check_names(finished)
             self._judge(finished, source, verdict)
