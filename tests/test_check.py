@@ -374,7 +374,8 @@ def test_expression_right_at_the_point_only_is_wrong() -> None:
     verdict = one(NEURON, "dL/dw2 = -4*a")
     assert_wrong(verdict)
     assert verdict["expected"] == -8 and verdict["got"] == -8
-    assert verdict["diagnosis"].startswith("right if w4 is a constant:") and "declare `const w4 = 4`" in verdict["diagnosis"], verdict
+    assert verdict["diagnosis"].startswith("right if w4 is a constant:"), verdict
+    assert "declare `const w4 = 4`" in verdict["diagnosis"], verdict
     verdict = one(NEURON, "L = 5*w1")  # 15 at w1 = 3 only
     assert_wrong(verdict)
     assert verdict["diagnosis"].startswith("right at the program's values only"), verdict

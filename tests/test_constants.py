@@ -163,7 +163,8 @@ def test_a_claim_right_if_the_batch_size_were_constant_says_so(tmp_path: Path) -
     program = write(tmp_path / "key.eq", softmax_program())
     verdict = verdict_of(program, "dL/dscores = (p - Y)/4", EXIT_WRONG)
     assert verdict["status"] == "wrong" and verdict["diagnosis_code"] == "held_constant", verdict
-    assert verdict["diagnosis"].startswith("right if N is a constant:") and "declare `const N = 4`" in verdict["diagnosis"], verdict
+    assert verdict["diagnosis"].startswith("right if N is a constant:"), verdict
+    assert "declare `const N = 4`" in verdict["diagnosis"], verdict
     np.testing.assert_allclose(verdict["got"], softmax_gradient(), rtol=1e-12)  # right at the program's values
     # A right claim is judged as before, with no search.
     right = verdict_of(program, "dL/dscores = (p - Y)/N", EXIT_OK)
@@ -177,7 +178,8 @@ def test_a_label_held_fixed_is_found_too() -> None:
     assert result.exit_code == EXIT_WRONG, result.output
     (verdict,) = strict_json(result.stdout)["results"]
     assert verdict["diagnosis_code"] == "held_constant", verdict
-    assert verdict["diagnosis"].startswith("right if y is a constant:") and "declare `const y = 1`" in verdict["diagnosis"], verdict
+    assert verdict["diagnosis"].startswith("right if y is a constant:"), verdict
+    assert "declare `const y = 1`" in verdict["diagnosis"], verdict
     declared = run_cli("check", "-e", "const " + program, "--claim", "dL/dz = p - 1", "--json")
     assert declared.exit_code == EXIT_OK, declared.output
 

@@ -184,9 +184,9 @@ def test_a_prime_of_the_program_s_own_function_is_its_derivative_there() -> None
                "t = 1")  # a variable t: the derivative's own parameter is another name
     assert statuses(program, "dy/dx = f'(x)", "dy/dx = f′(x) + 0t", "dy/dx = f'(2x)", "dy/dz = g'(z)",
                     "dy/dz = g'(z) z") == ["right", "right", "wrong", "right", "wrong"]
-    # a is moved at the nearby points: f' reads it, as f does
+    # a is moved at the nearby points: f' reads it, as f does (held at 3, the claim would hold)
     (moved,) = judged(program, "dy/dx = 6x + cos(x)")
-    assert (moved["status"], moved["diagnosis_code"]) == ("wrong", "only_here")
+    assert (moved["status"], moved["diagnosis_code"]) == ("wrong", "held_constant")
 
 
 def test_circle_is_elementwise_and_otimes_the_outer_product() -> None:
