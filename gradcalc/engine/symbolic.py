@@ -1379,6 +1379,24 @@ def describe(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str]
                       tuple(algebra.given[name] for name in sorted(algebra.given)))
 
 
+def shortest(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str], taken: set[str],
+             adjoints: dict[Node, str] | None = None, budget: int | None = None) -> Derivative:
+    """The derivative as it reads shortest (weight): in the leaves, in the program's intermediates with
+    their gradients named (dL_dd) where they do not cancel, or with them all written in place; the first
+    of these on a tie. `symbols` names the intermediates; the leaves' form is left out past the budget."""
+    leaves = {n: name for n, name in symbols.items() if n.op is None}
+    candidates = []
+    try:
+        within(node, leaves, budget)
+        candidates.append(describe(of, wrt, node, leaves, taken))
+    except TooLong:
+        pass
+    if len(leaves) < len(symbols):
+        candidates += [describe(of, wrt, node, symbols, taken, adjoints),
+                       describe(of, wrt, node, symbols, taken, adjoints, inline=True)]
+    return min(candidates, key=weight)
+
+
 def weight(derivative: Derivative) -> int:
     """How long a derivative reads: the names, numbers and operators of its text and its where parts."""
     return sum(len(_TOKENS.findall(text)) + 1 for text in [derivative.text, *(w[1] for w in derivative.where)])
