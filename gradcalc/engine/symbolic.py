@@ -388,7 +388,7 @@ class Algebra:
 
 _DENOMINATORS = 100  # 2/3, 5/12, 1/99: a mean's 1/n and its multiples
 _DISTRIBUTE_TERMS = 6  # a product over a longer sum is left alone: distributing it rarely shrinks it
-_INLINE_TRIES = 16  # kept nodes' gradients tried written in place, nearest the output first (each a reading)
+_INLINE_TRIES = 256  # kept nodes' gradients tried written in place, nearest the output first
 _SIZE_CAP = 64  # larger expressions are not tried: distributing is for the small derivatives of exercises
 
 
@@ -1239,30 +1239,53 @@ def _system(node: Node, symbols: dict[Node, str], adjoints: dict[Node, str]) -> 
     return expr, definitions, algebra
 
 
-def _named_adjoints(node: Node, symbols: dict[Node, str], adjoints: dict[Node, str]) -> dict[Node, str]:
-    """The kept nodes' gradients to write by name: all of them, except those whose definition cancels
-    against what uses it.
+def _named_adjoints(node: Node, symbols: dict[Node, str], adjoints: dict[Node, str]) \
+        -> tuple[dict[Node, str], Expr, dict[str, Expr], Algebra]:
+    """The kept nodes' gradients to write by name, and the derivative so read (as _system): all of them,
+    except those whose definition cancels against what uses it.
 
     dL_dd*(w1*w3 + w2*w4) reads as the chain rule, ∂L/∂d times ∂d/∂a, and stays so. But with p kept,
     ∂L/∂z of softmax cross-entropy is p*(dL_dp - sum(dL_dp*p)) with dL_dp = -Y/p, where written in
-    place it is p - Y: the symbols cancel. A gradient is written in place where the result has fewer
-    symbols than writing its definition in place of its name, unsimplified, would have.
+    place it is p - Y: the symbols cancel. A gradient is written in place where what uses it then has
+    fewer symbols than writing its definition in place of its name, unsimplified, would give, and no
+    more than it has with the name. Only what uses it is read again, so a long chain of kept nodes
+    costs a reading of each, not of all.
     """
     named = dict(adjoints)
+    expr, definitions, algebra = _system(node, symbols, named)
+    by_name = {name: adjoint for adjoint, name in named.items()}
+    names = {user: _symbols_in(found) for user, found in [("", expr), *definitions.items()]}  # what each uses
     for adjoint in sorted(adjoints, key=lambda a: a.seq)[:_INLINE_TRIES]:  # nearest the output first
         name = named[adjoint]
-        expr, definitions, _ = _system(node, symbols, named)
         if name not in definitions:
             continue  # not used
+        users = {user: found for user, found in [("", expr), *definitions.items()]
+                 if user != name and name in names[user]}
+        if any(_size(found) >= _SIZE_CAP for found in users.values()):
+            continue  # as tidy(): cancelling is for the small derivatives of exercises, and stays cheap
         body = _occurrences(definitions[name])
-        count = _occurrences(expr) + sum(_occurrences(d) for d in definitions.values())
-        uses = sum(_occurrences(d, name) for d in [expr, *definitions.values()])
-        unchanged = count - body + uses * (body - 1)  # its definition copied in place of each use
+        uses = sum(_occurrences(found, name) for found in users.values())
+        before = sum(_occurrences(found) for found in users.values())
+        unchanged = before + uses * (body - 1)
         without = {a: n for a, n in named.items() if a is not adjoint}
-        expr, definitions, _ = _system(node, symbols, without)
-        if _occurrences(expr) + sum(_occurrences(d) for d in definitions.values()) < unchanged:
+        again = {}
+        for user in users:
+            others = {a: n for a, n in without.items() if n != user}
+            (found,) = read([by_name[user] if user else node], {**symbols, **others}, algebra)
+            again[user] = algebra.tidy(found)
+        after = sum(_occurrences(found) for found in again.values())
+        if after < unchanged and after <= before:  # w*w as w^2 is no cancellation: what uses it must not grow
             named = without
-    return named
+            del definitions[name]
+            names.update({user: _symbols_in(found) for user, found in again.items()})
+            expr = again.pop("", expr)
+            definitions.update(again)
+    used, pending = set(), _symbols_in(expr) & set(definitions)
+    while pending:  # a definition only what cancelled used is not written
+        name = pending.pop()
+        used.add(name)
+        pending |= (names[name] & set(definitions)) - used
+    return named, expr, {name: d for name, d in definitions.items() if name in used}, algebra
 
 
 def _occurrences(expr: Expr, name: str | None = None) -> int:
@@ -1361,8 +1384,11 @@ def describe(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str]
     place they cancel (_named_adjoints); `inline` writes them all in place.
     """
     adjoints = {a: name for a, name in (adjoints or {}).items() if a is not node}
-    named = {} if inline else _named_adjoints(node, symbols, adjoints)
-    expr, definitions, algebra = _system(node, symbols, named)
+    if inline:
+        named: dict[Node, str] = {}
+        expr, definitions, algebra = _system(node, symbols, named)
+    else:
+        named, expr, definitions, algebra = _named_adjoints(node, symbols, adjoints)
     expr = _as_computed(expr, node.value, algebra)
     names = shared([expr], taken)
     pulled = frozenset(named.values())  # ∂L/∂a = dL_dd*(...): the kept node's gradient in front
