@@ -1274,7 +1274,9 @@ def _named_adjoints(node: Node, symbols: dict[Node, str], adjoints: dict[Node, s
             (found,) = read([by_name[user] if user else node], {**symbols, **others}, algebra)
             again[user] = algebra.tidy(found)
         after = sum(_occurrences(found) for found in again.values())
-        if after < unchanged and after <= before:  # w*w as w^2 is no cancellation: what uses it must not grow
+        definition = definitions[name]
+        one = isinstance(definition, Num) and definition.value == 1  # L = h: dL_dh*... is 1*...
+        if one or (after < unchanged and after <= before):  # w*w as w^2 cancels nothing: what uses it must not grow
             named = without
             del definitions[name]
             names.update({user: _symbols_in(found) for user, found in again.items()})
