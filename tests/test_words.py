@@ -245,3 +245,14 @@ def test_the_correct_derivative_in_the_programs_words_is_right_when_claimed() ->
         result = run_cli("check", "-e", program, "--claim", f"{label} = {first}", "--json")
         assert result.exit_code == 0, result.stdout
         assert strict_json(result.stdout)["results"][0]["status"] == "right"
+
+
+def test_every_where_part_is_used() -> None:
+    """A shared 1/(1 - p) printed as a denominator, /(1 - p), left `where t1 = 1/(1 - p)` unused."""
+    run = gradcalc.parse_program(SIGMOID_NET).run()
+    for derivative in run.diff("L", ["w1", "w2"], order=2, intermediates=True):
+        for name, _, _ in derivative.where:
+            texts = [derivative.text, *(body for other, body, _ in derivative.where if other != name)]
+            assert any(re.search(rf"\b{name}\b", text) for text in texts), \
+                f"{name} is defined but not used: {derivative.text} {derivative.where}"
+        assert [name for name, _, _ in derivative.where] == ["t2"]

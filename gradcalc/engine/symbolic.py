@@ -1402,8 +1402,10 @@ def describe(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str]
     where = [(name, Printer({}).top(definitions[name]), LatexPrinter({}).top(definitions[name]))
              for name in order] + where
     text = text_printer.top(expr)
+    latex = latex_printer.top(expr)
+    where = _written(text, latex, where)
     evaluable = "scatter(" not in text and not any("scatter(" in w[1] for w in where)
-    return Derivative(of, wrt, text, latex_printer.top(expr), where, B.to_host(node.value), evaluable,
+    return Derivative(of, wrt, text, latex, where, B.to_host(node.value), evaluable,
                       tuple(algebra.given[name] for name in sorted(algebra.given)))
 
 
@@ -1423,6 +1425,21 @@ def shortest(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str]
         candidates += [describe(of, wrt, node, symbols, taken, adjoints),
                        describe(of, wrt, node, symbols, taken, adjoints, inline=True)]
     return min(candidates, key=weight)
+
+
+def _written(text: str, latex: str, where: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """The where parts the text or the LaTeX uses, directly or through others: a shared 1/(1 - p)
+    printed as a denominator, /(1 - p), leaves its name unused."""
+    used: set[str] = set()
+    pending = [(text, latex)]
+    while pending:
+        plain, typeset = pending.pop()
+        words = set(_TOKENS.findall(plain))
+        for name, body, body_latex in where:
+            if name not in used and (name in words or latex_name(name) in typeset):
+                used.add(name)
+                pending.append((body, body_latex))
+    return [part for part in where if part[0] in used]
 
 
 def weight(derivative: Derivative) -> int:
