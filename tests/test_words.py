@@ -159,7 +159,7 @@ def test_a_softmax_summed_along_its_axis_is_one_whatever_its_values() -> None:
     (SIGMOID_NET, "w2", ("--keep", "p,h"), "(p - y)*h"),
     (TANH, "w", ("--keep", "h"), "x*(1 - h^2)"),                                 # tanh' from h
     (SIGMOID, "w", ("--keep", "h"), "h*x*(1 - h)"),                              # sigmoid' from h
-    (SIGMOID_BCE, "w", ("--keep", "p"), "X.T @ (1/3*(p - y))"),
+    (SIGMOID_BCE, "w", ("--keep", "p"), "1/3*(X.T @ (p - y))"),           # the mean's 1/3 in front
     (MSE, "w", ("--in-terms-of", "shortest"), "2/3*x*(p - y)"),
 ])
 def test_the_programs_names_where_kept(program: str, wrt: str, options: tuple[str, ...], expected: str) -> None:
@@ -256,3 +256,11 @@ def test_every_where_part_is_used() -> None:
             assert any(re.search(rf"\b{name}\b", text) for text in texts), \
                 f"{name} is defined but not used: {derivative.text} {derivative.where}"
         assert [name for name, _, _ in derivative.where] == ["t2"]
+
+
+def test_a_number_scaling_every_term_comes_out_of_sums_and_products() -> None:
+    """1/3*sum(p - y) and 1/3*(X.T @ (p - y)), the mean's 1/N in front as the textbook writes it."""
+    (bias,) = check_doc(SIGMOID_BCE, "dL/db = sum(p - y)")["results"]
+    assert bias["derivative"] == "1/3*sum(p - y)"
+    doc = diff_doc("x = [1.0, 2]; y = [0.5, -1]; w = 3; L = w*sum(2*x - 2*y)", "--wrt", "w")
+    assert (doc["derivative"], doc["value"]) == ("2*sum(x - y)", 7)

@@ -372,6 +372,11 @@ class Algebra:
             args = args[0].args
         if fn == "sum" and self._sums_to_one(args[0], params[0]):  # softmax's backward meets sum(p) and sum(Y)
             return self.broadcast(self.num(1.0), shape)
+        if fn == "matmul" or (fn in ("sum", "mean", "sum_to") and isinstance(_unbroadcast(args[0]), Add)):
+            scaled = [_scaled(a, self) for a in args]
+            scale = math.prod(c for c, _ in scaled)
+            if scale != 1:  # X.T @ (1/3*(p - y)) is 1/3*X.T @ (p - y), sum(2*x - 2*y) is 2*sum(x - y): linear
+                return self.mul(self.num(scale), self.call(fn, tuple(e for _, e in scaled), params, shape))
         # Linear: sum(-t) = -sum(t), sum(t/N) = sum(t)/N for a scalar N, and so for a broadcast's unbroadcasting sum.
         if fn in ("sum", "mean", "sum_to") and isinstance(args[0], Mul) and \
                 (args[0].coefficient != 1 or any(f.shape == () for f in args[0].factors)):
@@ -614,22 +619,40 @@ def _translate(node: Node, args: list[Expr], algebra: Algebra) -> Expr:
             and len(args[0].args[0].shape) == 1:
         return _reshape(args[0].args[0], shape, algebra)  # a row made of a vector, turned: a column
     if name == "matmul":
-        left, right = args
-        # A product with a matrix of one repeated number c and an inner size of 1 is c times the other.
-        if _repeated_number(right) and len(right.shape) == 2 and right.shape[0] == 1 and len(left.shape) == 2:
-            return algebra.broadcast(algebra.mul(left, _unbroadcast(right)), shape)
-        if _repeated_number(left) and len(left.shape) == 2 and left.shape[1] == 1 and len(right.shape) == 2:
-            return algebra.broadcast(algebra.mul(_unbroadcast(left), right), shape)
-        # c*ones(m, k) @ B sums B's rows; A @ c*ones(k, n) sums A's columns.
-        if _repeated_number(left) and len(left.shape) == 2 and len(right.shape) == 2:
-            total = algebra.call("sum", (right,), ((0,), True), (1, right.shape[1]))
-            return algebra.broadcast(algebra.mul(_unbroadcast(left), total), shape)
-        if _repeated_number(right) and len(right.shape) == 2 and len(left.shape) == 2:
-            total = algebra.call("sum", (left,), ((1,), True), (left.shape[0], 1))
-            return algebra.broadcast(algebra.mul(_unbroadcast(right), total), shape)
+        return _translate_matmul(args[0], args[1], shape, algebra)
     if name == "sum_to" and args[0].shape == shape:
         return args[0]
     return algebra.call(name, tuple(args), params, shape)
+
+
+def _translate_matmul(left: Expr, right: Expr, shape: tuple[int, ...], algebra: Algebra) -> Expr:
+    """left @ right, with what the matmul rule makes for its own sake seen through."""
+    # A product with a matrix of one repeated number c and an inner size of 1 is c times the other.
+    if _repeated_number(right) and len(right.shape) == 2 and right.shape[0] == 1 and len(left.shape) == 2:
+        return algebra.broadcast(algebra.mul(left, _unbroadcast(right)), shape)
+    if _repeated_number(left) and len(left.shape) == 2 and left.shape[1] == 1 and len(right.shape) == 2:
+        return algebra.broadcast(algebra.mul(_unbroadcast(left), right), shape)
+    # c*ones(m, k) @ B sums B's rows; A @ c*ones(k, n) sums A's columns.
+    if _repeated_number(left) and len(left.shape) == 2 and len(right.shape) == 2:
+        total = algebra.call("sum", (right,), ((0,), True), (1, right.shape[1]))
+        return algebra.broadcast(algebra.mul(_unbroadcast(left), total), shape)
+    if _repeated_number(right) and len(right.shape) == 2 and len(left.shape) == 2:
+        total = algebra.call("sum", (left,), ((1,), True), (left.shape[0], 1))
+        return algebra.broadcast(algebra.mul(_unbroadcast(right), total), shape)
+    return algebra.call("matmul", (left, right), (), shape)
+
+
+def _scaled(expr: Expr, algebra: Algebra) -> tuple[float, Expr]:
+    """(c, e) with expr = c*e, c the number a product, or every term of a sum, is scaled by."""
+    inner = _unbroadcast(expr)
+    if isinstance(inner, Mul) and inner.coefficient != 1 and inner.shape == expr.shape:
+        return inner.coefficient, algebra.broadcast(algebra.mul(*inner.factors), expr.shape)
+    if isinstance(inner, Add) and inner.shape == expr.shape:
+        magnitudes = {abs(c) for _, c in inner.terms} | ({abs(inner.constant)} if inner.constant else set())
+        if len(magnitudes) == 1 and (common := next(iter(magnitudes))) != 1 and math.isfinite(common) and common:
+            return common, algebra.add(algebra.num(inner.constant / common),
+                                       *(algebra.mul(algebra.num(c / common), t) for t, c in inner.terms))
+    return 1.0, expr
 
 
 def _reshape(value: Expr, shape: tuple[int, ...], algebra: Algebra) -> Expr:
