@@ -161,6 +161,8 @@ def test_a_softmax_summed_along_its_axis_is_one_whatever_its_values() -> None:
     (SIGMOID, "w", ("--keep", "h"), "h*x*(1 - h)"),                              # sigmoid' from h
     (SIGMOID_BCE, "w", ("--keep", "p"), "1/3*(X.T @ (p - y))"),           # the mean's 1/3 in front
     (MSE, "w", ("--in-terms-of", "shortest"), "2/3*x*(p - y)"),
+    # in the leaves: -y*(1 - t3)*t2 - t3*(y - 1)*t2 distributed over (1 - t3) and (y - 1), not over t2
+    (SIGMOID_NET, "w1", ("--in-terms-of", "leaves"), "(sigmoid(w2*t1) - y)*w2*x*t1*t2"),
 ])
 def test_the_programs_names_where_kept(program: str, wrt: str, options: tuple[str, ...], expected: str) -> None:
     assert diff_doc(program, "--wrt", wrt, *options)["derivative"] == expected

@@ -172,18 +172,26 @@ class Algebra:
         total = self._intern(key, lambda: Add(constant, terms), natural, (3, *terms[0][0].order[:2]))
         expandable = [(t, c) for t, c in terms if isinstance(t, Mul) and any(isinstance(f, Add) for f in t.factors)] \
             if self._tidying and not self._expanding else []
-        if expandable and _products_meet(expandable, terms) and _size(total) < _SIZE_CAP:
-            # -y*(1 - p) - p*(y - 1) is p - y: products over sums, distributed, may cancel across terms
-            self._expanding = True
-            try:
-                expanded = self.add(self.num(constant), *(self.mul(self.num(c), t) for t, c in terms
-                                                          if (t, c) not in expandable),
-                                    *(self.mul(self.num(c), self._distribute(t, next(
-                                        f for f in t.factors if isinstance(f, Add)))) for t, c in expandable))
-            finally:
-                self._expanding = False
-            if _size(expanded) < _size(total):
-                return self.broadcast(expanded, shape)
+        if expandable and _size(total) < _SIZE_CAP:
+            # -y*(1 - p) - p*(y - 1) is p - y: products over sums, distributed, may cancel across terms.
+            # A product with two sums (-y*(1 - t3)*(1 - t1)) is tried over each: the one that meets.
+            best, size = total, _size(total)
+            choices = [[f for f in t.factors if isinstance(f, Add)][:2] for t, _ in expandable]
+            for sums in itertools.islice(itertools.product(*choices), _DISTRIBUTE_CHOICES):
+                if not _products_meet(expandable, sums, terms):
+                    continue
+                self._expanding = True
+                try:
+                    expanded = self.add(self.num(constant), *(self.mul(self.num(c), t) for t, c in terms
+                                                              if (t, c) not in expandable),
+                                        *(self.mul(self.num(c), self._distribute(t, total_of))
+                                          for (t, c), total_of in zip(expandable, sums)))
+                finally:
+                    self._expanding = False
+                if _size(expanded) < size:
+                    best, size = expanded, _size(expanded)
+            if best is not total:
+                return self.broadcast(best, shape)
         return self.broadcast(total, shape)
 
     def _split(self, item: Expr) -> tuple[Expr, float]:
@@ -394,6 +402,7 @@ class Algebra:
 _DENOMINATORS = 100  # 2/3, 5/12, 1/99: a mean's 1/n and its multiples
 _DISTRIBUTE_TERMS = 6  # a product over a longer sum is left alone: distributing it rarely shrinks it
 _INLINE_TRIES = 256  # kept nodes' gradients tried written in place, nearest the output first
+_DISTRIBUTE_CHOICES = 8  # ways of distributing a sum's products tried (each over one of its first two sums)
 _SIZE_CAP = 64  # larger expressions are not tried: distributing is for the small derivatives of exercises
 
 
@@ -437,12 +446,13 @@ def _bases(term: Expr) -> frozenset[Expr]:
     return frozenset(_base(f) for f in (term.factors if isinstance(term, Mul) else (term,)))
 
 
-def _products_meet(expandable: list[tuple[Mul, float]], terms: tuple[tuple[Expr, float], ...]) -> bool:
-    """Whether distributing these products could make like terms: two of the products they give share
-    their factors, or one shares them with a term already there (-y*(1 - p) - p*(y - 1): y*p twice)."""
+def _products_meet(expandable: list[tuple[Mul, float]], sums: Sequence[Add],
+                   terms: tuple[tuple[Expr, float], ...]) -> bool:
+    """Whether distributing these products, each over its sum, could make like terms: two of the products
+    they give share their factors, or one shares them with a term already there (-y*(1 - p) - p*(y - 1):
+    y*p twice)."""
     seen = {_bases(t) for t, c in terms if (t, c) not in expandable}
-    for product, _ in expandable:
-        total = next(f for f in product.factors if isinstance(f, Add))
+    for (product, _), total in zip(expandable, sums):
         outside = _bases(product) - {total}
         made = {outside | _bases(term) for term, _ in total.terms}
         if made & seen:
