@@ -571,16 +571,19 @@ def _evaluate(text: str, values: dict[str, float]) -> float:
 
 
 def test_wrong_claims_carry_the_correct_derivative() -> None:
-    """The derivative text is what `gradcalc diff` prints, and it evaluates to the true gradient."""
+    """The derivative text is what `gradcalc diff --in-terms-of shortest` prints, and it evaluates to the
+    true gradient (b = w1*a: ∂L/∂w3 is -b, shorter than -a*w1)."""
     truth = neuron_gradient()
     doc = check_json(NEURON, *claims("dL/dw1 = 7", "dL/da = -w3*w1", "dL/dw3 = b", "dL/dw4 = 2"), code=EXIT_WRONG)
     wrong = [r for r in doc["results"] if not r["passed"]]
     assert [r["wrt"] for r in wrong] == ["w1", "a", "w3"]
     assert "derivative" not in doc["results"][3]  # right claims carry none
     for result in wrong:
-        diff = strict_json(run_cli("diff", NEURON, "--of", "L", "--wrt", result["wrt"], "--json").stdout)
+        diff = strict_json(run_cli("diff", NEURON, "--of", "L", "--wrt", result["wrt"], "--in-terms-of", "shortest",
+                                   "--json").stdout)
         assert result["derivative"] == diff["derivative"]
-        assert _evaluate(result["derivative"], NEURON_VALUES) == truth[result["wrt"]]
+        values = {**NEURON_VALUES, "b": 6.0, "c": -2.0, "d": -5.0}
+        assert _evaluate(result["derivative"], values) == truth[result["wrt"]]
         assert_right(one(NEURON, f"dL/d{result['wrt']} = {result['derivative']}"))
 
 
@@ -1081,7 +1084,7 @@ def test_a_batch_gradient_not_summed_and_a_square_matrix_transposed_are_diagnose
     assert transposed["diagnosis"].startswith("transposed:"), transposed
     np.testing.assert_allclose(transposed["expected"], X.T @ local, rtol=1e-12)
     assert bias["status"] == "right" and weights["status"] == "right"
-    assert per_example["derivative"] == "sum(1 - tanh(b + X @ W)^2, axis=0)"
+    assert per_example["derivative"] == "sum(1 - H^2, axis=0)"  # in the program's words: H = tanh(...)
 
 
 def test_a_batch_gradient_not_averaged_is_diagnosed_where_the_loss_is_a_mean() -> None:

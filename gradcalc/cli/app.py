@@ -498,6 +498,7 @@ def jvp(
 class Terms(str, Enum):
     leaves = "leaves"
     intermediates = "intermediates"
+    shortest = "shortest"
 
 
 @command(
@@ -516,7 +517,8 @@ def diff(
         "--keep", metavar="NAME", help="Keep the named intermediate as a symbol instead of expanding it "
         "(repeatable or comma-separated).")] = [],  # noqa: B006
     in_terms_of: Annotated[Terms, typer.Option(
-        help="leaves: expand everything; intermediates: keep every named intermediate.")] = Terms.leaves,
+        help="leaves: expand everything; intermediates: keep every named intermediate; shortest: whichever "
+        "of the two reads shorter.")] = Terms.leaves,
     latex: Annotated[bool, typer.Option("--latex", help="Print LaTeX instead of gradcalc syntax.")] = False,
 ) -> None:
     """Print each derivative as a simplified expression, and its value at the program's values."""
@@ -528,7 +530,8 @@ def diff(
     for name in placeholders:  # a formula with no values still has a derivative: differentiate at a generic point
         values[name] = PLACEHOLDER
     run = _run(common, program, values)
-    results = run.diff(of, _names(wrt) or None, order, _names(keep), in_terms_of is Terms.intermediates)
+    results = run.diff(of, _names(wrt) or None, order, _names(keep), in_terms_of is Terms.intermediates,
+                       shortest=in_terms_of is Terms.shortest)
     common.out.result(lambda: jsonout.diff_doc(results, placeholders),
                       lambda: _views().diff_view(run, results, latex, placeholders, common.full))
 
@@ -675,6 +678,9 @@ def check(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Grading: every submission in detail.")] = False,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, max=256, help="Grading: submissions judged "
                                       "in parallel.")] = 1,
+    in_terms_of: Annotated[Terms, typer.Option(
+        help="How a correct derivative is written, as diff's --in-terms-of: shortest (the leaves or the "
+        "program's intermediates, whichever is shorter), leaves, or intermediates.")] = Terms.shortest,
 ) -> None:
     """Judge claimed derivatives (numbers or expressions) right or wrong, say what is wrong, or grade many."""
     from ..tools.homework import check as C
@@ -691,7 +697,7 @@ def check(
         disarm()  # grading: --timeout is each submission's, not the command's
     program = _program(common)
     run = _run(common, program, keep_values=True)
-    judge = C.Judge(run, C.Tolerance.for_dtype(run.dtype, rtol, atol), points, common.seed)
+    judge = C.Judge(run, C.Tolerance.for_dtype(run.dtype, rtol, atol), points, common.seed, in_terms_of.value)
     if grading:
         if claim:
             raise UsageError("--claim cannot be combined with grading several submissions",

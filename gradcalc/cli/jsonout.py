@@ -70,6 +70,8 @@ def diff_doc(results: list[Derivative], placeholders: list[str]) -> dict[str, An
             "where": {name: text for name, text, _ in result.where},
             "evaluable": result.evaluable,
         }
+        if result.given:  # sum(Y) = 1: true of the values, and the text relies on it
+            entry["given"] = list(result.given)
         if not placeholders:
             entry["value"] = B.to_json(result.value)
         entries.append(entry)

@@ -410,6 +410,7 @@ def diff_view(run: Run, results: list[Any], latex: bool, placeholders: list[str]
             parts.append(Text.assemble((label, "bold"), f" = {result.text}"))
             for i, (name, text, _) in enumerate(result.where):
                 parts.append(Text(f"{'  where ' if i == 0 else '        '}{name} = {text}"))
+        parts += [Text(f"  given {given}, as at the program's values", style="dim") for given in result.given]
         if placeholders:
             shown = ", ".join(placeholders)
             parts.append(Text(f"  ({shown} ha{'s' if len(placeholders) == 1 else 've'} no value: "

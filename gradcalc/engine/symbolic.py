@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard, cast
@@ -106,6 +107,8 @@ class Algebra:
         self.counter = itertools.count()
         self._tidying = False  # in tidy(): sums and products try distributing (small expressions only)
         self._expanding = False  # add() tries distributing its products once, not recursively
+        self.defined: dict[str, Node] = {}  # each symbol's graph node, where known: what sums to one reads
+        self.given: dict[str, str] = {}  # what the expression was simplified on (sum(Y) = 1), by symbol
 
     def _intern(self, key: tuple, make: Any, shape: tuple[int, ...], order: tuple) -> Expr:
         found = self.table.get(key)
@@ -169,18 +172,26 @@ class Algebra:
         total = self._intern(key, lambda: Add(constant, terms), natural, (3, *terms[0][0].order[:2]))
         expandable = [(t, c) for t, c in terms if isinstance(t, Mul) and any(isinstance(f, Add) for f in t.factors)] \
             if self._tidying and not self._expanding else []
-        if expandable and _products_meet(expandable, terms) and _size(total) < _SIZE_CAP:
-            # -y*(1 - p) - p*(y - 1) is p - y: products over sums, distributed, may cancel across terms
-            self._expanding = True
-            try:
-                expanded = self.add(self.num(constant), *(self.mul(self.num(c), t) for t, c in terms
-                                                          if (t, c) not in expandable),
-                                    *(self.mul(self.num(c), self._distribute(t, next(
-                                        f for f in t.factors if isinstance(f, Add)))) for t, c in expandable))
-            finally:
-                self._expanding = False
-            if _size(expanded) < _size(total):
-                return self.broadcast(expanded, shape)
+        if expandable and _size(total) < _SIZE_CAP:
+            # -y*(1 - p) - p*(y - 1) is p - y: products over sums, distributed, may cancel across terms.
+            # A product with two sums (-y*(1 - t3)*(1 - t1)) is tried over each: the one that meets.
+            best, size = total, _size(total)
+            choices = [[f for f in t.factors if isinstance(f, Add)][:2] for t, _ in expandable]
+            for sums in itertools.islice(itertools.product(*choices), _DISTRIBUTE_CHOICES):
+                if not _products_meet(expandable, sums, terms):
+                    continue
+                self._expanding = True
+                try:
+                    expanded = self.add(self.num(constant), *(self.mul(self.num(c), t) for t, c in terms
+                                                              if (t, c) not in expandable),
+                                        *(self.mul(self.num(c), self._distribute(t, total_of))
+                                          for (t, c), total_of in zip(expandable, sums)))
+                finally:
+                    self._expanding = False
+                if _size(expanded) < size:
+                    best, size = expanded, _size(expanded)
+            if best is not total:
+                return self.broadcast(best, shape)
         return self.broadcast(total, shape)
 
     def _split(self, item: Expr) -> tuple[Expr, float]:
@@ -324,6 +335,30 @@ class Algebra:
     def neg(self, value: Expr) -> Expr:
         return self.mul(self.num(-1.0), value)
 
+    def _sums_to_one(self, value: Expr, axis: Any) -> bool:
+        """Whether value sums to 1 along the axis: a softmax along it (always), or a leaf holding
+        distributions along its last axis (one-hot targets, probabilities), as check moves them.
+
+        A leaf's sums are 1 only at the values it has (and check's nearby points): the condition is
+        recorded in `given`, to be printed with the expression. This makes ∂/∂z of -sum(Y*log(softmax(z)))
+        p - Y, as PyTorch's fused rule gives it for targets that sum to 1 (in general it is p*sum(Y) - Y).
+        """
+        along = _only_axis(axis, len(value.shape))
+        if along is None:
+            return False
+        node = self.defined.get(value.name) if isinstance(value, Sym) else None
+        if isinstance(value, Call) and value.fn == "softmax":
+            return _only_axis(value.params[0], len(value.shape)) == along
+        if node is None:
+            return False
+        if node.op is not None:
+            return node.op.name == "softmax" and _only_axis(node.params[0], node.ndim) == along
+        if along != node.ndim - 1 or not is_distribution(B.to_host(node.value)):
+            return False
+        name = cast(Sym, value).name
+        self.given[name] = f"sum({name}{f', axis={along}' if node.ndim > 1 else ''}) = 1"
+        return True
+
     # --- everything else ----------------------------------------------------------------------
 
     def call(self, fn: str, args: tuple[Expr, ...], params: tuple, shape: tuple[int, ...]) -> Expr:
@@ -343,18 +378,50 @@ class Algebra:
             return args[1]
         if fn == "broadcast_to" and isinstance(args[0], Call) and args[0].fn == "broadcast_to":
             args = args[0].args
-        # Linear: sum(-t) = -sum(t), and so for a broadcast's unbroadcasting sum.
-        if fn in ("sum", "mean", "sum_to") and isinstance(args[0], Mul) and args[0].coefficient != 1:
+        if fn == "sum" and self._sums_to_one(args[0], params[0]):  # softmax's backward meets sum(p) and sum(Y)
+            return self.broadcast(self.num(1.0), shape)
+        if fn == "matmul" or (fn in ("sum", "mean", "sum_to") and isinstance(_unbroadcast(args[0]), Add)):
+            scaled = [_scaled(a, self) for a in args]
+            scale = math.prod(c for c, _ in scaled)
+            if scale != 1:  # X.T @ (1/3*(p - y)) is 1/3*X.T @ (p - y), sum(2*x - 2*y) is 2*sum(x - y): linear
+                return self.mul(self.num(scale), self.call(fn, tuple(e for _, e in scaled), params, shape))
+        # Linear: sum(-t) = -sum(t), sum(t/N) = sum(t)/N for a scalar N, and so for a broadcast's unbroadcasting sum.
+        if fn in ("sum", "mean", "sum_to") and isinstance(args[0], Mul) and \
+                (args[0].coefficient != 1 or any(f.shape == () for f in args[0].factors)):
             inner = args[0]
-            rest = inner.factors[0] if len(inner.factors) == 1 else self._product(1.0, inner.factors, inner.shape)
-            return self.mul(self.num(inner.coefficient), self.call(fn, (rest,), params, shape))
+            scalars = [f for f in inner.factors if f.shape == ()]
+            others = [f for f in inner.factors if f.shape != ()]
+            if others:
+                rest = others[0] if len(others) == 1 else self._product(1.0, others, inner.shape)
+                rest = self.broadcast(rest, inner.shape)
+                return self.mul(self.num(inner.coefficient), *scalars, self.call(fn, (rest,), params, shape))
         key = ("f", fn, tuple(id(a) for a in args), _hashable(params))
         return self._intern(key, lambda: Call(fn, args, params), shape, (2, fn, *(args[0].order[:2] if args else ())))
 
 
 _DENOMINATORS = 100  # 2/3, 5/12, 1/99: a mean's 1/n and its multiples
 _DISTRIBUTE_TERMS = 6  # a product over a longer sum is left alone: distributing it rarely shrinks it
+_INLINE_TRIES = 256  # kept nodes' gradients tried written in place, nearest the output first
+_DISTRIBUTE_CHOICES = 8  # ways of distributing a sum's products tried (each over one of its first two sums)
 _SIZE_CAP = 64  # larger expressions are not tried: distributing is for the small derivatives of exercises
+
+
+def _only_axis(axis: Any, ndim: int) -> int | None:
+    """The one axis a reduction's axis parameter names (None: all of them, one where ndim is 1), as 0..ndim-1."""
+    if isinstance(axis, (tuple, list)):
+        axis = axis[0] if len(axis) == 1 else None
+        if axis is None:
+            return None
+    if axis is None:
+        return 0 if ndim == 1 else None
+    return int(axis) % ndim if ndim else None
+
+
+def is_distribution(value: Any) -> bool:
+    """Whether a value holds probability distributions along its last axis (a one-hot target, soft labels)."""
+    if value.ndim == 0 or value.shape[-1] < 2 or not bool((value >= 0).all()):
+        return False
+    return bool(B.host.abs(value.sum(axis=-1) - 1).max() <= 1e-6)
 
 
 def _has_product_of_sum(expr: Expr) -> bool:
@@ -379,12 +446,13 @@ def _bases(term: Expr) -> frozenset[Expr]:
     return frozenset(_base(f) for f in (term.factors if isinstance(term, Mul) else (term,)))
 
 
-def _products_meet(expandable: list[tuple[Mul, float]], terms: tuple[tuple[Expr, float], ...]) -> bool:
-    """Whether distributing these products could make like terms: two of the products they give share
-    their factors, or one shares them with a term already there (-y*(1 - p) - p*(y - 1): y*p twice)."""
+def _products_meet(expandable: list[tuple[Mul, float]], sums: Sequence[Add],
+                   terms: tuple[tuple[Expr, float], ...]) -> bool:
+    """Whether distributing these products, each over its sum, could make like terms: two of the products
+    they give share their factors, or one shares them with a term already there (-y*(1 - p) - p*(y - 1):
+    y*p twice)."""
     seen = {_bases(t) for t, c in terms if (t, c) not in expandable}
-    for product, _ in expandable:
-        total = next(f for f in product.factors if isinstance(f, Add))
+    for (product, _), total in zip(expandable, sums):
         outside = _bases(product) - {total}
         made = {outside | _bases(term) for term, _ in total.terms}
         if made & seen:
@@ -561,22 +629,40 @@ def _translate(node: Node, args: list[Expr], algebra: Algebra) -> Expr:
             and len(args[0].args[0].shape) == 1:
         return _reshape(args[0].args[0], shape, algebra)  # a row made of a vector, turned: a column
     if name == "matmul":
-        left, right = args
-        # A product with a matrix of one repeated number c and an inner size of 1 is c times the other.
-        if _repeated_number(right) and len(right.shape) == 2 and right.shape[0] == 1 and len(left.shape) == 2:
-            return algebra.broadcast(algebra.mul(left, _unbroadcast(right)), shape)
-        if _repeated_number(left) and len(left.shape) == 2 and left.shape[1] == 1 and len(right.shape) == 2:
-            return algebra.broadcast(algebra.mul(_unbroadcast(left), right), shape)
-        # c*ones(m, k) @ B sums B's rows; A @ c*ones(k, n) sums A's columns.
-        if _repeated_number(left) and len(left.shape) == 2 and len(right.shape) == 2:
-            total = algebra.call("sum", (right,), ((0,), True), (1, right.shape[1]))
-            return algebra.broadcast(algebra.mul(_unbroadcast(left), total), shape)
-        if _repeated_number(right) and len(right.shape) == 2 and len(left.shape) == 2:
-            total = algebra.call("sum", (left,), ((1,), True), (left.shape[0], 1))
-            return algebra.broadcast(algebra.mul(_unbroadcast(right), total), shape)
+        return _translate_matmul(args[0], args[1], shape, algebra)
     if name == "sum_to" and args[0].shape == shape:
         return args[0]
     return algebra.call(name, tuple(args), params, shape)
+
+
+def _translate_matmul(left: Expr, right: Expr, shape: tuple[int, ...], algebra: Algebra) -> Expr:
+    """left @ right, with what the matmul rule makes for its own sake seen through."""
+    # A product with a matrix of one repeated number c and an inner size of 1 is c times the other.
+    if _repeated_number(right) and len(right.shape) == 2 and right.shape[0] == 1 and len(left.shape) == 2:
+        return algebra.broadcast(algebra.mul(left, _unbroadcast(right)), shape)
+    if _repeated_number(left) and len(left.shape) == 2 and left.shape[1] == 1 and len(right.shape) == 2:
+        return algebra.broadcast(algebra.mul(_unbroadcast(left), right), shape)
+    # c*ones(m, k) @ B sums B's rows; A @ c*ones(k, n) sums A's columns.
+    if _repeated_number(left) and len(left.shape) == 2 and len(right.shape) == 2:
+        total = algebra.call("sum", (right,), ((0,), True), (1, right.shape[1]))
+        return algebra.broadcast(algebra.mul(_unbroadcast(left), total), shape)
+    if _repeated_number(right) and len(right.shape) == 2 and len(left.shape) == 2:
+        total = algebra.call("sum", (left,), ((1,), True), (left.shape[0], 1))
+        return algebra.broadcast(algebra.mul(_unbroadcast(right), total), shape)
+    return algebra.call("matmul", (left, right), (), shape)
+
+
+def _scaled(expr: Expr, algebra: Algebra) -> tuple[float, Expr]:
+    """(c, e) with expr = c*e, c the number a product, or every term of a sum, is scaled by."""
+    inner = _unbroadcast(expr)
+    if isinstance(inner, Mul) and inner.coefficient != 1 and inner.shape == expr.shape:
+        return inner.coefficient, algebra.broadcast(algebra.mul(*inner.factors), expr.shape)
+    if isinstance(inner, Add) and inner.shape == expr.shape:
+        magnitudes = {abs(c) for _, c in inner.terms} | ({abs(inner.constant)} if inner.constant else set())
+        if len(magnitudes) == 1 and (common := next(iter(magnitudes))) != 1 and math.isfinite(common) and common:
+            return common, algebra.add(algebra.num(inner.constant / common),
+                                       *(algebra.mul(algebra.num(c / common), t) for t, c in inner.terms))
+    return 1.0, expr
 
 
 def _reshape(value: Expr, shape: tuple[int, ...], algebra: Algebra) -> Expr:
@@ -984,7 +1070,8 @@ def _common_coefficient(expr: Add) -> float | None:
     (common,) = magnitudes
     if not math.isfinite(common) or common == 0:  # inf*x + inf*y: no factor to take out (inf/inf is nan)
         return None
-    return common if common != 1 and (common == int(common) or ratio(common) is not None) else None
+    whole = common == int(common) or ((1 / common).is_integer() and 1 / common <= _DENOMINATORS)  # 2, 1/2
+    return common if common != 1 and (whole or ratio(common) is not None) else None
 
 
 def _one_hot(expr: Call) -> list | None:
@@ -1158,22 +1245,100 @@ class LatexPrinter(Printer):
         return text, precedence
 
 
-def _adjoint_definitions(expr: Expr, adjoints: dict[Node, str], symbols: dict[Node, str]) -> list[tuple[str, str, str]]:
-    """Definitions of the adjoint names an expression uses (and those they use), outputs first."""
-    by_name = {name: node for node, name in adjoints.items()}
-    wanted: dict[str, tuple[str, str]] = {}
+def _algebra(symbols: dict[Node, str]) -> Algebra:
+    """An algebra that knows the graph nodes of the program's symbols (what sums to one reads)."""
+    algebra = Algebra()
+    algebra.defined = {name: node for node, name in symbols.items()}
+    return algebra
+
+
+def _system(node: Node, symbols: dict[Node, str], adjoints: dict[Node, str]) -> tuple[Expr, dict[str, Expr], Algebra]:
+    """A derivative read with the gradients of kept nodes by name, and the definitions of those names it
+    uses (and those they use), each simplified: the whole of what diff prints."""
+    algebra = _algebra(symbols)
+    (expr,) = read([node], {**symbols, **adjoints}, algebra)
+    expr = algebra.tidy(expr)
+    by_name = {name: adjoint for adjoint, name in adjoints.items()}
+    definitions: dict[str, Expr] = {}
     pending = _symbols_in(expr) & set(by_name)
     while pending:
         name = pending.pop()
-        if name in wanted:
+        if name in definitions:
             continue
-        node = by_name[name]
-        others = {a: n for a, n in adjoints.items() if a is not node}
-        (definition,) = read([node], {**symbols, **others}, Algebra())
-        wanted[name] = (Printer({}).top(definition), LatexPrinter({}).top(definition))
-        pending |= (_symbols_in(definition) & set(by_name)) - set(wanted)
-    order = sorted(wanted, key=lambda n: by_name[n].seq)  # made first = nearer the output: defined first
-    return [(name, *wanted[name]) for name in order]
+        others = {a: n for a, n in adjoints.items() if n != name}
+        (definition,) = read([by_name[name]], {**symbols, **others}, algebra)
+        definitions[name] = algebra.tidy(definition)
+        pending |= (_symbols_in(definitions[name]) & set(by_name)) - set(definitions)
+    return expr, definitions, algebra
+
+
+def _named_adjoints(node: Node, symbols: dict[Node, str], adjoints: dict[Node, str]) \
+        -> tuple[dict[Node, str], Expr, dict[str, Expr], Algebra]:
+    """The kept nodes' gradients to write by name, and the derivative so read (as _system): all of them,
+    except those whose definition cancels against what uses it.
+
+    dL_dd*(w1*w3 + w2*w4) reads as the chain rule, ∂L/∂d times ∂d/∂a, and stays so. But with p kept,
+    ∂L/∂z of softmax cross-entropy is p*(dL_dp - sum(dL_dp*p)) with dL_dp = -Y/p, where written in
+    place it is p - Y: the symbols cancel. A gradient is written in place where what uses it then has
+    fewer symbols than writing its definition in place of its name, unsimplified, would give, and no
+    more than it has with the name. Only what uses it is read again, so a long chain of kept nodes
+    costs a reading of each, not of all.
+    """
+    named = dict(adjoints)
+    expr, definitions, algebra = _system(node, symbols, named)
+    by_name = {name: adjoint for adjoint, name in named.items()}
+    names = {user: _symbols_in(found) for user, found in [("", expr), *definitions.items()]}  # what each uses
+    for adjoint in sorted(adjoints, key=lambda a: a.seq)[:_INLINE_TRIES]:  # nearest the output first
+        name = named[adjoint]
+        if name not in definitions:
+            continue  # not used
+        users = {user: found for user, found in [("", expr), *definitions.items()]
+                 if user != name and name in names[user]}
+        if any(_size(found) >= _SIZE_CAP for found in users.values()):
+            continue  # as tidy(): cancelling is for the small derivatives of exercises, and stays cheap
+        body = _occurrences(definitions[name])
+        uses = sum(_occurrences(found, name) for found in users.values())
+        before = sum(_occurrences(found) for found in users.values())
+        unchanged = before + uses * (body - 1)
+        without = {a: n for a, n in named.items() if a is not adjoint}
+        again = {}
+        for user in users:
+            others = {a: n for a, n in without.items() if n != user}
+            (found,) = read([by_name[user] if user else node], {**symbols, **others}, algebra)
+            again[user] = algebra.tidy(found)
+        after = sum(_occurrences(found) for found in again.values())
+        definition = definitions[name]
+        one = isinstance(definition, Num) and definition.value == 1  # L = h: dL_dh*... is 1*...
+        if one or (after < unchanged and after <= before):  # w*w as w^2 cancels nothing: what uses it must not grow
+            named = without
+            del definitions[name]
+            names.update({user: _symbols_in(found) for user, found in again.items()})
+            expr = again.pop("", expr)
+            definitions.update(again)
+    used, pending = set(), _symbols_in(expr) & set(definitions)
+    while pending:  # a definition only what cancelled used is not written
+        name = pending.pop()
+        used.add(name)
+        pending |= (names[name] & set(definitions)) - used
+    return named, expr, {name: d for name, d in definitions.items() if name in used}, algebra
+
+
+def _occurrences(expr: Expr, name: str | None = None) -> int:
+    """How many times symbols (or the symbol of that name) are written in an expression, as a tree."""
+    memo: dict[int, int] = {}
+    stack: list[tuple[Expr, bool]] = [(expr, False)]
+    while stack:  # post-order, memoised: an interned expression is a graph, its tree may be exponential
+        item, ready = stack.pop()
+        if id(item) in memo:
+            continue
+        children = _children(item)
+        if ready or not children:
+            memo[id(item)] = sum(memo[id(c)] for c in children) + \
+                (isinstance(item, Sym) and (name is None or item.name == name))
+        else:
+            stack.append((item, True))
+            stack.extend((c, False) for c in children if id(c) not in memo)
+    return memo[id(expr)]
 
 
 def _symbols_in(expr: Expr) -> set[str]:
@@ -1209,6 +1374,7 @@ class Derivative:
     where: list[tuple[str, str, str]]  # (name, text, latex) of each shared subexpression, in order
     value: Any
     evaluable: bool  # False when a tensor operation has no gradcalc syntax (scatter)
+    given: tuple[str, ...] = ()  # what the values make true and the text relies on: sum(Y) = 1
 
 
 def _as_computed(expr: Expr, value: Any, algebra: Algebra) -> Expr:
@@ -1244,23 +1410,74 @@ def text_of(node: Node, symbols: dict[Node, str], taken: set[str]) -> str:
 
 
 def describe(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str], taken: set[str],
-             adjoints: dict[Node, str] | None = None) -> Derivative:
+             adjoints: dict[Node, str] | None = None, inline: bool = False) -> Derivative:
     """Read a derivative's graph node as a simplified, printable expression.
 
     `adjoints` names the gradients of kept intermediates (dL_dd for ∂L/∂d): the
     expression then reads ∂L/∂w1 = dL_dd*w3*a, with dL_dd defined after it,
-    instead of expanding the chain rule into the leaves.
+    instead of expanding the chain rule into the leaves, except where written in
+    place they cancel (_named_adjoints); `inline` writes them all in place.
     """
     adjoints = {a: name for a, name in (adjoints or {}).items() if a is not node}
-    algebra = Algebra()
-    (expr,) = read([node], {**symbols, **adjoints}, algebra)
-    expr = _as_computed(algebra.tidy(expr), node.value, algebra)
+    if inline:
+        named: dict[Node, str] = {}
+        expr, definitions, algebra = _system(node, symbols, named)
+    else:
+        named, expr, definitions, algebra = _named_adjoints(node, symbols, adjoints)
+    expr = _as_computed(expr, node.value, algebra)
     names = shared([expr], taken)
-    pulled = frozenset(adjoints.values())  # ∂L/∂a = dL_dd*(...): the kept node's gradient in front
+    pulled = frozenset(named.values())  # ∂L/∂a = dL_dd*(...): the kept node's gradient in front
     text_printer, latex_printer = Printer(names, pulled), LatexPrinter(names, pulled)
     where = [(name, text_printer.show(sub, 0, named=False), latex_printer.show(sub, 0, named=False))
              for sub, name in names.items()]
-    where = _adjoint_definitions(expr, adjoints, symbols) + where
+    by_name = {name: adjoint for adjoint, name in named.items()}
+    order = sorted(definitions, key=lambda n: by_name[n].seq)  # made first = nearer the output: defined first
+    where = [(name, Printer({}).top(definitions[name]), LatexPrinter({}).top(definitions[name]))
+             for name in order] + where
     text = text_printer.top(expr)
+    latex = latex_printer.top(expr)
+    where = _written(text, latex, where)
     evaluable = "scatter(" not in text and not any("scatter(" in w[1] for w in where)
-    return Derivative(of, wrt, text, latex_printer.top(expr), where, B.to_host(node.value), evaluable)
+    return Derivative(of, wrt, text, latex, where, B.to_host(node.value), evaluable,
+                      tuple(algebra.given[name] for name in sorted(algebra.given)))
+
+
+def shortest(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str], taken: set[str],
+             adjoints: dict[Node, str] | None = None, budget: int | None = None) -> Derivative:
+    """The derivative as it reads shortest (weight): in the leaves, in the program's intermediates with
+    their gradients named (dL_dd) where they do not cancel, or with them all written in place; the first
+    of these on a tie. `symbols` names the intermediates; the leaves' form is left out past the budget."""
+    leaves = {n: name for n, name in symbols.items() if n.op is None}
+    candidates = []
+    try:
+        within(node, leaves, budget)
+        candidates.append(describe(of, wrt, node, leaves, taken))
+    except TooLong:
+        pass
+    if len(leaves) < len(symbols):
+        candidates += [describe(of, wrt, node, symbols, taken, adjoints),
+                       describe(of, wrt, node, symbols, taken, adjoints, inline=True)]
+    return min(candidates, key=weight)
+
+
+def _written(text: str, latex: str, where: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """The where parts the text or the LaTeX uses, directly or through others: a shared 1/(1 - p)
+    printed as a denominator, /(1 - p), leaves its name unused."""
+    used: set[str] = set()
+    pending = [(text, latex)]
+    while pending:
+        plain, typeset = pending.pop()
+        words = set(_TOKENS.findall(plain))
+        for name, body, body_latex in where:
+            if name not in used and (name in words or latex_name(name) in typeset):
+                used.add(name)
+                pending.append((body, body_latex))
+    return [part for part in where if part[0] in used]
+
+
+def weight(derivative: Derivative) -> int:
+    """How long a derivative reads: the names, numbers and operators of its text and its where parts."""
+    return sum(len(_TOKENS.findall(text)) + 1 for text in [derivative.text, *(w[1] for w in derivative.where)])
+
+
+_TOKENS = re.compile(r"[A-Za-z_]\w*|[0-9.]+(?:e[-+]?[0-9]+)?|[-+*/^@<>=!]+")

@@ -362,8 +362,10 @@ class Run:
 
     @_in_own_state
     def diff(self, of: str | None = None, wrt: Sequence[str] | None = None, order: int = 1,
-             keep: Sequence[str] = (), intermediates: bool = False, budget: int | None = None) -> list[Derivative]:
-        """Each derivative as an expression: in the leaves, or keeping named intermediates.
+             keep: Sequence[str] = (), intermediates: bool = False, budget: int | None = None,
+             shortest: bool = False) -> list[Derivative]:
+        """Each derivative as an expression: in the leaves, keeping named intermediates, or (shortest)
+        in whichever of the two reads shorter.
 
         The expression is the differentiable backward pass (the same rules as `grad`)
         read back as algebra, along the path this run executed. With a budget, a derivative
@@ -381,9 +383,10 @@ class Run:
         # Leaves and constants print by name: (p - Y)/N, not (p - Y)/4.
         symbols = {node: name for name, node in [*self.state.leaves.items(), *self.state.constants.items()]}
         for name, node in self.frame.items():
-            if node.op is not None and (intermediates or name in keep) and name != of:
+            if node.op is not None and (intermediates or shortest or name in keep) and name != of:
                 symbols[node] = name
         taken = set(self.frame) | set(self.state.leaves)
+        describe = functools.partial(symbolic.shortest, budget=budget) if shortest else symbolic.describe
         with self._located(of):
             if output.shape != ():
                 raise UsageError(f"'{of}' has shape {tuple(output.shape)}: diff differentiates a scalar output",
@@ -401,7 +404,7 @@ class Run:
                     gradient = first.get(target, constant(B.xp.zeros(target.shape, dtype=B.dtype)))
                     symbolic.within(gradient, symbols, budget)
                     if order == 1:
-                        results.append(symbolic.describe(of, (name,), gradient, symbols, taken, adjoints))
+                        results.append(describe(of, (name,), gradient, symbols, taken, adjoints))
                         continue
                     if gradient.shape != ():
                         raise UsageError(f"--order 2 needs scalar variables; '{name}' has shape "
@@ -411,7 +414,7 @@ class Run:
                     for other_name, other in zip(names, targets):
                         found = second.get(other, constant(B.xp.zeros(other.shape, dtype=B.dtype)))
                         symbolic.within(found, symbols, budget)
-                        results.append(symbolic.describe(of, (name, other_name), found, symbols, taken))
+                        results.append(describe(of, (name, other_name), found, symbols, taken))
         return results
 
     @_in_own_state

@@ -23,7 +23,7 @@ from typing import Any
 from ...engine import autodiff, graph, ops, symbolic
 from ...engine import backend as B
 from ...engine.graph import Node
-from ...engine.symbolic import TooLong, operations
+from ...engine.symbolic import TooLong, is_distribution, operations
 from ...errors import GradcalcError, NameNotFound, ShapeError, Source, did_you_mean, error_json, error_text
 from ...files import DEFAULT_MAX_FILE_SIZE, entry_problem
 from ...language import syntax as S
@@ -424,8 +424,10 @@ class Judge:
     wrong answer walks the graph.
     """
 
-    def __init__(self, run: Run, tolerance: Tolerance | None = None, points: int = POINTS, seed: int = 0) -> None:
+    def __init__(self, run: Run, tolerance: Tolerance | None = None, points: int = POINTS, seed: int = 0,
+                 terms: str = "shortest") -> None:
         self.run = run
+        self.terms = terms  # how a correct derivative is written: leaves, intermediates or shortest (diff's)
         self.tolerance = tolerance or Tolerance.for_dtype(run.dtype)  # the run's, whatever the engine's now
         self.points = points
         self.seed = seed
@@ -1019,22 +1021,28 @@ class Judge:
                                                     f"{local} is missing")
 
     def derivative(self, of: str, wrt: str, wrt2: str | None = None) -> str:
-        """The correct derivative as gradcalc diff prints it ('' where diff cannot: a vector output,
-        or one past DERIVATIVE_BUDGET operations)."""
+        """The correct derivative as gradcalc diff --in-terms-of TERMS prints it ('' where diff cannot:
+        a vector output, or one past DERIVATIVE_BUDGET operations)."""
         return self._derivative(of, wrt, wrt2)[0]
 
     def _derivative(self, of: str, wrt: str, wrt2: str | None = None) -> tuple[str, str]:
-        """The derivative's text, or '' and why not where it is too long to show (else '')."""
+        """The derivative's text, or '' and why not where it is too long to show (else '').
+
+        By default in the program's words where they are shorter: (p - y)*h, not the leaves'
+        (sigmoid(w2*t1) - y)*t1 where t1 = sigmoid(w1*x)."""
         key = (of, wrt if wrt2 is None else f"{wrt}\0{wrt2}")
         if key not in self._derivatives:
             why = ""
+            terms = {"shortest": {"shortest": True}, "intermediates": {"intermediates": True}}.get(self.terms, {})
             try:
                 if wrt2 is None:
-                    (found,) = self.run.diff(of, [wrt], budget=DERIVATIVE_BUDGET)
+                    (found,) = self.run.diff(of, [wrt], budget=DERIVATIVE_BUDGET, **terms)
                 else:  # diff's second order: each pair of the names given, in order; ours is the pair (wrt, wrt2)
                     found = self.run.diff(of, list(dict.fromkeys([wrt, wrt2])), order=2,
-                                          budget=DERIVATIVE_BUDGET)[1 if wrt2 != wrt else 0]
-                text = found.text + "".join(f"\n  where {name} = {body}" for name, body, _ in found.where)
+                                          budget=DERIVATIVE_BUDGET, **terms)[1 if wrt2 != wrt else 0]
+                text = found.text + "".join(f"\n  {'where' if i == 0 else '     '} {name} = {body}"
+                                            for i, (name, body, _) in enumerate(found.where))
+                text += "".join(f"\n  given {given}, as at the program's values" for given in found.given)
             except TooLong as exc:
                 text, why = "", exc.message
             except GradcalcError:
@@ -1362,9 +1370,7 @@ def _is_distribution(value: Any) -> bool:
 
     Answers rely on it: ∂/∂z of -sum(t*log(softmax(z))) is softmax(z) - t only where t sums to 1,
     so such a leaf is moved to other distributions on the same support, not off them."""
-    if value.ndim == 0 or value.shape[-1] < 2 or not bool((value >= 0).all()):
-        return False
-    return bool(B.xp.abs(value.sum(axis=-1) - 1).max() <= 1e-6)
+    return is_distribution(B.to_host(value))  # the same test as diff's, which writes sum(t) as 1 for such a t
 
 
 def _shape(shape: tuple[int, ...]) -> str:
@@ -1439,13 +1445,13 @@ class JudgeMaker:
     def __init__(self, judge: Judge) -> None:
         run = judge.run
         self.program, self.inputs, self.options = run.program, run.inputs, run.options
-        self.tolerance, self.points, self.seed = judge.tolerance, judge.points, judge.seed
+        self.tolerance, self.points, self.seed, self.terms = judge.tolerance, judge.points, judge.seed, judge.terms
         self.judge: Judge | None = judge
 
     def __call__(self) -> Judge:
         if self.judge is None:
             run = self.program.run(self.inputs, **self.options)
-            self.judge = Judge(run, self.tolerance, self.points, self.seed)
+            self.judge = Judge(run, self.tolerance, self.points, self.seed, self.terms)
         return self.judge
 
     def __getstate__(self) -> dict[str, Any]:
