@@ -89,7 +89,7 @@ MISTAKES = [
     pytest.param(NET, f"dL/dW1 = Xᵀ({MASKED})", X.T @ G["Z1_grad"], "missing_term", "a missing term: the claim "
                  "leaves out the gradient of reg*sum(W1^2) (2*W1*reg) in ∂L/∂W1", id="term: the regulariser"),
     pytest.param(NET, "dL/dW1 = 2 reg W1", 2 * REG * W1, "missing_term", "a missing term: the claim leaves out the "
-                 "gradient of data in ∂L/∂W1", id="term: the data"),
+                 "gradient of data (X.T @ ((Z1 > 0)*(((P - Y)/N) @ W2.T))) in ∂L/∂W1", id="term: the data"),
     pytest.param(NET, "dL/dH = (P - Y)/N", G["S"], "missing_local_factor", "a missing local factor: the claim is "
                  "∂L/∂S (S = b2 + H @ W2): the local derivative ∂S/∂H is missing", id="local factor: a layer"),
     pytest.param(NEURON, "dL/dh = p - y", None, "missing_local_factor", "a missing local factor: the claim is "
@@ -209,7 +209,7 @@ def test_a_wrong_claim_written_with_a_subscript_is_judged() -> None:
     assert status == EXIT_WRONG
     assert right["status"] == "right" and right["expected"] == 24, right
     assert wrong["status"] == "wrong" and wrong["expected"] == 24 and wrong["derivative"], wrong
-    assert wrong["derivative"].replace(" ", "") in ("2*w1*x^2", "2*x^2*w1", "2*w1*x*x"), wrong
+    assert wrong["derivative"].replace(" ", "") in ("2*w1*x^2", "2*x^2*w1", "2*w1*x*x", "2*b*x"), wrong
     assert also_wrong["status"] == "wrong" and also_wrong["expected"] == 12, also_wrong
 
 
