@@ -336,7 +336,7 @@ class _ToSyntax(Transformer):
                                           f"write `points {number}` after what is asked (check dL/dw1 points 2)",
                                           token_pos(word))
             points = float(str(number))
-            if points <= 0 or points != points or points == float("inf"):
+            if not 0 < points < float("inf"):  # 0, or 1e999: no number of points
                 raise GradcalcSyntaxError(f"a question worth {number} points", "give it a positive number of points",
                                           token_pos(number))
             points = int(points) if points.is_integer() else points
