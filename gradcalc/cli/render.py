@@ -620,7 +620,7 @@ def check_view(report: Any, heading: str = "", full: bool = False, errors_apart:
     for answer in report.answers:
         if answer.status == "missing":
             table.add_row("", inert(answer.question.label), Text("– missing", style="red"), "", "",
-                          f"0/{_number(answer.question.points)}", Text("not answered", style="dim"))
+                          "0", Text("not answered", style="dim"))
     parts: list[RenderableType] = [Text(heading, style="bold")] if heading else []
     if not report.verdicts and not report.answers:
         return Group(*parts, Text("no claims found", style="bold red"))

@@ -204,7 +204,7 @@ def mistakes(reports: list[Report], asked: list[Question], variables: dict[str, 
             counted = [(a.question.label, a.status, report.verdicts[a.verdict] if a.verdict is not None else None)
                        for a in report.answers if a.status != "right"]
         else:
-            counted = [(v.label or v.claim, v.status, v) for v in report.verdicts if not v.passed]
+            counted = [(_label(v), v.status, v) for v in report.verdicts if not v.passed]
         for label, status, verdict in counted:
             text = diagnosis_shown(verdict, level) if verdict is not None and status == "wrong" else ""
             kind = (verdict.diagnosis_code if text and verdict is not None and verdict.diagnosis_code else status)
@@ -212,9 +212,18 @@ def mistakes(reports: list[Report], asked: list[Question], variables: dict[str, 
             if line not in seen:
                 seen.add(line)
                 found.setdefault(line, []).append(report.name)
-        order.update({label: len(order) for label, _, _ in counted if label not in order})
+        for label, _, _ in counted:  # without questions: in the order the class first claims them
+            order.setdefault(label, len(order))
     lines = [Mistake(label, kind, text, len(names), names) for (label, kind, text), names in found.items()]
     return sorted(lines, key=lambda m: (-m.count, order.get(m.question, 0), m.kind, m.text))
+
+
+def _label(verdict: Verdict) -> str:
+    """A claim's derivative as a label; for a line that does not parse, what its left side asks, if it says."""
+    if verdict.of:
+        return verdict.label
+    asked = _asked(verdict.claim)
+    return _derivative_label(asked.of, asked.wrt, asked.wrt2) if asked is not None else verdict.claim
 
 
 def judged(reports: list[Report]) -> int:
