@@ -337,7 +337,8 @@ def report(args: argparse.Namespace, base: Path, folder: Path, one: Path,
                 raise SystemExit("the rubric run has no class report")
             timing.doc = {}
             rubric_runs[jobs].append(timing)
-            log(f"  rubric, --jobs {jobs}: {timing.wall:.2f} s wall, {timing.cpu:.2f} s CPU")
+            others = "?" if timing.others is None else f"{timing.others:.2f}"
+            log(f"  rubric, --jobs {jobs}: {timing.wall:.2f} s wall, {timing.cpu:.2f} s CPU, others {others} CPUs")
     fixed = [time_command(one, TARGET_JOBS).wall for _ in range(3)]
     log("in-process path (Judge + judge_file, one process) ...")
     inproc = benchkit.run_child(__file__, "inprocess", folder, KEY, timeout=1800)
@@ -372,7 +373,8 @@ def report(args: argparse.Namespace, base: Path, folder: Path, one: Path,
           f"imports {fmt_time(inproc['import_s'])}")
     rubric_medians = {jobs: med([t.wall for t in ts]) for jobs, ts in rubric_runs.items()}
     print(f"- #20, with the rubric ({len(RUBRIC)} questions, {sum(RUBRIC.values())} points) and the class's mistakes: "
-          + ", ".join(f"--jobs {jobs} {fmt_time(rubric_medians[jobs])} (min {fmt_time(min(t.wall for t in ts))})"
+          + ", ".join(f"--jobs {jobs} {fmt_time(rubric_medians[jobs])} (min {fmt_time(min(t.wall for t in ts))}; "
+                      f"others {', '.join(f'{t.others:.2f}' for t in ts if t.others is not None) or 'n/a'})"
                       for jobs, ts in rubric_runs.items())
           + f"; target < {RUBRIC_TARGET_S * count / 1000:g} s with --jobs {TARGET_JOBS}: "
           + ("**yes**" if rubric_medians[TARGET_JOBS] < RUBRIC_TARGET_S * count / 1000 else "no"))

@@ -254,6 +254,10 @@ def test_a_student_s_slip_is_1_and_a_missing_answers_file_2(folder: Path, tmp_pa
     broken = folder / "subs" / "broken0.eq"
     assert run_cli("check", folder / "key.eq", broken).exit_code == EXIT_WRONG
     assert run_cli("check", folder / "key.eq", tmp_path / "nowhere.txt").exit_code == EXIT_BAD_INPUT
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# no answer\n", encoding="utf-8")
+    for key in (folder / "key.eq", folder / "subs" / "model0.eq"):  # with questions, and without (a plain model)
+        assert run_cli("check", key, empty).exit_code == EXIT_WRONG
     all_right = tmp_path / "class"
     all_right.mkdir()
     (all_right / "x.txt").write_text(_answers(), encoding="utf-8")
