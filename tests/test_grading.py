@@ -263,3 +263,46 @@ def test_a_student_s_slip_is_1_and_a_missing_answers_file_2(folder: Path, tmp_pa
     (all_right / "x.txt").write_text(_answers(), encoding="utf-8")
     (all_right / "y.txt").write_text(_answers(), encoding="utf-8")
     assert run_cli("check", folder / "key.eq", all_right).exit_code == EXIT_OK
+
+
+def test_feedback_never_writes_through_a_link_nor_below_its_folder(tmp_path: Path) -> None:
+    key = tmp_path / "key.eq"
+    key.write_text(KEY, encoding="utf-8")
+    for group in ("A", "B"):
+        (tmp_path / group).mkdir()
+        (tmp_path / group / "hw.txt").write_text(_answers(), encoding="utf-8")
+    out = tmp_path / "feedback"
+    out.mkdir()
+    outside = tmp_path / "outside.md"
+    outside.write_text("keep me\n", encoding="utf-8")
+    (out / "A__hw.md").symlink_to(outside)
+    result = run_cli("check", key, tmp_path / "A", tmp_path / "B", "--feedback", out)
+    assert result.exit_code == EXIT_OK, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["A__hw.md", "B__hw.md"]  # A/hw.txt: one folder, flattened
+    assert not (out / "A__hw.md").is_symlink() and "Score: 6 of 6" in (out / "A__hw.md").read_text(encoding="utf-8")
+    assert outside.read_text(encoding="utf-8") == "keep me\n"
+    blocked = tmp_path / "file"
+    blocked.write_text("", encoding="utf-8")
+    refused = run_cli("check", key, tmp_path / "A", tmp_path / "B", "--feedback", blocked / "sub")
+    assert refused.exit_code == EXIT_BAD_INPUT and "cannot write feedback" in refused.stderr
+
+
+def test_reveal_none_in_the_table_shows_no_diagnosis_nor_answer(folder: Path) -> None:
+    result = run_cli("check", folder / "key.eq", folder / "subs" / "path0.txt", "--reveal", "none")
+    assert result.exit_code == EXIT_WRONG
+    assert "✗ wrong" in result.stdout and "score 4 of 6" in result.stdout
+    for hidden in ("chain-rule", "2.5", "correct:"):
+        assert hidden not in result.stdout, hidden
+
+
+def test_a_second_derivative_question_is_answered_in_either_order(tmp_path: Path) -> None:
+    key = tmp_path / "key.eq"
+    key.write_text("a = 2; b = 3\nL = a^2*b^3\ncheck d²L/da db points 3\ncheck d²L/da² points 1\n", encoding="utf-8")
+    answers = tmp_path / "a.txt"  # ∂²L/∂b∂a = 6ab² = 108 and ∂²L/∂a² = 2b³ = 54, written by hand
+    answers.write_text("d²L/db da = 6*a*b^2\nd²L/da² = 2*b^3\n", encoding="utf-8")
+    doc = strict_json(run_cli("check", key, answers, "--json").stdout)
+    assert [(q["question"], q["status"], q["points"]) for q in doc["questions"]] == [
+        ("∂²L/∂a∂b", "right", 3), ("∂²L/∂a²", "right", 1)]
+    answers.write_text("d²L/db da = 6*a*b\n", encoding="utf-8")
+    doc = strict_json(run_cli("check", key, answers, "--json").stdout)
+    assert [(q["status"], q["points"]) for q in doc["questions"]] == [("wrong", 0), ("missing", 0)]
