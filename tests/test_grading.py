@@ -284,7 +284,7 @@ def test_feedback_never_writes_through_a_link_nor_below_its_folder(tmp_path: Pat
     blocked = tmp_path / "file"
     blocked.write_text("", encoding="utf-8")
     refused = run_cli("check", key, tmp_path / "A", tmp_path / "B", "--feedback", blocked / "sub")
-    assert refused.exit_code == EXIT_BAD_INPUT and "cannot write feedback" in refused.stderr
+    assert refused.exit_code == EXIT_BAD_INPUT and "cannot write into" in refused.stderr
 
 
 def test_reveal_none_in_the_table_shows_no_diagnosis_nor_answer(folder: Path) -> None:
@@ -306,3 +306,78 @@ def test_a_second_derivative_question_is_answered_in_either_order(tmp_path: Path
     answers.write_text("d²L/db da = 6*a*b\n", encoding="utf-8")
     doc = strict_json(run_cli("check", key, answers, "--json").stdout)
     assert [(q["status"], q["points"]) for q in doc["questions"]] == [("wrong", 0), ("missing", 0)]
+
+
+# --- variants: each student's own numbers -------------------------------------------------------------------------
+
+def _values(variant: Path) -> dict[str, float]:
+    """The numbers a variant gives the toy network's leaves, read from its text."""
+    line = next(text for text in variant.read_text(encoding="utf-8").splitlines() if text.startswith("a = "))
+    return {name: float(value) for name, value in (part.split(" = ") for part in line.split("; "))}
+
+
+def test_variants_are_seeded_per_student_and_keep_each_number_s_form(tmp_path: Path) -> None:
+    key = tmp_path / "key.eq"
+    key.write_text(KEY, encoding="utf-8")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("name,student\nAlice A,alice\nBob B,bob\nCarol C,carol\n", encoding="utf-8")
+    first, again, other = tmp_path / "v1", tmp_path / "v2", tmp_path / "v3"
+    for folder, seed in ((first, "0"), (again, "0"), (other, "1")):
+        result = run_cli("variants", key, "--roster", roster, "-o", folder, "--seed", seed)
+        assert result.exit_code == EXIT_OK, result.output
+    assert sorted(p.name for p in first.iterdir()) == ["alice.eq", "bob.eq", "carol.eq"]
+    for name in ("alice.eq", "bob.eq", "carol.eq"):
+        assert (first / name).read_text(encoding="utf-8") == (again / name).read_text(encoding="utf-8")
+        values = _values(first / name)
+        for leaf, written in {"a": 2, "w1": 3, "w2": -1, "w3": 0.5, "w4": 4}.items():
+            assert 0.5 * abs(written) - 0.1 <= abs(values[leaf]) <= 1.5 * abs(written) + 1, (leaf, values)
+            assert values[leaf] * written > 0  # the sign kept, never 0
+        assert all(values[leaf].is_integer() for leaf in ("a", "w1", "w2", "w4"))  # integers stay integers
+        assert "check dL/dw1 points 2" in (first / name).read_text(encoding="utf-8")
+    assert len({tuple(_values(first / n).values()) for n in ("alice.eq", "bob.eq", "carol.eq")}) > 1
+    assert any(_values(first / n) != _values(other / n) for n in ("alice.eq", "bob.eq", "carol.eq"))
+
+
+def test_each_submission_is_judged_against_its_own_variant(tmp_path: Path) -> None:
+    key = tmp_path / "key.eq"
+    key.write_text(KEY, encoding="utf-8")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student\nalice\nbob\n", encoding="utf-8")
+    folder = tmp_path / "variants"
+    assert run_cli("variants", key, "--roster", roster, "-o", folder).exit_code == EXIT_OK
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    numbers = {}
+    for name in ("alice", "bob"):
+        v = _values(folder / f"{name}.eq")
+        da = -(v["w3"] * v["w1"] + v["w4"] * v["w2"])  # ∂L/∂a by the chain rule, by hand
+        loss = 10 - (v["w3"] * v["w1"] * v["a"] + v["w4"] * v["w2"] * v["a"])
+        numbers[name] = (da, loss)
+        (subs / f"{name}.txt").write_text(f"dL/dw1 = -w3*a\ndL/da = {da!r}\ndL/dd = -1\nL = {loss!r}\n",
+                                          encoding="utf-8")
+    (subs / "zoe.txt").write_text(_answers(), encoding="utf-8")  # not on the roster: no variant
+    doc = strict_json(run_cli("check", key, subs, "--variants", folder, "--json").stdout)
+    scores = {s["submission"]: s["score"] for s in doc["submissions"]}
+    assert scores == {"alice.txt": 6, "bob.txt": 6, "zoe.txt": 0}
+    zoe = next(s for s in doc["submissions"] if s["submission"] == "zoe.txt")
+    assert "no variant for zoe.txt" in zoe["error"]["message"]
+    if numbers["alice"] != numbers["bob"]:  # alice's numbers are not bob's answers
+        (subs / "bob.txt").write_text((subs / "alice.txt").read_text(encoding="utf-8"), encoding="utf-8")
+        doc = strict_json(run_cli("check", key, subs / "bob.txt", "--variants", folder, "--json").stdout)
+        assert doc["score"] < 6
+    plain = strict_json(run_cli("check", key, subs / "alice.txt", "--json").stdout)  # against the key itself
+    assert plain["score"] == (6 if numbers["alice"] == (2.5, 15) else 2 + 1)
+
+
+@pytest.mark.parametrize(("rows", "message"), [
+    ("student\n../x\n", "'../x' cannot name a file"),
+    ("student\nal\nal\n", "'al' is listed twice"),
+    ("student\n", "no students"),
+])
+def test_a_bad_roster_is_bad_input(tmp_path: Path, rows: str, message: str) -> None:
+    key = tmp_path / "key.eq"
+    key.write_text(KEY, encoding="utf-8")
+    roster = tmp_path / "roster.csv"
+    roster.write_text(rows, encoding="utf-8")
+    result = run_cli("variants", key, "--roster", roster, "-o", tmp_path / "v", "--json")
+    assert result.exit_code == EXIT_BAD_INPUT and message in strict_json(result.stderr)["error"]["message"]

@@ -700,6 +700,9 @@ def check(
     feedback: Annotated[Optional[str], typer.Option(
         "--feedback", metavar="DIR", help="Write a Markdown feedback file per student into DIR (made if "
         "missing; a file of the same name is replaced).", show_default=False)] = None,
+    variants: Annotated[Optional[str], typer.Option(
+        "--variants", metavar="DIR", help="Judge each submission against its student's variant, DIR/ID.eq "
+        "(gradcalc variants).", show_default=False)] = None,
 ) -> None:
     """Judge claimed derivatives (numbers or expressions) right or wrong, say what is wrong, or grade many."""
     from ..tools.homework import check as C
@@ -721,6 +724,16 @@ def check(
     judge = C.Judge(run, C.Tolerance.for_dtype(run.dtype, rtol, atol), points, common.seed)
     asked = rubric.questions(program.module, run.frame, program.source)
     level = reveal.value
+
+    def judge_of(variant: str) -> Any:
+        """A student's variant's judge: the variant file run as the key is."""
+        from ..program.api import Program
+
+        own = _run(common, Program.from_file(variant, common.max_depth, common.file_limit), keep_values=True)
+        return C.Judge(own, C.Tolerance.for_dtype(own.dtype, rtol, atol), points, common.seed)
+
+    if variants is not None and not os.path.isdir(variants):
+        raise UsageError(f"--variants {variants}: no such folder", "give the folder gradcalc variants wrote")
     if grading:
         if claim:
             raise UsageError("--claim cannot be combined with grading several submissions",
@@ -734,8 +747,22 @@ def check(
             raise UsageError(f"--format gradescope writes one submission's results.json, and {len(items)} were "
                              "found: " + ", ".join(item.name for item in items[:5]),
                              "give the one answers file, or a folder holding only it (/autograder/submission/)")
-        graded = grade(C.JudgeMaker(judge), items, jobs, common.timeout or DEFAULT_TIMEOUT, common.memory_budget)
+        timeout = common.timeout or DEFAULT_TIMEOUT
+        if variants is None:
+            graded = grade(C.JudgeMaker(judge), items, jobs, timeout, common.memory_budget)
+        else:
+            graded = _graded_by_variant(items, variants, judge_of,
+                                        lambda own, some: grade(C.JudgeMaker(own), some, jobs, timeout,
+                                                                common.memory_budget))
     else:
+        if variants is not None and answers:
+            from ..tools.homework.variants import variant_for
+
+            found = variant_for(os.path.basename(answers[0]), variants)
+            if found is None:
+                raise UsageError(f"no variant for {answers[0]} in {variants}",
+                                 "name the answers file after the student's id (ID.txt), as in the roster")
+            judge = judge_of(found)
         graded = [_checked(common, judge, program, answers, claim)]
     graded = [rubric.score(report, asked, run.frame) for report in graded]
     mistakes = rubric.mistakes(graded, asked, run.frame, level) if grading else []
@@ -761,6 +788,30 @@ def check(
             EXIT_WRONG)
     if not all(r.passed for r in reports):
         raise typer.Exit(EXIT_WRONG)
+
+
+def _graded_by_variant(items: list[Any], folder: str, judge_of: Callable[[str], Any],
+                       grade: Callable[[Any, list[Any]], list[Any]]) -> list[Any]:
+    """Each submission judged against its student's variant (grouped: one key run per variant); one without a
+    variant is not judged."""
+    from ..errors import FileProblem
+    from ..tools.homework import check as C
+    from ..tools.homework.variants import variant_for
+
+    results: list[Any] = [None] * len(items)
+    groups: dict[str, list[int]] = {}
+    for index, item in enumerate(items):
+        found = variant_for(item.name, folder)
+        if found is None:
+            results[index] = C.failed_report(item.name, FileProblem(
+                f"no variant for {item.name} in {folder}", "name each submission after its student's id (ID.txt or "
+                "ID/...), as in the roster"))
+        else:
+            groups.setdefault(found, []).append(index)
+    for variant, indices in groups.items():
+        for index, report in zip(indices, grade(judge_of(variant), [items[i] for i in indices])):
+            results[index] = report
+    return results
 
 
 def _gradebook_format(given: GradeFormat | None, output: str | None, json: bool) -> str | None:
@@ -812,6 +863,40 @@ def _gradebooks(reports: list[Any], asked: list[Any], gradebook: str | None, out
         _write(stream.getvalue().encode("utf-8"), output)
     if feedback is not None:
         G.write_folder(feedback, G.feedback_files(reports, asked))
+
+
+@command(
+    "  gradcalc variants key.eq --roster roster.csv -o variants/      (variants/ID.eq: a model per student)\n\n"
+    "  gradcalc check key.eq submissions/ --variants variants/   (each judged against its student's own)"
+)
+def variants(
+    common: Common,
+    roster: Annotated[str, typer.Option(
+        "--roster", metavar="FILE", help="A CSV file with a header row: the students' ids, in its `student` column "
+        "(else its first).", show_default=False)],
+    output: Annotated[str, typer.Option(
+        "--output", "-o", metavar="DIR", help="The folder to write ID.eq into (made if missing; a file of the same "
+        "name is replaced).", show_default=False)],
+) -> None:
+    """Give each student a copy of the key with numbers of their own (drawn from --seed and their id)."""
+    from ..program.api import Program
+    from ..tools.homework import gradebook as G
+    from ..tools.homework import variants as V
+
+    program = _program(common)
+    _run(common, program)  # the key itself must run
+    ids = V.roster(roster, common.file_limit)
+
+    def runs(text: str) -> None:
+        _run(common, Program(text, program.source.filename, None, common.max_depth))
+
+    made = V.make(program.source.text, program.module, ids, common.seed,
+                  runs, f"gradcalc variants (seed {common.seed})")
+    G.write_folder(output, {f"{id_}.eq": text for id_, text in made.items()})
+    common.out.result(lambda: {"variants": [{"student": id_, "file": os.path.join(output, f"{id_}.eq")}
+                                            for id_ in made]},
+                      lambda: f"wrote {len(made)} variant{'s' * (len(made) != 1)} into {output}: "
+                      + ", ".join(f"{id_}.eq" for id_ in list(made)[:5]) + (", …" if len(made) > 5 else "") + "\n")
 
 
 @command(

@@ -175,5 +175,5 @@ def write_folder(folder: str, files: dict[str, str]) -> None:
                 stream.write(text)
             os.replace(partial, final)  # a link named so is replaced by the file, its target untouched
     except OSError as exc:
-        raise UsageError(f"cannot write feedback into {folder}: {exc.strerror}",
+        raise UsageError(f"cannot write into {folder}: {exc.strerror}",
                          "name a folder that can be made or written") from None
