@@ -381,3 +381,14 @@ def test_a_bad_roster_is_bad_input(tmp_path: Path, rows: str, message: str) -> N
     roster.write_text(rows, encoding="utf-8")
     result = run_cli("variants", key, "--roster", roster, "-o", tmp_path / "v", "--json")
     assert result.exit_code == EXIT_BAD_INPUT and message in strict_json(result.stderr)["error"]["message"]
+
+
+def test_students_named_on_the_command_line(tmp_path: Path) -> None:
+    program = "a = 2; w = 3; L = (w*a - 1)^2"
+    result = run_cli("variants", "-e", program, "--student", "ann", "--student", "ben", "-o", tmp_path / "v")
+    assert result.exit_code == EXIT_OK and sorted(p.name for p in (tmp_path / "v").iterdir()) == ["ann.eq", "ben.eq"]
+    none = run_cli("variants", "-e", program, "-o", tmp_path / "w", "--json")
+    assert none.exit_code == EXIT_BAD_INPUT and strict_json(none.stderr)["error"]["message"] == "no students given"
+    fixed = run_cli("variants", "-e", "x = [1, 2]; L = sum(x^2)", "--student", "ann", "-o", tmp_path / "x", "--json")
+    assert fixed.exit_code == EXIT_BAD_INPUT  # no number to vary: said so, nothing written
+    assert "no number to vary" in strict_json(fixed.stderr)["error"]["message"] and not (tmp_path / "x").exists()

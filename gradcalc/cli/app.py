@@ -866,17 +866,21 @@ def _gradebooks(reports: list[Any], asked: list[Any], gradebook: str | None, out
 
 
 @command(
+    "  gradcalc variants -e 'a = 2; w = 3; L = (w*a - 1)^2' --student alice --student bob -o variants\n\n"
     "  gradcalc variants key.eq --roster roster.csv -o variants/      (variants/ID.eq: a model per student)\n\n"
     "  gradcalc check key.eq submissions/ --variants variants/   (each judged against its student's own)"
 )
 def variants(
     common: Common,
-    roster: Annotated[str, typer.Option(
-        "--roster", metavar="FILE", help="A CSV file with a header row: the students' ids, in its `student` column "
-        "(else its first).", show_default=False)],
     output: Annotated[str, typer.Option(
         "--output", "-o", metavar="DIR", help="The folder to write ID.eq into (made if missing; a file of the same "
         "name is replaced).", show_default=False)],
+    roster: Annotated[Optional[str], typer.Option(
+        "--roster", metavar="FILE", help="A CSV file with a header row: the students' ids, in its `student` column "
+        "(else its first).", show_default=False)] = None,
+    student: Annotated[list[str], typer.Option(
+        "--student", metavar="ID", help="A student's id (repeatable), instead of or besides --roster.",
+        show_default=False)] = [],  # noqa: B006
 ) -> None:
     """Give each student a copy of the key with numbers of their own (drawn from --seed and their id)."""
     from ..program.api import Program
@@ -885,7 +889,10 @@ def variants(
 
     program = _program(common)
     _run(common, program)  # the key itself must run
-    ids = V.roster(roster, common.file_limit)
+    ids = V.checked_ids([*(V.roster(roster, common.file_limit) if roster is not None else []), *student],
+                        roster or "--student")
+    if not ids:
+        raise UsageError("no students given", "pass --roster roster.csv, or --student ID for each student")
 
     def runs(text: str) -> None:
         _run(common, Program(text, program.source.filename, None, common.max_depth))

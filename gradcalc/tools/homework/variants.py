@@ -33,14 +33,18 @@ def roster(path: str, limit: int) -> list[str]:
         raise UsageError(f"{path}: no students", "give a CSV file with a header row and a row per student")
     header = [cell.strip().lower() for cell in rows[0]]
     column = header.index("student") if "student" in header else 0
-    ids = [row[column].strip() for row in rows[1:] if len(row) > column and row[column].strip()]
-    for number, id_ in enumerate(ids, 2):
+    return [row[column].strip() for row in rows[1:] if len(row) > column and row[column].strip()]
+
+
+def checked_ids(ids: list[str], where: str) -> list[str]:
+    """The ids, each a file name of its own and given once (UsageError naming `where` if not)."""
+    for id_ in ids:
         if not _ID.fullmatch(id_):
-            raise UsageError(f"{path}, row {number}: '{id_}' cannot name a file",
+            raise UsageError(f"{where}: '{id_}' cannot name a file",
                              "ids are letters, digits, '.', '_' and '-', starting with a letter or digit")
     twice = [id_ for id_, count in Counter(ids).items() if count > 1]
     if twice:
-        raise UsageError(f"{path}: '{twice[0]}' is listed twice", "give each student one row")
+        raise UsageError(f"{where}: '{twice[0]}' is listed twice", "give each student once")
     return ids
 
 
