@@ -89,7 +89,8 @@ def verdict_lines(verdict: Verdict) -> list[str]:
 
 def _summary(report: Report) -> str:
     if report.error is not None:
-        return f"Not judged: {report.first_problem()}"
+        scored = f" (score 0 of {number(report.max_score)})" if report.max_score is not None else ""
+        return f"Not judged{scored}: {report.first_problem()}"
     if report.max_score is not None:
         return f"Score: {number(report.score)} of {number(report.max_score)}"
     return f"{report.right} of {len(report.verdicts)} claims right"
