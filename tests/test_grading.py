@@ -392,3 +392,16 @@ def test_students_named_on_the_command_line(tmp_path: Path) -> None:
     fixed = run_cli("variants", "-e", "x = [1, 2]; L = sum(x^2)", "--student", "ann", "-o", tmp_path / "x", "--json")
     assert fixed.exit_code == EXIT_BAD_INPUT  # no number to vary: said so, nothing written
     assert "no number to vary" in strict_json(fixed.stderr)["error"]["message"] and not (tmp_path / "x").exists()
+
+
+def test_a_diagnosis_naming_the_value_shows_only_its_summary_below_answer(folder: Path, tmp_path: Path) -> None:
+    answers = tmp_path / "close.txt"
+    answers.write_text("dL/da = 2.4\n", encoding="utf-8")  # ∂L/∂a = 2.5: off in the last digit
+    shown = {}
+    for level in ("verdict", "answer"):
+        doc = strict_json(run_cli("check", folder / "key.eq", answers, "--json", "--reveal", level).stdout)
+        (result,) = doc["results"]
+        shown[level] = result
+        assert result["diagnosis_code"] == "last_digit"
+    assert shown["verdict"]["diagnosis"] == "off in the last digit written"
+    assert "2.5" not in json.dumps(shown["verdict"]) and "2.5" in shown["answer"]["diagnosis"]

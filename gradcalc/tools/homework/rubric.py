@@ -24,8 +24,10 @@ from ...program.notation.resolving import unsubscripted
 from .check import Report, Verdict, _derivative_label
 
 REVEAL_LEVELS = ("none", "verdict", "answer", "all")  # each shows what the one before does, and more
-# Diagnoses whose words give the value (or its digits) away: below --reveal answer, their summary only.
-_TELLING = {"only_here", "not_finite", "not_confirmed", "last_digit"}
+# Diagnoses whose details name no value of the derivative (a path's value aside, taken out below): shown whole
+# at --reveal verdict. Any other (only_here, last_digit, not_finite, a code added later) shows its summary only.
+_VALUE_FREE = {"transposed", "sign", "factor", "missing_path", "all_paths_missing", "double_counted_path",
+               "not_summed", "not_averaged", "shape", "upside_down", "transpose_slip"}
 _GENERIC = {"exact_integer": "an integer claims an exact value"}  # a summary that names the value itself
 _PATH_VALUE = re.compile(r" \([^()]* here\)")  # a chain-rule path's value in a path diagnosis: "(4 here)"
 
@@ -147,7 +149,7 @@ def diagnosis_shown(verdict: Verdict, level: str) -> str:
     code = verdict.diagnosis_code or ""
     if code in _GENERIC:
         return _GENERIC[code]
-    if code in _TELLING:
+    if code not in _VALUE_FREE:
         return verdict.diagnosis_summary
     return _PATH_VALUE.sub("", verdict.diagnosis)
 
