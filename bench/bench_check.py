@@ -247,7 +247,7 @@ def child_main(argv: list[str]) -> None:
     def judge_all() -> list[Any]:
         reports = [rubric.score(C.judge_file(judge, item.path, item.name, (item.root,)), asked, run.frame)
                    for item in items]
-        rubric.mistakes(reports, asked, run.frame, "all")
+        rubric.mistakes(reports, asked, "all")
         return reports
 
     if rest and rest[0] == "profile":

@@ -765,7 +765,7 @@ def check(
             judge = judge_of(found)
         graded = [_checked(common, judge, program, answers, claim)]
     graded = [rubric.score(report, asked, run.frame) for report in graded]
-    mistakes = rubric.mistakes(graded, asked, run.frame, level) if grading else []
+    mistakes = rubric.mistakes(graded, asked, level) if grading else []
     reports = [rubric.revealed(report, level) for report in graded]
     _gradebooks(reports, asked, gradebook, output, feedback)
     if gradebook is not None and output is None:

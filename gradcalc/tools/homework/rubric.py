@@ -191,8 +191,7 @@ _KINDS = {"wrong": "wrong, and no known mistake fits", "invalid": "could not be 
           "missing": "not answered"}
 
 
-def mistakes(reports: list[Report], asked: list[Question], variables: dict[str, Any],
-             level: str) -> list[Mistake]:
+def mistakes(reports: list[Report], asked: list[Question], level: str) -> list[Mistake]:
     """The class's mistakes, per question (or claim), most common first; a submission counts once per line.
 
     Diagnoses are as --reveal shows them; at `none`, only wrong, invalid and missing are counted."""
