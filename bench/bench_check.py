@@ -320,25 +320,18 @@ def report(args: argparse.Namespace, base: Path, folder: Path, one: Path,
     log(f"warm-up run (--jobs {TARGET_JOBS}) ...")
     check_totals(time_command(folder, TARGET_JOBS).doc, expected, "warm-up")
     runs: dict[int, list[Timing]] = {2: [], 1: []}
-    for round_ in range(repeats):
-        for jobs in (2, 1) if round_ % 2 == 0 else (1, 2):
-            timing = time_command(folder, jobs)
-            check_totals(timing.doc, expected, f"--jobs {jobs}")
-            timing.doc = {}
-            runs[jobs].append(timing)
-            others = "?" if timing.others is None else f"{timing.others:.2f}"
-            log(f"  --jobs {jobs}: {timing.wall:.2f} s wall, {timing.cpu:.2f} s CPU, others {others} CPUs")
     rubric_runs: dict[int, list[Timing]] = {2: [], 1: []}
-    for round_ in range(repeats):
+    for round_ in range(repeats):  # the plain key and the rubric key in turn: the same load for both
         for jobs in (2, 1) if round_ % 2 == 0 else (1, 2):
-            timing = time_command(folder, jobs, key)
-            check_totals(timing.doc, with_rubric, f"--jobs {jobs} with the rubric")
-            if not timing.doc["mistakes"]:
-                raise SystemExit("the rubric run has no class report")
-            timing.doc = {}
-            rubric_runs[jobs].append(timing)
-            others = "?" if timing.others is None else f"{timing.others:.2f}"
-            log(f"  rubric, --jobs {jobs}: {timing.wall:.2f} s wall, {timing.cpu:.2f} s CPU, others {others} CPUs")
+            for with_key, want, into, what in ((KEY, expected, runs, ""), (key, with_rubric, rubric_runs, "rubric, ")):
+                timing = time_command(folder, jobs, with_key)
+                check_totals(timing.doc, want, f"{what}--jobs {jobs}")
+                if with_key == key and not timing.doc["mistakes"]:
+                    raise SystemExit("the rubric run has no class report")
+                timing.doc = {}
+                into[jobs].append(timing)
+                others = "?" if timing.others is None else f"{timing.others:.2f}"
+                log(f"  {what}--jobs {jobs}: {timing.wall:.2f} s wall, {timing.cpu:.2f} s CPU, others {others} CPUs")
     fixed = [time_command(one, TARGET_JOBS).wall for _ in range(3)]
     log("in-process path (Judge + judge_file, one process) ...")
     inproc = benchkit.run_child(__file__, "inprocess", folder, KEY, timeout=1800)
