@@ -8,6 +8,9 @@
 
 Target (issue: grading throughput): grading 1,000 generated submissions against the toy network
 finishes in under 30 s on the 2-core machine with --jobs 2; report submissions per second.
+Target (#20): with a rubric (the key's `check dL/dw1 points 2` questions, RUBRIC) and the class's
+mistakes, 1,000 submissions in under 5 s with --jobs 2, and judging one submission in-process near 1 ms.
+Each run is timed with both keys: the plain one (samples/neuron.eq) and the same network with questions.
 
 The submissions (seeded, --seed) are a mix as a class hands them in: answers files of 5-7 claims
 (one per line, dL/dw1 or ∂L/∂w1, comments and blank lines), model files (.eq: the network and
@@ -49,6 +52,7 @@ from benchkit import REPO, fmt_time, log, med
 
 KEY = "samples/neuron.eq"
 TARGET_S = 30.0
+RUBRIC_TARGET_S = 5.0  # #20: with questions and the class's mistakes
 TARGET_JOBS = 2
 
 # The toy network (samples/neuron.eq): a = 2, w1 = 3, w2 = -1, w3 = 0.5, w4 = 4; b = 6, c = -2, d = -5, L = 15.
@@ -75,6 +79,8 @@ CLAIMS: dict[str, dict[str, list[str]]] = {
           "path": ["-w3*w1", "-w4*w2", "-1.5", "4"], "point": ["1.25*a"], "rounding": ["2.4", "2.6"]},
     "L": {"right": ["15", "10 - d", "15.0"], "sign": ["-15"], "factor": ["30"]},
 }
+# The rubric key's questions and points (written after MODEL into the benchmark's folder).
+RUBRIC = {"w1": 2, "a": 2, "d": 1, "L": 1, "w4": 1}
 UNKNOWN = ["dL/dw5 = 1", "dL/da = w5*a", "dL/dx = 0"]  # a name the program does not have: an invalid claim
 BROKEN = ["dL/dw1 = -1/2a", "dL/da = -(w3*w1 + w4*w2", "dL/dw2 = -w4 *", "dL/dw3 == -b", "dL/dw4 = -c)",
           "dL/db = -w3 +* 1"]
@@ -122,8 +128,17 @@ def submission(rng: random.Random) -> tuple[str, str, dict[str, Any]]:
         suffix = ".txt"
     if kind == "broken":  # the broken line of an answers file is an invalid claim; a broken model is not judged
         right = sum(_is_right(line) for line in lines)
-    expect = {"judged": kind != "broken" or not broken_model, "claims": len(targets), "right": right}
+    judged = kind != "broken" or not broken_model
+    last = {_asked(line): line for line in lines if line and not line.startswith("#")}  # the last answer counts
+    score = sum(points for of, points in RUBRIC.items() if of in last and _is_right(last[of])) if judged else 0
+    expect = {"judged": judged, "claims": len(targets), "right": right, "score": score}
     return suffix, text, expect
+
+
+def _asked(line: str) -> str:
+    """The quantity a line claims (w1 of dL/dw1 = ..., ∂L/∂w1 = ...; L), as the rubric's keys name it."""
+    left = line.split("=", 1)[0].strip()
+    return "L" if left == "L" else left.replace("∂L/∂", "").replace("dL/d", "")
 
 
 def _is_right(line: str) -> bool:
@@ -132,25 +147,43 @@ def _is_right(line: str) -> bool:
     return of in CLAIMS and claimed in CLAIMS[of]["right"]
 
 
-def generate(folder: Path, count: int, seed: int) -> dict[str, int]:
-    """Write `count` submissions to folder; return the totals `gradcalc check --json` must report."""
+def generate(folder: Path, count: int, seed: int) -> tuple[dict[str, int], dict[str, Any]]:
+    """Write `count` submissions to folder; return the totals `gradcalc check --json` must report, with the
+    plain key and with the rubric key."""
     rng = random.Random(seed)
     totals = {"submissions": count, "passed": 0, "failed": 0, "not_judged": 0, "timed_out": 0,
               "claims_right": 0, "claims_total": 0}
+    rubric: dict[str, Any] = {**totals}
+    scores = []
     kinds = {".txt": 0, ".eq": 0}
+    full = sum(RUBRIC.values())
     for index in range(count):
         suffix, text, expect = submission(rng)
         (folder / f"s{index:05d}{suffix}").write_text(text, encoding="utf-8")
         kinds[suffix] += 1
+        scores.append(expect["score"])
         if not expect["judged"]:
             totals["not_judged"] += 1
+            rubric["not_judged"] += 1
             continue
-        totals["claims_total"] += expect["claims"]
-        totals["claims_right"] += expect["right"]
+        for counts in (totals, rubric):
+            counts["claims_total"] += expect["claims"]
+            counts["claims_right"] += expect["right"]
         totals["passed" if expect["right"] == expect["claims"] else "failed"] += 1
+        rubric["passed" if expect["score"] == full else "failed"] += 1
+    rubric["max_score"] = full
+    rubric["mean_score"] = round(sum(scores) / count, 4)
     log(f"generated {count} submissions in {folder}: {kinds['.txt']} answers files, {kinds['.eq']} models; "
-        f"expected {totals}")
-    return totals
+        f"expected {totals}; with the rubric {rubric}")
+    return totals, rubric
+
+
+def write_rubric_key(folder: Path) -> Path:
+    """The toy network with the rubric's questions: the key of the #20 runs."""
+    key = folder / "rubric.eq"
+    key.write_text(MODEL + "".join(f"check {_left(of)} points {points}\n" for of, points in RUBRIC.items()),
+                   encoding="utf-8")
+    return key
 
 
 # --- the command --------------------------------------------------------------------------------
@@ -171,9 +204,9 @@ class Timing:
     doc: dict[str, Any]
 
 
-def time_command(folder: Path, jobs: int) -> Timing:
+def time_command(folder: Path, jobs: int, key: str | Path = KEY) -> Timing:
     """Wall time of `gradcalc check KEY FOLDER --jobs N --json`, its CPU time, and its JSON document."""
-    command = [*gradcalc_command(), "check", KEY, str(folder), "--jobs", str(jobs), "--json"]
+    command = [*gradcalc_command(), "check", str(key), str(folder), "--jobs", str(jobs), "--json"]
     watch = benchkit.CpuWatch()
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
     wall, own, others = watch.stop()
@@ -182,7 +215,7 @@ def time_command(folder: Path, jobs: int) -> Timing:
     return Timing(wall, own, others, json.loads(done.stdout))
 
 
-def check_totals(doc: dict[str, Any], expected: dict[str, int], what: str) -> None:
+def check_totals(doc: dict[str, Any], expected: dict[str, Any], what: str) -> None:
     if doc["totals"] != expected:
         raise SystemExit(f"{what}: the totals differ from the generator's\n  got      {doc['totals']}\n"
                          f"  expected {expected}")
@@ -191,8 +224,9 @@ def check_totals(doc: dict[str, Any], expected: dict[str, int], what: str) -> No
 # --- the in-process path (child) ----------------------------------------------------------------
 
 def child_main(argv: list[str]) -> None:
-    """--child inprocess FOLDER [profile]: Judge + judge_file over every submission, in this process."""
-    kind, folder, *rest = argv
+    """--child inprocess FOLDER KEY [profile]: Judge + judge_file (and, with questions in the key, the scores
+    and the class's mistakes) over every submission, in this process."""
+    kind, folder, key, *rest = argv
     if kind != "inprocess":
         raise SystemExit(f"unknown child {kind}")
     os.chdir(REPO)
@@ -200,15 +234,21 @@ def child_main(argv: list[str]) -> None:
     from gradcalc.cli import jsonout
     from gradcalc.program.api import load
     from gradcalc.tools.homework import check as C
+    from gradcalc.tools.homework import rubric
 
     imported = time.perf_counter()
-    run = load(KEY).run(keep_values=True)
+    program = load(key)
+    run = program.run(keep_values=True)
     judge = C.Judge(run)
+    asked = rubric.questions(program.module, run.frame, program.source)
     items = C.submissions([folder])
     keyed = time.perf_counter()
 
     def judge_all() -> list[Any]:
-        return [C.judge_file(judge, path, name) for name, path in items]
+        reports = [rubric.score(C.judge_file(judge, item.path, item.name, (item.root,)), asked, run.frame)
+                   for item in items]
+        rubric.mistakes(reports, asked, "all")
+        return reports
 
     if rest and rest[0] == "profile":
         import cProfile
@@ -259,8 +299,8 @@ def main() -> None:
         shutil.copy(first, one / first.name)
         if args.profile:
             log("profiling the in-process path (Judge + judge_file) ...")
-            result = benchkit.run_child(__file__, "inprocess", folder, "profile", timeout=1800)
-            check_totals(result, expected, "in-process")
+            result = benchkit.run_child(__file__, "inprocess", folder, KEY, "profile", timeout=1800)
+            check_totals(result, expected[0], "in-process")
             print(f"in-process: key {fmt_time(result['key_s'])}, judging {fmt_time(result['judge_s'])} "
                   f"for {result['count']} submissions (under cProfile; the tables are on standard error)")
             return
@@ -270,26 +310,34 @@ def main() -> None:
             shutil.rmtree(base, ignore_errors=True)
 
 
-def report(args: argparse.Namespace, base: Path, folder: Path, one: Path, expected: dict[str, int], count: int,
-           repeats: int, started: float) -> None:
+def report(args: argparse.Namespace, base: Path, folder: Path, one: Path,
+           expecting: tuple[dict[str, int], dict[str, Any]], count: int, repeats: int, started: float) -> None:
+    expected, with_rubric = expecting
+    key = write_rubric_key(base)
     env = {"date": time.strftime("%Y-%m-%d %H:%M"), "gradcalc": benchkit.dist_version("gradcalc"),
            "commit": benchkit.git_describe(), "python": sys.version.split()[0], "cpus": os.cpu_count(),
            "load_before": benchkit.loadavg(), "count": count, "repeats": repeats, "seed": args.seed}
     log(f"warm-up run (--jobs {TARGET_JOBS}) ...")
     check_totals(time_command(folder, TARGET_JOBS).doc, expected, "warm-up")
     runs: dict[int, list[Timing]] = {2: [], 1: []}
-    for round_ in range(repeats):
+    rubric_runs: dict[int, list[Timing]] = {2: [], 1: []}
+    for round_ in range(repeats):  # the plain key and the rubric key in turn: the same load for both
         for jobs in (2, 1) if round_ % 2 == 0 else (1, 2):
-            timing = time_command(folder, jobs)
-            check_totals(timing.doc, expected, f"--jobs {jobs}")
-            timing.doc = {}
-            runs[jobs].append(timing)
-            others = "?" if timing.others is None else f"{timing.others:.2f}"
-            log(f"  --jobs {jobs}: {timing.wall:.2f} s wall, {timing.cpu:.2f} s CPU, others {others} CPUs")
+            for with_key, want, into, what in ((KEY, expected, runs, ""), (key, with_rubric, rubric_runs, "rubric, ")):
+                timing = time_command(folder, jobs, with_key)
+                check_totals(timing.doc, want, f"{what}--jobs {jobs}")
+                if with_key == key and not timing.doc["mistakes"]:
+                    raise SystemExit("the rubric run has no class report")
+                timing.doc = {}
+                into[jobs].append(timing)
+                others = "?" if timing.others is None else f"{timing.others:.2f}"
+                log(f"  {what}--jobs {jobs}: {timing.wall:.2f} s wall, {timing.cpu:.2f} s CPU, others {others} CPUs")
     fixed = [time_command(one, TARGET_JOBS).wall for _ in range(3)]
     log("in-process path (Judge + judge_file, one process) ...")
-    inproc = benchkit.run_child(__file__, "inprocess", folder, timeout=1800)
+    inproc = benchkit.run_child(__file__, "inprocess", folder, KEY, timeout=1800)
     check_totals(inproc, expected, "in-process")
+    inproc_rubric = benchkit.run_child(__file__, "inprocess", folder, key, timeout=1800)
+    check_totals(inproc_rubric, with_rubric, "in-process with the rubric")
 
     times = {jobs: [t.wall for t in ts] for jobs, ts in runs.items()}
     medians = {jobs: med(ts) for jobs, ts in times.items()}
@@ -316,6 +364,17 @@ def report(args: argparse.Namespace, base: Path, folder: Path, one: Path, expect
     print(f"- in-process judging (one process, no workers): {fmt_time(inproc['judge_s'])} for {inproc['count']:,} "
           f"submissions, {fmt_time(per)} each ({1 / per:,.0f}/s); key run {fmt_time(inproc['key_s'])}, "
           f"imports {fmt_time(inproc['import_s'])}")
+    rubric_medians = {jobs: med([t.wall for t in ts]) for jobs, ts in rubric_runs.items()}
+    print(f"- #20, with the rubric ({len(RUBRIC)} questions, {sum(RUBRIC.values())} points) and the class's mistakes: "
+          + ", ".join(f"--jobs {jobs} {fmt_time(rubric_medians[jobs])} (min {fmt_time(min(t.wall for t in ts))}; "
+                      f"others {', '.join(f'{t.others:.2f}' for t in ts if t.others is not None) or 'n/a'})"
+                      for jobs, ts in rubric_runs.items())
+          + f"; target < {RUBRIC_TARGET_S * count / 1000:g} s with --jobs {TARGET_JOBS}: "
+          + ("**yes**" if rubric_medians[TARGET_JOBS] < RUBRIC_TARGET_S * count / 1000 else "no"))
+    per_rubric = inproc_rubric["judge_s"] / inproc_rubric["count"]
+    print(f"- #20, in-process with the rubric (judging, scoring, the class's mistakes): "
+          f"{fmt_time(inproc_rubric['judge_s'])} for {inproc_rubric['count']:,}, {fmt_time(per_rubric)} each; "
+          f"mean score {with_rubric['mean_score']} of {with_rubric['max_score']}, {with_rubric['passed']} full marks")
     t = expected
     print(f"- totals (JSON = generated, checked on every run): {t['submissions']:,} submissions, "
           f"{t['passed']} all right, {t['failed']} with wrong or invalid claims, {t['not_judged']} not judged "
@@ -325,7 +384,10 @@ def report(args: argparse.Namespace, base: Path, folder: Path, one: Path, expect
                "cpu": {str(k): [t.cpu for t in ts] for k, ts in runs.items()},
                "others": {str(k): [t.others for t in ts] for k, ts in runs.items()},
                "medians": {str(k): v for k, v in medians.items()}, "fixed": fixed, "inprocess": inproc,
-               "met": met}
+               "met": met,
+               "rubric": {"expected": with_rubric, "medians": {str(k): v for k, v in rubric_medians.items()},
+                          "times": {str(k): [t.wall for t in ts] for k, ts in rubric_runs.items()},
+                          "inprocess": inproc_rubric}}
     benchkit.save_results(results, started, args.json_out)
 
 

@@ -349,11 +349,11 @@ def test_claims_cannot_load_files_when_checking_one_file_either(tmp_path: Path) 
     answers = write(key.parent / "answers.txt", 'dL/dw1 = sum(load("grades.csv"))\ndL/dw1 = -1\n')
     for args in (("--claim", 'dL/dw1 = sum(load("grades.csv"))'), (answers,)):
         result = run_cli("check", key, *args, "--json")
-        assert result.exit_code == EXIT_BAD_INPUT, result.output
+        assert result.exit_code == EXIT_WRONG, result.output  # an invalid claim: the student's, so 1
         assert strict_json(result.stdout)["results"][0]["status"] == "invalid"
         assert "load" in one_json_error(result.stderr)["message"]
         text = run_cli("check", key, *args)
-        assert text.exit_code == EXIT_BAD_INPUT
+        assert text.exit_code == EXIT_WRONG
         no_secret([result.stdout, result.stderr, text.stdout, text.stderr], [marker, *GRADEBOOK_SECRETS])
 
 

@@ -6,6 +6,7 @@ written (JSON or text) is decided in another, the command's `Output` (output.py)
 
 import functools
 import inspect
+import io
 import os
 import re
 import sys
@@ -652,6 +653,18 @@ def explain(
                       lambda: _views().explain_view(explanation, view))
 
 
+class Reveal(str, Enum):
+    none = "none"
+    verdict = "verdict"
+    answer = "answer"
+    all = "all"
+
+
+class GradeFormat(str, Enum):
+    csv = "csv"
+    gradescope = "gradescope"
+
+
 @command(
     "  gradcalc check -e 'a = 2; w = 3; L = (w*a - 1)^2' --claim 'dL/dw = 2*(w*a - 1)*a' --claim 'dL/da = 30'\n\n"
     "  gradcalc check net.eq answers.txt          (net.eq: a program file; answers.txt: a claim per line)\n\n"
@@ -681,15 +694,32 @@ def check(
     in_terms_of: Annotated[Terms, typer.Option(
         help="How a correct derivative is written, as diff's --in-terms-of: shortest (the leaves or the "
         "program's intermediates, whichever is shorter), leaves, or intermediates.")] = Terms.shortest,
+    reveal: Annotated[Reveal, typer.Option(
+        help="What the table, JSON, gradebooks and feedback show: none (right or wrong, and points), verdict "
+        "(and the diagnosis), answer (and the correct value), all (and the correct expression).")] = Reveal.all,
+    format_: Annotated[Optional[GradeFormat], typer.Option(
+        "--format", help="A gradebook: csv (a row per student, a column per question) or gradescope (one "
+        "submission's results.json), on standard output or into -o FILE.", show_default=False)] = None,
+    output: Annotated[Optional[str], typer.Option(
+        "--output", "-o", metavar="FILE", help="Write the --format gradebook to FILE (replaced if it exists); "
+        "the table (or --json) still goes to standard output.", show_default=False)] = None,
+    feedback: Annotated[Optional[str], typer.Option(
+        "--feedback", metavar="DIR", help="Write a Markdown feedback file per student into DIR (made if "
+        "missing; a file of the same name is replaced).", show_default=False)] = None,
+    variants: Annotated[Optional[str], typer.Option(
+        "--variants", metavar="DIR", help="Judge each submission against its student's variant, DIR/ID.eq "
+        "(gradcalc variants).", show_default=False)] = None,
 ) -> None:
     """Judge claimed derivatives (numbers or expressions) right or wrong, say what is wrong, or grade many."""
     from ..tools.homework import check as C
+    from ..tools.homework import rubric
     from . import jsonout
 
     if common.expr is not None and common.file is not None:  # -e takes the program: FILE is the first answers
         answers, common.file = [common.file, *answers], None
     if answers.count("-") + (common.file == "-") > 1:
         raise UsageError("standard input ('-') can be read once", "give the program or the answers as a file")
+    gradebook = _gradebook_format(format_, output, common.json)
     grading = len(answers) > 1 or any(os.path.isdir(path) for path in answers)
     if grading:
         from ..program.limits import disarm
@@ -698,6 +728,19 @@ def check(
     program = _program(common)
     run = _run(common, program, keep_values=True)
     judge = C.Judge(run, C.Tolerance.for_dtype(run.dtype, rtol, atol), points, common.seed, in_terms_of.value)
+    asked = rubric.questions(program.module, run.frame, program.source)
+    level = reveal.value
+
+    def judge_of(variant: str) -> Any:
+        """A student's variant's judge: the variant file run as the key is."""
+        from ..program.api import Program
+
+        own = _run(common, Program.from_file(variant, common.max_depth, common.file_limit), keep_values=True)
+        return C.Judge(own, C.Tolerance.for_dtype(own.dtype, rtol, atol), points, common.seed,
+                       in_terms_of.value)
+
+    if variants is not None and not os.path.isdir(variants):
+        raise UsageError(f"--variants {variants}: no such folder", "give the folder gradcalc variants wrote")
     if grading:
         if claim:
             raise UsageError("--claim cannot be combined with grading several submissions",
@@ -707,32 +750,167 @@ def check(
         items = C.submissions(answers)
         if not items:
             raise UsageError("no submissions found in " + ", ".join(answers), "give a folder with answers files")
-        reports = grade(C.JudgeMaker(judge), items, jobs, common.timeout or DEFAULT_TIMEOUT, common.memory_budget)
+        if gradebook == "gradescope" and len(items) != 1:
+            raise UsageError(f"--format gradescope writes one submission's results.json, and {len(items)} were "
+                             "found: " + ", ".join(item.name for item in items[:5]),
+                             "give the one answers file, or a folder holding only it (/autograder/submission/)")
+        timeout = common.timeout or DEFAULT_TIMEOUT
+        if variants is None:
+            graded = grade(C.JudgeMaker(judge), items, jobs, timeout, common.memory_budget)
+        else:
+            graded = _graded_by_variant(items, variants, judge_of,
+                                        lambda own, some: grade(C.JudgeMaker(own), some, jobs, timeout,
+                                                                common.memory_budget))
+    else:
+        if variants is not None and answers:
+            from ..tools.homework.variants import variant_for
+
+            found = variant_for(os.path.basename(answers[0]), variants)
+            if found is None:
+                raise UsageError(f"no variant for {answers[0]} in {variants}",
+                                 "name the answers file after the student's id (ID.txt), as in the roster")
+            judge = judge_of(found)
+        graded = [_checked(common, judge, program, answers, claim)]
+    graded = [rubric.score(report, asked, run.frame) for report in graded]
+    mistakes = rubric.mistakes(graded, asked, level) if grading else []
+    reports = [rubric.revealed(report, level) for report in graded]
+    _gradebooks(reports, asked, gradebook, output, feedback)
+    if gradebook is not None and output is None:
+        pass  # the gradebook is the standard output
+    elif grading:
         totals = jsonout.grading_totals(reports)
-        common.out.result(lambda: jsonout.grading_doc(reports),
-                          lambda: _views().grading_view(reports, totals, verbose, common.full))
-        if totals["passed"] != totals["submissions"]:
-            raise typer.Exit(EXIT_WRONG)
-        return
-    groups: list[tuple[Sequence[Claim | Unreadable], Source]] = [C.parse_claim_option(text) for text in claim]
-    if answers:
-        groups.append(C.read_claims(answers[0], common.file_limit))
-    if not groups:
-        groups.append((C.claims_of_program(program.module), program.source))
-    if not any(claims for claims, _ in groups):
-        raise UsageError("there are no claims to check",
-                         "pass --claim 'dL/dw1 = ...', an answers file, or write `check dL/dw1 = ...` in the program")
-    report = judge.report(answers[0] if answers else program.source.filename, *groups)
-    common.out.result(lambda: jsonout.check_doc(report),
-                      lambda: _views().check_view(report, full=common.full, errors_apart=True))
+        common.out.result(lambda: jsonout.grading_doc(reports, asked, mistakes, level),
+                          lambda: _views().grading_view(reports, totals, verbose, common.full, asked, mistakes))
+    elif reports[0].error is None:
+        common.out.result(lambda: jsonout.check_doc(reports[0]),
+                          lambda: _views().check_view(reports[0], full=common.full, errors_apart=True))
+    report = reports[0]
+    if not grading and report.error is not None:  # the submission itself does not read: a student's slip
+        raise common.out.failed(lambda: {"error": report.error}, lambda: report.error_message + "\n", EXIT_WRONG)
     invalid = [v for v in report.verdicts if v.status == "invalid"]
-    if invalid:  # a claim that could not be judged is bad input: the first one's error where errors go
+    if not grading and invalid:  # the first claim that could not be judged, where errors go (line, caret)
         more = len(invalid) - 1
         raise common.out.failed(lambda: {"error": invalid[0].error}, lambda: invalid[0].error_message + "\n" + (
             f"  ({more} more claim{'s' * (more != 1)} could not be judged: see the table)\n" if more else ""),
-            EXIT_BAD_INPUT)
-    if not report.passed:
+            EXIT_WRONG)
+    if not all(r.passed for r in reports):
         raise typer.Exit(EXIT_WRONG)
+
+
+def _graded_by_variant(items: list[Any], folder: str, judge_of: Callable[[str], Any],
+                       grade: Callable[[Any, list[Any]], list[Any]]) -> list[Any]:
+    """Each submission judged against its student's variant (grouped: one key run per variant); one without a
+    variant is not judged."""
+    from ..errors import FileProblem
+    from ..tools.homework import check as C
+    from ..tools.homework.variants import variant_for
+
+    results: list[Any] = [None] * len(items)
+    groups: dict[str, list[int]] = {}
+    for index, item in enumerate(items):
+        found = variant_for(item.name, folder)
+        if found is None:
+            results[index] = C.failed_report(item.name, FileProblem(
+                f"no variant for {item.name} in {folder}", "name each submission after its student's id (ID.txt or "
+                "ID/...), as in the roster"))
+        else:
+            groups.setdefault(found, []).append(index)
+    for variant, indices in groups.items():
+        for index, report in zip(indices, grade(judge_of(variant), [items[i] for i in indices])):
+            results[index] = report
+    return results
+
+
+def _gradebook_format(given: GradeFormat | None, output: str | None, json: bool) -> str | None:
+    """--format, or what -o's suffix says (.csv); refused where standard output would carry two documents."""
+    if given is None and output is not None:
+        if not output.lower().endswith(".csv"):
+            raise UsageError(f"-o {output}: which gradebook?", "add --format csv or --format gradescope")
+        given = GradeFormat.csv
+    if given is not None and output in (None, "-") and json:
+        raise UsageError(f"--json and --format {given.value} would both be the standard output",
+                         "write the gradebook to a file: -o FILE (the JSON stays on standard output)")
+    return None if given is None else given.value
+
+
+def _checked(common: Common, judge: Any, program: Any, answers: list[str], claim: list[str]) -> Any:
+    """One submission judged in this process: --claim options, one answers file, or the program's own claims."""
+    from ..errors import FileProblem
+    from ..tools.homework import check as C
+
+    groups: list[tuple[Sequence[Claim | Unreadable], Source]] = [C.parse_claim_option(text) for text in claim]
+    name = answers[0] if answers else program.source.filename
+    if answers:
+        try:
+            groups.append(C.read_claims(answers[0], common.file_limit))
+        except (FileProblem, UsageError):
+            raise  # the file named cannot be read: the command cannot do its job (2)
+        except GradcalcError as exc:  # it reads, but does not parse (a model file): the student's slip (1)
+            return C.failed_report(name, exc)
+    if not groups:
+        groups.append((C.claims_of_program(program.module), program.source))
+    if not any(claims for claims, _ in groups) and not answers:  # an empty answers file is the student's: 1
+        raise UsageError("there are no claims to check",
+                         "pass --claim 'dL/dw1 = ...', an answers file, or write `check dL/dw1 = ...` in the program")
+    return judge.report(name, *groups)
+
+
+def _gradebooks(reports: list[Any], asked: list[Any], gradebook: str | None, output: str | None,
+                feedback: str | None) -> None:
+    """The --format gradebook (to -o FILE or standard output) and the --feedback files."""
+    from ..tools.homework import gradebook as G
+
+    if gradebook == "csv":
+        _write(G.csv_text(reports, asked).encode("utf-8"), output)
+    elif gradebook == "gradescope":
+        from . import jsonout
+
+        stream = io.StringIO()
+        jsonout.write(G.gradescope_doc(reports[0], asked), stream)
+        _write(stream.getvalue().encode("utf-8"), output)
+    if feedback is not None:
+        G.write_folder(feedback, G.feedback_files(reports, asked))
+
+
+@command(
+    "  gradcalc variants -e 'a = 2; w = 3; L = (w*a - 1)^2' --student alice --student bob -o variants\n\n"
+    "  gradcalc variants key.eq --roster roster.csv -o variants/      (variants/ID.eq: a model per student)\n\n"
+    "  gradcalc check key.eq submissions/ --variants variants/   (each judged against its student's own)"
+)
+def variants(
+    common: Common,
+    output: Annotated[str, typer.Option(
+        "--output", "-o", metavar="DIR", help="The folder to write ID.eq into (made if missing; a file of the same "
+        "name is replaced).", show_default=False)],
+    roster: Annotated[Optional[str], typer.Option(
+        "--roster", metavar="FILE", help="A CSV file with a header row: the students' ids, in its `student` column "
+        "(else its first).", show_default=False)] = None,
+    student: Annotated[list[str], typer.Option(
+        "--student", metavar="ID", help="A student's id (repeatable), instead of or besides --roster.",
+        show_default=False)] = [],  # noqa: B006
+) -> None:
+    """Give each student a copy of the key with numbers of their own (drawn from --seed and their id)."""
+    from ..program.api import Program
+    from ..tools.homework import gradebook as G
+    from ..tools.homework import variants as V
+
+    program = _program(common)
+    _run(common, program)  # the key itself must run
+    ids = V.checked_ids([*(V.roster(roster, common.file_limit) if roster is not None else []), *student],
+                        roster or "--student")
+    if not ids:
+        raise UsageError("no students given", "pass --roster roster.csv, or --student ID for each student")
+
+    def runs(text: str) -> None:
+        _run(common, Program(text, program.source.filename, None, common.max_depth))
+
+    made = V.make(program.source.text, program.module, ids, common.seed,
+                  runs, f"gradcalc variants (seed {common.seed})")
+    G.write_folder(output, {f"{id_}.eq": text for id_, text in made.items()})
+    common.out.result(lambda: {"variants": [{"student": id_, "file": os.path.join(output, f"{id_}.eq")}
+                                            for id_ in made]},
+                      lambda: f"wrote {len(made)} variant{'s' * (len(made) != 1)} into {output}: "
+                      + ", ".join(f"{id_}.eq" for id_ in list(made)[:5]) + (", …" if len(made) > 5 else "") + "\n")
 
 
 @command(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..engine import backend as B
@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # only their types: the grad and eval paths do not load the c
     from ..engine.symbolic import Derivative
     from ..tools.gradcheck import GradCheck
     from ..tools.homework.check import Report, Verdict
+    from ..tools.homework.rubric import Mistake, Question
 
 
 def values_doc(run: Run) -> dict[str, Any]:
@@ -123,25 +124,35 @@ def verdict_doc(verdict: Verdict) -> dict[str, Any]:
         "wrt": verdict.wrt if verdict.wrt2 is None else [verdict.wrt, verdict.wrt2],
         "line": verdict.line,
     }
-    for key in ("note", "diagnosis", "diagnosis_code", "derivative", "error"):
+    for key in ("note", "diagnosis", "diagnosis_code", "derivative", "error", "question"):
         if getattr(verdict, key):
             doc[key] = getattr(verdict, key)
+    if verdict.question is not None:
+        doc["points"] = verdict.points  # null: answered again below, so not the one scored
     for key, shape in verdict.elided.items():  # grading keeps no large value: its shape says what it was
         doc[f"{key}_shape"] = list(shape)
     return doc
 
 
 def check_doc(report: Report) -> dict[str, Any]:
-    """The SPEC's {passed, results: [{claim, passed, expected, got}]}, with status and diagnosis added."""
+    """The SPEC's {passed, results: [{claim, passed, expected, got}]}, with status and diagnosis added;
+    with a key's questions, the score, its maximum, and each question's points and status."""
     doc: dict[str, Any] = {"passed": report.passed, "results": [verdict_doc(v) for v in report.verdicts],
                            "right": report.right, "total": len(report.verdicts)}
     if report.first_wrong:
         doc["first_wrong"] = report.first_wrong
+    if report.max_score is not None:
+        doc["score"], doc["max_score"] = report.score, report.max_score
+        doc["questions"] = [{"question": a.question.label, "status": a.status, "points": a.score,
+                             "max_points": a.question.points} for a in report.answers]
     return doc
 
 
-def grading_doc(reports: list[Report]) -> dict[str, Any]:
-    """One check document per submission, and the totals."""
+def grading_doc(reports: list[Report], asked: Sequence[Question] = (), mistakes: Sequence[Mistake] = (),
+                reveal: str = "all") -> dict[str, Any]:
+    """One check document per submission, the totals, the questions' tallies and the class's mistakes."""
+    from ..tools.homework.rubric import judged, tally
+
     submissions = []
     for report in reports:
         doc = {"submission": report.name, **check_doc(report), "first_problem": report.first_problem() or None}
@@ -149,11 +160,17 @@ def grading_doc(reports: list[Report]) -> dict[str, Any]:
             doc["error"] = report.error
         submissions.append(doc)
     totals = grading_totals(reports)
-    return {"passed": totals["passed"] == totals["submissions"], "submissions": submissions, "totals": totals}
+    result: dict[str, Any] = {"passed": totals["passed"] == totals["submissions"], "submissions": submissions,
+                              "totals": totals, "reveal": reveal}
+    if asked:
+        result["questions"] = tally(reports, list(asked))
+    result["mistakes"] = [{"question": m.question, "kind": m.kind, "text": m.text, "count": m.count,
+                           "of": judged(reports), "submissions": m.submissions} for m in mistakes]
+    return result
 
 
-def grading_totals(reports: list[Report]) -> dict[str, int]:
-    return {
+def grading_totals(reports: list[Report]) -> dict[str, Any]:
+    totals: dict[str, Any] = {
         "submissions": len(reports),
         "passed": sum(r.passed for r in reports),
         "failed": sum(not r.passed and r.error is None for r in reports),
@@ -162,6 +179,10 @@ def grading_totals(reports: list[Report]) -> dict[str, int]:
         "claims_right": sum(r.right for r in reports),
         "claims_total": sum(len(r.verdicts) for r in reports),
     }
+    if reports and reports[0].max_score is not None:
+        totals["max_score"] = reports[0].max_score
+        totals["mean_score"] = round(sum(r.score or 0 for r in reports) / len(reports), 4)
+    return totals
 
 
 def gradcheck_doc(result: GradCheck, warning: str | None = None) -> dict[str, Any]:

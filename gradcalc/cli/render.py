@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -602,29 +602,52 @@ _VERDICT_STYLE = {"right": ("✓ right", "green"), "wrong": ("✗ wrong", "red")
 def check_view(report: Any, heading: str = "", full: bool = False, errors_apart: bool = False) -> RenderableType:
     """`check`: one row per claim; then, for each wrong or invalid one, what is wrong and the correct answer.
 
+    With a key's questions, each claim's points too, a row for each question not answered, and the score.
     errors_apart: an invalid claim's full error goes to standard error (the first one), not here.
     """
+    scored = report.max_score is not None
     table = _table(("line", "right"), ("claim", "left"), ("verdict", "left"), ("claimed", "right"),
-                   ("correct", "right"), ("note", "left"), wrap_last=True)
+                   ("correct", "right"), *((("points", "right"),) if scored else ()), ("note", "left"), wrap_last=True)
     details: list[RenderableType] = []
     for verdict in report.verdicts:
         word, style = _VERDICT_STYLE[verdict.status]
         note = verdict.note if verdict.passed else verdict.diagnosis_summary
+        points = [_points(verdict)] if scored else []
         table.add_row("" if verdict.line is None else str(verdict.line), inert(verdict.claim), Text(word, style=style),
-                      _shown(verdict, "got", full), _shown(verdict, "expected", full), Text(note, style="dim"))
+                      _shown(verdict, "got", full), _shown(verdict, "expected", full), *points,
+                      Text(note, style="dim"))
         if not verdict.passed:
             details.append(_verdict_detail(verdict, full, errors_apart))
+    for answer in report.answers:
+        if answer.status == "missing":
+            table.add_row("", inert(answer.question.label), Text("– missing", style="red"), "", "",
+                          "0", Text("not answered", style="dim"))
     parts: list[RenderableType] = [Text(heading, style="bold")] if heading else []
-    if not report.verdicts:
+    if not report.verdicts and not report.answers:
         return Group(*parts, Text("no claims found", style="bold red"))
     parts.append(table)
     parts += details
     total = len(report.verdicts)
     summary = Text(f"{report.right} of {total} claim{'s' * (total != 1)} right",
                    style="bold green" if report.passed else "bold red")
+    if scored:
+        summary = Text(f"score {_number(report.score)} of {_number(report.max_score)}; " + summary.plain,
+                       style=summary.style)
     if report.first_wrong:
         summary.append(f"; the first wrong node along the chain is {report.first_wrong}", style="bold red")
     return Group(*parts, Text(""), summary)
+
+
+def _number(points: Any) -> str:
+    """Points as people write them: 2, 0.5."""
+    return str(int(points)) if float(points).is_integer() else f"{points:g}"
+
+
+def _points(verdict: Any) -> str:
+    """A claim's points out of its question's: '–' where it is not scored (not asked, or answered again)."""
+    if verdict.points is None:
+        return "–"
+    return f"{_number(verdict.points)}"
 
 
 def _shown(verdict: Any, key: str, full: bool) -> str:
@@ -658,7 +681,7 @@ def _verdict_detail(verdict: Any, full: bool, errors_apart: bool = False) -> Ren
         if text != correct:
             lines.append(Text("           = " + correct.replace("\n", "\n" + " " * 13) + " at the program's values",
                               style="dim"))
-    else:
+    elif correct:  # --reveal verdict or none: no correct value is shown
         prefix = f"  correct: {verdict.label} = "
         lines.append(Text(prefix + correct.replace("\n", "\n" + " " * len(prefix))))
         if verdict.note:  # why no expression is shown (too long to print here)
@@ -666,24 +689,42 @@ def _verdict_detail(verdict: Any, full: bool, errors_apart: bool = False) -> Ren
     return Group(*lines)
 
 
-def grading_view(reports: list[Any], totals: dict[str, int], verbose: bool, full: bool = False) -> RenderableType:
-    """`check key.eq submissions/`: one row per submission, the totals, and each in detail with -v."""
-    table = _table(("submission", "left"), ("claims", "right"), ("result", "left"), wrap_last=True)
+def grading_view(reports: list[Any], totals: dict[str, Any], verbose: bool, full: bool = False,
+                 asked: Sequence[Any] = (), mistakes: Sequence[Any] = ()) -> RenderableType:
+    """`check key.eq submissions/`: one row per submission, the totals, the class's mistakes, and with -v
+    each submission in detail."""
+    table = _table(("submission", "left"), ("score" if asked else "claims", "right"), ("result", "left"),
+                   wrap_last=True)
     for report in reports:
-        claims = "–" if report.error is not None else f"{report.right}/{len(report.verdicts)}"
+        if report.error is not None:
+            claims = f"0/{_number(report.max_score)}" if asked else "–"
+        else:
+            claims = f"{_number(report.score)}/{_number(report.max_score)}" if asked else \
+                f"{report.right}/{len(report.verdicts)}"
         if report.passed:
-            result = Text("all right", style="green")
+            result = Text("full marks" if asked else "all right", style="green")
         else:
             result = Text(inert(report.first_problem()), style="yellow" if report.error is not None else "red")
         table.add_row(inert(report.name), claims, result)
     parts: list[RenderableType] = [table, Text("")]
     count = totals["submissions"]
-    line = (f"{count} submission{'s' * (count != 1)}: {totals['passed']} all right, {totals['failed']} with wrong "
-            f"or invalid claims, {totals['not_judged']} not judged")
+    line = (f"{count} submission{'s' * (count != 1)}: {totals['passed']} " + ("full marks" if asked else "all right")
+            + f", {totals['failed']} with " + ("points lost" if asked else "wrong or invalid claims")
+            + f", {totals['not_judged']} not judged")
     if totals["timed_out"]:
         line += f" ({totals['timed_out']} timed out)"
-    line += f"; {totals['claims_right']} of {totals['claims_total']} claims right"
+    if asked:
+        line += f"; mean score {_number(totals['mean_score'])} of {_number(totals['max_score'])}"
+    else:
+        line += f"; {totals['claims_right']} of {totals['claims_total']} claims right"
     parts.append(Text(line, style="bold green" if totals["passed"] == count else "bold"))
+    if mistakes:
+        judged = count - totals["not_judged"]
+        parts += [Text(""), Text("The class's mistakes, most common first:", style="bold")]
+        listing = _table(("submissions", "right"), ("question", "left"), ("mistake", "left"), wrap_last=True)
+        for mistake in mistakes:
+            listing.add_row(f"{mistake.count} of {judged}", inert(mistake.question), inert(mistake.text))
+        parts.append(listing)
     if verbose:
         for report in reports:
             parts.append(Text(""))

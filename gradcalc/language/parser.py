@@ -329,8 +329,31 @@ class _ToSyntax(Transformer):
     def claims(self, *children: object) -> list[S.Claim]:
         return [child for child in children if isinstance(child, S.Claim)]
 
-    def check_stmt(self, keyword: Token, claim: S.Claim) -> S.Claim:
+    def check_stmt(self, keyword: Token, claim: S.Claim | S.Question) -> S.Claim | S.Question:
         return claim
+
+    def question(self, asked: S.Claim, word: Token | None, number: Token | None) -> S.Question:
+        points: float = 1
+        if word is not None and number is not None:
+            if str(word) != "points":
+                raise GradcalcSyntaxError(f"'{word}' after a question: only `points N` may follow what is asked",
+                                          f"write `points {number}` after what is asked (check dL/dw1 points 2)",
+                                          token_pos(word))
+            points = float(str(number))
+            if not 0 < points < float("inf"):  # 0, or 1e999: no number of points
+                raise GradcalcSyntaxError(f"a question worth {number} points", "give it a positive number of points",
+                                          token_pos(number))
+            points = int(points) if points.is_integer() else points
+        return S.Question(asked.of, asked.wrt, asked.wrt2, points, asked.pos)
+
+    def asked_value(self, name: Token) -> S.Claim:
+        return S.Claim(str(name), None, S.Number(0.0, "0", token_pos(name)), token_pos(name))
+
+    def asked_derivative(self, top: Token, op: Token, bottom: Token) -> S.Claim:
+        return self.derivative_claim(top, op, bottom, op, S.Number(0.0, "0", token_pos(op)))
+
+    def asked_second(self, head: tuple[str, Pos], op: Token, names: tuple[str, str, Token]) -> S.Claim:
+        return self.second_claim(head, op, names, op, S.Number(0.0, "0", token_pos(op)))
 
     def value_claim(self, name: Token, _eq: Token, claimed: S.Expr) -> S.Claim:
         return S.Claim(str(name), None, claimed, token_pos(name))

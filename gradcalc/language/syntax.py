@@ -239,6 +239,21 @@ class Claim(Stmt):
         self.wrt2 = wrt2  # a second derivative ∂²of/∂wrt∂wrt2 (wrt2 == wrt for ∂²of/∂wrt²), else None
 
 
+class Question(Stmt):
+    """`check dL/dW1 points 2` in a key: a derivative (or value) asked, and what it is worth when grading."""
+
+    __slots__ = ("of", "wrt", "wrt2", "points", "pos")
+    expressions = ()
+    blocks = ()
+
+    def __init__(self, of: str, wrt: str | None, wrt2: str | None, points: float, pos: Pos) -> None:
+        self.of = of
+        self.wrt = wrt  # None: the value of `of` is asked
+        self.wrt2 = wrt2  # a second derivative's other variable, as in Claim
+        self.points = points
+        self.pos = pos
+
+
 class While(Stmt):
     __slots__ = ("cond", "body", "pos")
     expressions = ("cond",)

@@ -84,7 +84,7 @@ class Checker:
                 defs.append(stmt)
             elif type(stmt) is S.Const:
                 self.constants.setdefault(stmt.name, stmt)  # the first: any other is an error
-            elif type(stmt) is not S.Assign and type(stmt) is not S.Claim:
+            elif type(stmt) not in (S.Assign, S.Claim, S.Question):
                 blocks.append(stmt)
         for stmt in defs:
             if stmt.name in BUILTINS and not stmt.override:
@@ -220,7 +220,7 @@ class Checker:
                 elif isinstance(stmt, S.FuncDef):
                     raise GradcalcSyntaxError(f"function '{stmt.name}' is defined inside a block",
                                               "define functions at the top level of the program", stmt.pos)
-                elif isinstance(stmt, S.Claim):
+                elif isinstance(stmt, (S.Claim, S.Question)):
                     raise GradcalcSyntaxError(
                         "a check statement inside a block or function",
                         "write check statements at the top level: they are judged after the program runs", stmt.pos)

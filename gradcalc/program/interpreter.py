@@ -520,7 +520,7 @@ _STATEMENTS: dict[type, Callable[[Interpreter, Any, Frame], _Returned | None]] =
     S.Return: Interpreter.stmt_return, S.Const: Interpreter.stmt_const, S.While: Interpreter.stmt_while,
     S.For: Interpreter.stmt_for,
     S.If: Interpreter.stmt_if, S.NoGrad: Interpreter.stmt_nograd,
-    S.FuncDef: Interpreter.stmt_skipped, S.Claim: Interpreter.stmt_skipped,
+    S.FuncDef: Interpreter.stmt_skipped, S.Claim: Interpreter.stmt_skipped, S.Question: Interpreter.stmt_skipped,
 }
 _EXPRESSIONS: dict[type, Callable[[Interpreter, Any, Frame], Node]] = {
     kind: getattr(Interpreter, f"expr_{kind.__name__.lower()}")

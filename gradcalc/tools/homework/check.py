@@ -18,7 +18,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...engine import autodiff, graph, ops, symbolic
 from ...engine import backend as B
@@ -38,6 +38,9 @@ from ...program.notation.reading import (  # the readers too, where the CLI and 
     read_claims,
 )
 from ...program.notation.resolving import finish
+
+if TYPE_CHECKING:
+    from .rubric import Answer
 
 POINTS = 4  # nearby points where an expression claim must hold too
 SPREAD = 0.2  # a leaf moves by up to 20% of its size (by up to 0.5 where it is 0): signs and domains hold
@@ -115,6 +118,8 @@ class Verdict:
     elided: dict[str, tuple[int, ...]] = field(default_factory=dict)  # grading: "got"/"expected" not kept
     diagnosis_code: str | None = None  # the diagnosis's stable code in DIAGNOSES ("sign", "missing_path"), if any
     diagnosis_summary: str = ""  # its short form: the grading table's and the note column's
+    question: str | None = None  # with a key's questions: the one this claim answers (None: not asked)
+    points: float | None = None  # what it scored (None: not scored: not asked, or answered again below)
 
     @property
     def passed(self) -> bool:
@@ -139,6 +144,9 @@ class Report:
     first_wrong: str | None = None  # the wrong claim nearest the output, where several nodes are claimed
     error: dict[str, Any] | None = None  # the submission could not be judged at all
     error_message: str = ""
+    answers: list[Answer] = field(default_factory=list)  # with a key's questions (rubric.score): one each
+    score: float | None = None  # the points scored, with a key's questions; else None
+    max_score: float | None = None
 
     @property
     def right(self) -> int:
@@ -146,6 +154,9 @@ class Report:
 
     @property
     def passed(self) -> bool:
+        """All right: every question full marks (with a key's questions), else every claim right."""
+        if self.max_score is not None:
+            return self.error is None and all(answer.status == "right" for answer in self.answers)
         return self.error is None and bool(self.verdicts) and self.right == len(self.verdicts)
 
     def compact(self, limit: int = REPORTED_ENTRIES) -> Report:
@@ -159,14 +170,21 @@ class Report:
         return self
 
     def first_problem(self) -> str:
-        """One line for the grading table."""
+        """One line for the grading table: with a key's questions, the first question not scored in full."""
         if self.error is not None:
             line, column = self.error.get("line"), self.error.get("column")
             return (f"line {line}, column {column}: " if line else "") + self.error["message"]
-        if not self.verdicts:
+        chosen: Verdict | None
+        if self.answers:
+            answer = next((a for a in self.answers if a.status != "right"), None)
+            if answer is None or answer.verdict is None:
+                return f"{answer.question.label} not answered" if answer is not None else ""
+            chosen = self.verdicts[answer.verdict]
+        elif not self.verdicts:
             return "no claims found"
-        chosen = next((v for v in self.verdicts if v.label == self.first_wrong), None) or \
-            next((v for v in self.verdicts if not v.passed), None)
+        else:
+            chosen = next((v for v in self.verdicts if v.label == self.first_wrong), None) or \
+                next((v for v in self.verdicts if not v.passed), None)
         if chosen is None:
             return ""
         if chosen.status == "invalid":
