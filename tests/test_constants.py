@@ -195,7 +195,7 @@ def test_a_claim_wrong_whatever_is_held_keeps_only_here() -> None:
 def test_a_claim_about_a_constants_derivative_is_invalid(tmp_path: Path) -> None:
     program = write(tmp_path / "key.eq", softmax_program("const "))
     result = run_cli("check", program, "--claim", "dL/dN = 0", "--json")
-    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    assert result.exit_code == EXIT_WRONG, result.output
     (verdict,) = strict_json(result.stdout)["results"]
     assert verdict["status"] == "invalid" and "constant" in verdict["error"]["message"], verdict
 

@@ -24,3 +24,19 @@ def test_mypy_finds_nothing() -> None:
     command = [sys.executable, "-m", "mypy", "--no-incremental", "--cache-dir", os.devnull]  # writes nothing
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+def test_no_merge_conflict_markers_are_left() -> None:
+    """A merge's markers in a Markdown page pass every other test (they are text): look for them."""
+    markers = ("<" * 7 + " ", "=" * 7 + "\n", ">" * 7 + " ")
+    found = []
+    for folder, suffixes in (("gradcalc", (".py", ".lark")), ("docs", (".md",)), ("tests", (".py",)),
+                             ("bench", (".py", ".md")), ("samples", (".eq", ".txt"))):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix in suffixes:
+                lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+                found += [f"{path.relative_to(ROOT)}:{n}" for n, line in enumerate(lines, 1)
+                          if line.startswith(markers)]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines(keepends=True)
+    found += [f"README.md:{n}" for n, line in enumerate(readme, 1) if line.startswith(markers)]
+    assert not found, found

@@ -206,7 +206,7 @@ def test_a_latex_check_line_in_a_model_is_read_as_a_claim(tmp_path: Path) -> Non
                      "check \\nabla_{w} \\mathcal{L} = w\ncheck \\frac{\\partial L}{\\partial w} = \\foo\n"
                      "check dL/dw = 2w ∘ 1\n", encoding="utf-8")
     result = run_cli("check", key, model, "--json")
-    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    assert result.exit_code == EXIT_WRONG, result.output
     verdicts = strict_json(result.stdout)["results"]
     assert [(v["line"], v["status"]) for v in verdicts] == [(2, "right"), (3, "right"), (4, "wrong"), (5, "invalid"),
                                                           (6, "right")]
@@ -246,7 +246,7 @@ def test_a_notebook_s_code_and_markdown_cells_are_read_for_claims(tmp_path: Path
                      "> dL/dw = 2w +"),  # 19: a slip, that claim's alone
     )
     result = run_cli("check", "-e", NOTEBOOK_KEY, path, "--json")
-    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    assert result.exit_code == EXIT_WRONG, result.output
     verdicts = strict_json(result.stdout)["results"]
     assert [(v["line"], v["wrt"], v["status"]) for v in verdicts] == [
         (6, "w", "right"), (8, "z", "right"), (10, "w", "right"), (11, "b", "wrong"), (15, "b", "right"),
@@ -283,7 +283,7 @@ def test_notebooks_are_graded_with_the_class(tmp_path: Path) -> None:
     notebook(folder / "bob.ipynb", ("code", "check dL/dw = w\ncheck(b)"), ("markdown", "```\ncheck dL/db = 3\n```"))
     (folder / "cat.ipynb").write_text("not json", encoding="utf-8")
     result = run_cli("check", "-e", NOTEBOOK_KEY, folder)
-    assert result.exit_code in (EXIT_WRONG, EXIT_BAD_INPUT), result.output  # not all right (#20 settles which)
+    assert result.exit_code == EXIT_WRONG, result.output  # not all right: a student's malformed notebook is 1
     rows = {line.split()[0]: line.split(None, 2)[1:] for line in result.stdout.splitlines()[1:4]}
     assert rows["ann.ipynb"] == ["2/2", "all right"], result.stdout
     assert rows["bob.ipynb"][0] == "1/2", result.stdout
