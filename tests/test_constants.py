@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import EXIT_BAD_INPUT, EXIT_OK, EXIT_WRONG, json_error, json_ok, located_error, run_cli, strict_json
+from helpers import EXIT_OK, EXIT_WRONG, json_error, json_ok, located_error, run_cli, strict_json
 
 import gradcalc
 from gradcalc.errors import GradcalcError
