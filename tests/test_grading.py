@@ -405,3 +405,15 @@ def test_a_diagnosis_naming_the_value_shows_only_its_summary_below_answer(folder
         assert result["diagnosis_code"] == "last_digit"
     assert shown["verdict"]["diagnosis"] == "off in the last digit written"
     assert "2.5" not in json.dumps(shown["verdict"]) and "2.5" in shown["answer"]["diagnosis"]
+
+
+def test_a_diagnosis_writing_part_of_the_answer_shows_its_summary_at_verdict() -> None:
+    """missing_divisor names the program's N only: whole at verdict; missing_term writes the term's gradient."""
+    program = "x = 2; N = 4; W = 1.5; reg = 0.1; L = x^2/N + W^3 + reg*W^2"  # ∂L/∂x = x/2; ∂L/∂W = 3W² + 2·reg·W
+    claims = ["--claim", "dL/dx = 2x", "--claim", "dL/dW = 3W^2"]
+    shown = {level: strict_json(run_cli("check", "-e", program, *claims, "--reveal", level, "--json").stdout)
+             for level in ("verdict", "all")}
+    divisor, term = shown["verdict"]["results"]
+    assert divisor["diagnosis_code"] == "missing_divisor" and "divides by N (= 4)" in divisor["diagnosis"], divisor
+    assert term["diagnosis_code"] == "missing_term" and term["diagnosis"] == "a missing term", term
+    assert "2*W*reg" in shown["all"]["results"][1]["diagnosis"], shown["all"]

@@ -25,9 +25,11 @@ from .check import Report, Verdict, _derivative_label
 
 REVEAL_LEVELS = ("none", "verdict", "answer", "all")  # each shows what the one before does, and more
 # Diagnoses whose details name no value of the derivative (a path's value aside, taken out below): shown whole
-# at --reveal verdict. Any other (only_here, last_digit, not_finite, a code added later) shows its summary only.
+# at --reveal verdict. Any other (only_here, last_digit, not_finite, a code added later) shows its summary only;
+# so do missing_term and missing_local_factor, whose details write a part of the correct expression.
 _VALUE_FREE = {"transposed", "sign", "factor", "missing_path", "all_paths_missing", "double_counted_path",
-               "not_summed", "not_averaged", "shape", "upside_down", "transpose_slip"}
+               "not_summed", "not_averaged", "shape", "upside_down", "transpose_slip", "missing_divisor",
+               "missing_mask", "held_constant"}
 _GENERIC = {"exact_integer": "an integer claims an exact value"}  # a summary that names the value itself
 _PATH_VALUE = re.compile(r" \([^()]* here\)")  # a chain-rule path's value in a path diagnosis: "(4 here)"
 
