@@ -118,6 +118,7 @@ def gradcheck(run: Run, of: str | None = None, wrt: list[str] | None = None, eps
         return GradCheck(of, order, eps, rtol, atol, _fast(run, of, names, eps, rtol, atol, seed), "fast")
     rng = B.host.random.default_rng(seed)
     columns = {name: _columns(run.leaves[name].value.size, sample, rng) for name in names}
+    shaped = sample is None  # the differences in the leaf's shape; with sampling, one column per element checked
     ticker = _Ticker(progress, len(names) * sum(len(c) for c in columns.values()) if order == 2
                      else sum(len(c) for c in columns.values()))
     autograd: dict[tuple[str, ...], Any]  # (name,) for a gradient, (a, b) for a Hessian block
@@ -129,9 +130,9 @@ def gradcheck(run: Run, of: str | None = None, wrt: list[str] | None = None, eps
         numeric = {}
         replay = _Replayer(run, of) if batch else None
         for name in names:
-            block = replay.differences(name, columns[name], eps, ticker) if replay else None
+            block = replay.differences(name, columns[name], eps, ticker, shaped) if replay else None
             if block is None:
-                block = _differences(run, name, eps, lambda r: [r.value(of)], columns[name], ticker)[0]
+                block = _differences(run, name, eps, lambda r: [r.value(of)], columns[name], ticker, shaped)[0]
             else:
                 batched = True
             numeric[(name,)] = block
@@ -141,7 +142,7 @@ def gradcheck(run: Run, of: str | None = None, wrt: list[str] | None = None, eps
         numeric = {}
         for b in names:  # one gradient per move of b gives the column block of every a
             found_columns = _differences(run, b, eps, lambda r: list(r.grad(of, names).grads.values()), columns[b],
-                                         ticker)
+                                         ticker, shaped)
             for i, a in enumerate(names):
                 numeric[(a, b)] = found_columns[i]
     comparisons = []
@@ -181,9 +182,9 @@ class _Replayer:
         self.run, self.decisions = perturb.traced(run)
         self.output = self.run.node(of)
 
-    def differences(self, name: str, columns: Any, eps: float, tick: _Ticker) -> Any | None:
-        """The numeric block (of.shape + the leaf's shape, or + (len(columns),)); None where a replay is
-        not exact (a decision reads the leaf) or fails (the rerun's message is the one to give)."""
+    def differences(self, name: str, columns: Any, eps: float, tick: _Ticker, shaped: bool) -> Any | None:
+        """The numeric block (of.shape + the leaf's shape if shaped, else + (len(columns),)); None where a
+        replay is not exact (a decision reads the leaf) or fails (the rerun's message is the one to give)."""
         leaf = self.run.leaves[name]
         if not self.perturb.replayable(self.decisions, leaf):
             return None
@@ -204,15 +205,16 @@ class _Replayer:
                 return None
         found = B.host.concatenate(parts) if parts else B.host.zeros((0, *self.output.value.shape))
         found = B.host.moveaxis(found, 0, -1)  # of.shape + (columns,)
-        if len(columns) == leaf.value.size:
+        if shaped:
             return found.reshape(found.shape[:-1] + tuple(leaf.value.shape))
         return found
 
 
-def _differences(run: Run, name: str, eps: float, measure: Any, columns: Any, tick: _Ticker) -> list[Any]:
+def _differences(run: Run, name: str, eps: float, measure: Any, columns: Any, tick: _Ticker,
+                 shaped: bool) -> list[Any]:
     """(m(x + eps e_j) - m(x - eps e_j)) / 2eps for each element j of leaf `name` in columns and each value m
-    in the list `measure` gives: one array each, of shape m.shape + name.shape (m.shape + (len(columns),) for
-    some of the elements), from two reruns of the program per element."""
+    in the list `measure` gives: one array each, of shape m.shape + name.shape if shaped, else m.shape +
+    (len(columns),), from two reruns of the program per element."""
     base = B.to_host(run.leaves[name].value).astype(B.host.float64)
     found: list[Any] = []
     for j in columns:
@@ -232,7 +234,7 @@ def _differences(run: Run, name: str, eps: float, measure: Any, columns: Any, ti
         differences = [(B.host.asarray(plus[k], dtype=B.host.float64) - B.host.asarray(minus[k], dtype=B.host.float64))
                        / (2 * eps) for plus, minus in found]
         stacked = B.host.stack(differences, axis=-1)
-        return stacked.reshape(stacked.shape[:-1] + base.shape) if len(columns) == base.size else stacked
+        return stacked.reshape(stacked.shape[:-1] + base.shape) if shaped else stacked
 
     return [assemble(k) for k in range(len(found[0][0]))]
 
