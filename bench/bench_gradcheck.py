@@ -29,6 +29,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import benchkit as bk
@@ -178,7 +179,8 @@ def main() -> None:
     results["torch"] = None if options.no_torch else torch_side(options.torch_python, options.quick)
     print(report(results))
     if options.json_out:
-        bk.save_results(results, started, options.json_out)
+        results["wall_s"] = round(time.time() - started, 1)
+        bk.write_json(Path(options.json_out), results)
 
 
 if __name__ == "__main__":

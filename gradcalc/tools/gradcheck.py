@@ -184,7 +184,7 @@ class _Replayer:
 
     def differences(self, name: str, columns: Any, eps: float, tick: _Ticker, shaped: bool) -> Any | None:
         """The numeric block (of.shape + the leaf's shape if shaped, else + (len(columns),)); None where a
-        replay is not exact (a decision reads the leaf) or fails (the rerun's message is the one to give)."""
+        replay is not exact (a decision reads the leaf) or fails."""
         leaf = self.run.leaves[name]
         if not self.perturb.replayable(self.decisions, leaf):
             return None
@@ -201,7 +201,9 @@ class _Replayer:
                     tick(len(chunk))
                     if not replay.densified:  # nothing grew with the batch: the rest in one go
                         step = len(columns)
-            except GradcalcError:
+            except Exception:
+                # A limit, or a replay the batched functions cannot carry: the reruns, which are the
+                # reference (and say what is wrong in the program's words), decide instead.
                 return None
         found = B.host.concatenate(parts) if parts else B.host.zeros((0, *self.output.value.shape))
         found = B.host.moveaxis(found, 0, -1)  # of.shape + (columns,)
