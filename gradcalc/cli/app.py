@@ -770,7 +770,11 @@ def gradcheck(
         common.out.warning(warning)
     run = _run(common)
     # A bar for a long check, on a terminal only: never in a pipe, a log or a --json document's stream.
-    progress = _views().GradcheckProgress(common.color) if not common.json and sys.stderr.isatty() else None
+    progress = None
+    if not common.json and sys.stderr.isatty():
+        from .output import console
+
+        progress = _views().GradcheckProgress(functools.partial(console, sys.stderr, color=common.color))
     try:
         result = check_gradients(run, of, _names(wrt) or None, eps, rtol, atol, order, fast=fast, sample=sample,
                                  seed=common.seed, progress=progress)

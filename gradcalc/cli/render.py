@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import sys
 import time
 from collections.abc import Callable, Iterator
 from functools import cached_property
@@ -709,8 +708,8 @@ def gradcheck_view(result: Any, full: bool = False) -> RenderableType:
     details: list[RenderableType] = []
     for c in result.comparisons:
         verdict = Text("✓ pass", style="green") if c.passed else Text("✗ FAIL", style="red")
-        shape = shape_text(c.autograd.shape) if result.mode == "full" else f"{c.checked:,} of {c.elements:,}" \
-            if result.mode == "sample" else f"{c.elements:,} at once"
+        shape = {"full": shape_text(c.autograd.shape), "sample": f"{c.checked:,} of {c.elements:,}",
+                 "fast": f"{c.elements:,} at once"}[result.mode]
         table.add_row(c.label, shape, f"{c.max_abs:.2e}", _index(c.abs_at),
                       f"{c.max_rel:.2e}", _index(c.rel_at), verdict)
         if not c.passed:
@@ -732,9 +731,9 @@ class GradcheckProgress:
 
     after = 1.0
 
-    def __init__(self, color: Any) -> None:
+    def __init__(self, console: Callable[[], Console]) -> None:
         self.started = time.monotonic()
-        self.color = color
+        self.console = console  # made only if the bar is shown
         self.bar: Any = None
         self.task: Any = None
 
@@ -744,10 +743,8 @@ class GradcheckProgress:
                 return
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-            from .output import console
-
             self.bar = Progress(TextColumn("gradcheck: moving elements"), BarColumn(), MofNCompleteColumn(),
-                                TimeRemainingColumn(), console=console(sys.stderr, color=self.color), transient=True)
+                                TimeRemainingColumn(), console=self.console(), transient=True)
             self.bar.start()
             self.task = self.bar.add_task("gradcheck", total=total)
         self.bar.update(self.task, completed=done, total=total)
