@@ -23,7 +23,7 @@ from typing import Any
 from ..engine import backend as B
 from ..engine import batching, graph
 from ..engine.graph import ELEMENTWISE_BATCH, UNBATCHED, Node, Released
-from ..engine.primitives import MEAN, STACK, SUM
+from ..engine.primitives import MATMUL, MEAN, STACK, SUM
 from ..language import syntax as S
 from ..program import builtins
 from ..program.api import Run
@@ -127,7 +127,8 @@ class Replay:
         # Computed again: what the move changes, and what it reads whose value the run freed.
         self.order = [n for n in self.nodes if n.op is not None and (id(n) in dirty or type(n.value) is Released)]
         self.dirty = dirty
-        self.largest = max((_size(n.value.shape) for n in self.nodes), default=1)
+        # What a seed's copy costs: only values the move changes get a batch axis.
+        self.largest = max((_size(n.value.shape) for n in self.nodes if id(n) in dirty), default=1)
         self.densified = False
 
     def chunk(self) -> int:
@@ -176,6 +177,12 @@ class Replay:
             return batching.Batched(B.xp.stack(parts, axis=1))
         if prim.batching == UNBATCHED:  # trace, det, inv: NumPy's own, over the leading axes
             return batching.Batched(prim.forward(*[a.stack for a in args], *node.params))
+        matrix, vectors = args if prim is MATMUL and len(args) == 2 else (None, None)
+        if isinstance(vectors, batching.Batched) and vectors.ndim == 1 and getattr(matrix, "ndim", 0) == 2 \
+                and not isinstance(matrix, batching.Batched):
+            # M @ v for a stack of v: one product of the stack with Mᵀ (batching.py's M @ stackᵀ multiplies a
+            # transposed view, which NumPy does without BLAS: 100x slower at 10 x 4000).
+            return batching.Batched(vectors.stack @ B.xp.transpose(matrix))
         return getattr(batching.namespace, prim.name)(*args, *node.params)
 
     def _sparse(self, node: Node, args: list[Any], moved: list[Moved]) -> Any:
