@@ -21,7 +21,7 @@ from gradcalc.engine import graph, ops, rules
 EPS, RTOL, ATOL = 1e-6, 1e-3, 1e-5  # gradcheck's documented defaults (torch.autograd.gradcheck's)
 OK, WRONG, BAD_INPUT = 0, 1, 2
 RESULT_KEYS = {"wrt", "shape", "passed", "max_abs_error", "max_abs_at", "max_rel_error", "max_rel_at",
-               "worst_at", "autograd", "numeric"}
+               "worst_at", "elements", "checked", "autograd", "numeric"}
 
 NEURON_VALUES = {"a": 2.0, "w1": 3.0, "w2": -1.0, "w3": 0.5, "w4": 4.0}
 
@@ -34,11 +34,11 @@ def gradcheck_json(*args: object, expect: int = OK) -> dict[str, Any]:
     assert result.exit_code == expect, f"exit {result.exit_code}\nstdout: {result.stdout}\nstderr: {result.stderr}"
     assert "Traceback" not in result.stderr, result.stderr
     doc = strict_json(result.stdout)
-    assert set(doc) == {"of", "order", "eps", "rtol", "atol", "passed", "results"}, doc.keys()
+    assert set(doc) == {"of", "order", "mode", "eps", "rtol", "atol", "passed", "results"}, doc.keys()
     assert doc["passed"] is (expect == OK)
     assert doc["passed"] == all(r["passed"] for r in doc["results"])
     for entry in doc["results"]:
-        assert set(entry) == RESULT_KEYS, entry.keys()
+        assert set(entry) == RESULT_KEYS | ({"sampled"} if doc["mode"] == "sample" else set()), entry.keys()
         assert np.shape(entry["autograd"]) == tuple(entry["shape"]) == np.shape(entry["numeric"]), entry
     return doc
 
@@ -521,3 +521,199 @@ def test_fail_detail_shows_a_failing_element(monkeypatch: pytest.MonkeyPatch) ->
     shown = re.search(r"x\[(\d)\]: autograd (\S+), finite differences (\S+)", result.stdout)
     assert shown, result.stdout
     assert int(shown[1]) == 1, result.stdout  # the element that fails
+
+
+# --- batched moves: the same differences as a rerun per move --------------------------------------
+
+def _check(text: str, **options: Any) -> Any:
+    """gradcheck through the API (the batched path is an option there: batch=False reruns per move)."""
+    from gradcalc import parse_program
+    from gradcalc.tools.gradcheck import gradcheck
+
+    return gradcheck(parse_program(text).run(), **options)
+
+
+def _numbers(rng: np.random.Generator, shape: tuple[int, ...], low: float = 0.3) -> str:
+    """A tensor literal of random values at least `low` away from 0 (no kink of abs or relu in reach)."""
+    values = rng.uniform(low, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+    return np.array2string(values, separator=", ", precision=6, floatmode="fixed").replace("\n", "")
+
+
+UNARY = ["sin({})", "cos({})", "tanh({})", "exp({} / 2)", "sigmoid({})", "softplus({})", "atan({})",
+         "sqrt(abs({}) + 1)", "log(abs({}) + 1)", "{}^3", "relu({})", "-{}", "2 / ({}^2 + 1)"]
+BINARY = ["{} * w", "{} / (w^2 + 1)", "maximum({}, w)", "atan2({}, w)", "where({} > 0, {}, w)", "{} - 3 * w",
+          "A @ {}", "A * {}", "{}[1:] * {}[:-1]", "softmax({}, 0)", "reshape({}, 2, 2)", "[{}[0], 2 * {}[3]]",
+          "f({})", "g({})"]
+REDUCE = ["sum({})", "mean({})", "max({})", "norm({})", "logsumexp({})", "prod({})", "sum({}, axis=0)",
+          "{}", "sum(transpose({}))"]
+
+
+def random_program(seed: int) -> str:
+    """A straight-line program of leaves x (4,), w (4,) and A (3, 4): a unary, a binary and a reduction."""
+    rng = np.random.default_rng(seed)
+    pick = lambda options: options[int(rng.integers(len(options)))]
+    first = pick(UNARY).format("x")  # every pair of a binary and a reduction once, over the seeds
+    second = BINARY[seed // len(REDUCE) % len(BINARY)].replace("{}", "u")
+    last = REDUCE[seed % len(REDUCE)].format("v")
+    return (f"f(t) {{ return t^2 + sin(t) }}\n"
+            f"g(t) {{ s = 0 * t\n for i in range(3) {{ s = s + t[i] * (i + 1) * t }}\n return s }}\n"
+            f"x = {_numbers(rng, (4,))}\nw = {_numbers(rng, (4,))}\nA = {_numbers(rng, (3, 4))}\n"
+            f"u = {first}\nv = {second}\nL = {last}\n")
+
+
+@pytest.mark.parametrize("seed", range(len(BINARY) * len(REDUCE)))
+def test_batched_equals_a_rerun_per_move_on_random_programs(seed: int) -> None:
+    text = random_program(seed)
+    batched, rerun = _check(text), _check(text, batch=False)
+    assert batched.batched and not rerun.batched, text  # a straight-line program: every leaf replayed
+    assert [c.wrt for c in batched.comparisons] == [c.wrt for c in rerun.comparisons]
+    for mine, theirs in zip(batched.comparisons, rerun.comparisons):
+        assert mine.numeric.shape == theirs.numeric.shape == mine.autograd.shape, text
+        # Both are central differences of the same values; they differ by rounding only (eps 1e-6: ~1e-10).
+        np.testing.assert_allclose(mine.numeric, theirs.numeric, rtol=1e-6, atol=1e-7, err_msg=text)
+        assert mine.passed == theirs.passed, text
+
+
+@pytest.mark.parametrize("text", [
+    # A branch the move of x[0] (1e-7 from 0) crosses: the replay of the path taken would miss it.
+    "x = [1e-7, 2.0]; if x[0] > 0 { y = x^2 } else { y = -x }; L = sum(y)",
+    "x = [0.5, 2.0]; n = 1; while n * x[0] < 1 { n = n + 1 }; L = sum(x) * n",  # x0 - eps: 3 passes, not 2
+    # A value that leaves the graph: detach, and a scalar's short-circuit.
+    "x = [1.0, 2.0]; L = sum(x * detach(x))",
+    "x = [1e-7, 2.0]; b = x[0] > 0 and 1; L = sum(x) * (b + 1)",
+])
+def test_value_dependent_programs_rerun_per_move(text: str) -> None:
+    batched, rerun = _check(text), _check(text, batch=False)
+    assert not batched.batched, text
+    for mine, theirs in zip(batched.comparisons, rerun.comparisons, strict=True):
+        np.testing.assert_array_equal(mine.numeric, theirs.numeric)
+
+
+def test_a_crossed_branch_fails_as_the_program_runs() -> None:
+    # ∂L/∂x0 by the program: L jumps from 4 + x0^2 to -2 - x0 across 0, so the differences are ~3e6.
+    (entry,) = _check("x = [1e-7, 2.0]; if x[0] > 0 { y = x^2 } else { y = -x }; L = sum(y)").comparisons
+    assert not entry.passed
+    assert entry.numeric[0] == pytest.approx((4 + (1e-7 + EPS) ** 2 - (-2 - (1e-7 - EPS))) / (2 * EPS), rel=1e-6)
+    assert entry.autograd[0] == pytest.approx(2e-7)
+
+
+def test_ten_thousand_elements_batched_with_a_closed_form() -> None:
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(10_000)
+    from gradcalc import parse_program
+    from gradcalc.tools.gradcheck import gradcheck
+
+    run = parse_program("x = zeros(10000); L = sum(x^3 * log(abs(x) + 1))").run({"x": x.tolist()})
+    result = gradcheck(run)
+    (entry,) = result.comparisons
+    assert result.batched and entry.passed
+    closed = 3 * x**2 * np.log(np.abs(x) + 1) + x**3 * np.sign(x) / (np.abs(x) + 1)
+    np.testing.assert_allclose(entry.numeric, closed, rtol=1e-5, atol=1e-7)
+
+
+# --- --fast and --sample ---------------------------------------------------------------------------
+
+BIG = "x = randn(1000); W = randn(3, 1000); y = tanh(W @ sin(x))"
+
+
+def test_fast_matches_its_closed_form() -> None:
+    doc = gradcheck_json("-e", "x = [0.5, 1.5, -0.7]; L = sum(x^3)", "--fast")
+    assert doc["mode"] == "fast"
+    (entry,) = doc["results"]
+    assert entry["shape"] == [] and entry["elements"] == entry["checked"] == 3
+    # vᵀJu for L = sum(x^3) is 3x²·u: u is the seed's unit direction, so only its length is known here.
+    assert abs(entry["autograd"]) <= np.linalg.norm(3 * np.array([0.5, 1.5, -0.7]) ** 2) + 1e-12
+    assert entry["numeric"] == pytest.approx(entry["autograd"], rel=1e-7)
+
+
+def test_fast_tensor_output_and_seed() -> None:
+    one, same, other = (gradcheck_json("-e", BIG, "--fast", "--seed", s) for s in ("1", "1", "2"))
+    assert [e["wrt"] for e in one["results"]] == ["x", "W"]
+    assert one["results"] == same["results"]  # the same directions for the same seed
+    assert one["results"][0]["autograd"] != other["results"][0]["autograd"]
+
+
+@pytest.mark.parametrize("flag", [["--fast"], ["--sample", "400"], []])
+def test_a_wrong_rule_fails_every_mode(monkeypatch: pytest.MonkeyPatch, flag: list[str]) -> None:
+    with monkeypatch.context() as mp:
+        # tanh' = 1 - tanh², written 1 - tanh: wrong wherever tanh is not 0 or 1.
+        patch_rule(mp, "tanh", lambda ns, g, ans, x: g * (1 - ans))
+        doc = gradcheck_json("-e", BIG, *flag, expect=WRONG)
+        assert all(not e["passed"] for e in doc["results"]), flag
+    assert_rules_restored("tanh")
+    gradcheck_json("-e", BIG, *flag)
+
+
+def test_a_wrong_rule_at_a_few_elements_fails_sampling_all_of_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "x = randn(50); L = sum(sin(x))"
+    with monkeypatch.context() as mp:
+        patch_rule(mp, "sin", lambda ns, g, ans, x: g * (ns.cos(x) + 0.01 * ns.gt(x, 1.5)))  # wrong past 1.5 only
+        doc = gradcheck_json("-e", text, "--sample", "50", expect=WRONG)
+        (entry,) = doc["results"]
+        values = np.array(strict_json(run_cli("eval", "-e", text, "--json").stdout)["values"]["x"])
+        assert values[entry["worst_at"][0]] > 1.5
+        assert entry["checked"] == entry["elements"] == 50
+
+
+def test_sample_counts_and_is_seeded() -> None:
+    text = "x = randn(2, 500); L = sum(exp(x / 3))"
+    doc = gradcheck_json("-e", text, "--sample", "7")
+    (entry,) = doc["results"]
+    assert doc["mode"] == "sample" and entry["elements"] == 1000 and entry["checked"] == 7
+    assert entry["shape"] == [7] and len({tuple(at) for at in entry["sampled"]}) == 7
+    assert all(0 <= i < 2 and 0 <= j < 500 for i, j in entry["sampled"])
+    x = np.array(strict_json(run_cli("eval", "-e", text, "--json").stdout)["values"]["x"])
+    closed = [np.exp(x[i, j] / 3) / 3 for i, j in entry["sampled"]]  # each sampled element's derivative
+    np.testing.assert_allclose(entry["numeric"], closed, rtol=1e-6, atol=1e-6)  # L ~ 1e3: rounding / 2eps
+    np.testing.assert_allclose(entry["autograd"], closed, rtol=1e-12)
+    assert gradcheck_json("-e", text, "--sample", "7")["results"][0]["sampled"] == entry["sampled"]
+    assert gradcheck_json("-e", text, "--sample", "7", "--seed", "3")["results"][0]["sampled"] != entry["sampled"]
+    (everything,) = gradcheck_json("-e", text, "--sample", "5000")["results"]
+    assert everything["checked"] == 1000 and len(everything["sampled"]) == 1000
+    shown = run_cli("gradcheck", "-e", text, "--sample", "7").stdout
+    assert "7 of 1,000" in shown and "random sample" in shown
+
+
+def test_sample_with_order_two_is_a_hessian_s_columns() -> None:
+    doc = gradcheck_json("-e", "x = [0.5, 1.5, 2.5, 3.0]; L = sum(x^4)", "--order", "2", "--sample", "2")
+    (entry,) = doc["results"]
+    x = np.array([0.5, 1.5, 2.5, 3.0])
+    hessian = np.diag(12 * x**2)
+    columns = [at[0] for at in entry["sampled"]]
+    assert entry["shape"] == [4, 2]
+    np.testing.assert_allclose(entry["numeric"], hessian[:, columns], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--fast", "--sample", "3"], "choose one"),
+    (["--fast", "--order", "2"], "--fast"),
+    (["--sample", "0"], "--sample"),
+])
+def test_fast_and_sample_bad_input(args: list[str], says: str) -> None:
+    result = run_cli("gradcheck", NEURON, *args)
+    assert result.exit_code == BAD_INPUT and result.stdout == "" and "Traceback" not in result.stderr
+    assert says in result.stderr, result.stderr
+
+
+# --- the progress bar: on a terminal only, never with --json ----------------------------------------
+
+SLOW = "x = randn(300); if x[0] > -100 { s = 1 }; L = sum(x^2)"  # a branch on x: a rerun per move
+
+
+@pytest.mark.parametrize(("terminal", "json_mode", "shown"), [(True, False, True), (True, True, False),
+                                                               (False, False, False)])
+def test_progress_bar_only_on_a_terminal_without_json(monkeypatch: pytest.MonkeyPatch, terminal: bool,
+                                                      json_mode: bool, shown: bool) -> None:
+    import typer.testing
+
+    from gradcalc.cli import render
+
+    monkeypatch.setattr(render.GradcheckProgress, "after", 0.0)  # a bar from the first move, not after a second
+    if terminal:  # what the in-process runner gives for standard error, told to be a terminal
+        monkeypatch.setattr(typer.testing._NamedTextIOWrapper, "isatty", lambda self: True)
+    # TERM=xterm: on a dumb terminal (the tests' TERM) Rich draws no live display at all.
+    result = run_cli("gradcheck", "-e", SLOW, *(["--json"] if json_mode else []), env={"TERM": "xterm"})
+    assert result.exit_code == OK, result.output
+    assert ("moving elements" in result.stderr) is shown, result.stderr[-500:]
+    if json_mode:
+        assert result.stderr == "" and strict_json(result.stdout)["passed"] is True

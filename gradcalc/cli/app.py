@@ -932,6 +932,10 @@ def gradcheck(
     atol: Annotated[Optional[float], typer.Option(help="Absolute tolerance [default: 1e-5; 1e-3 in float32].",
                                                   show_default=False)] = None,
     order: Annotated[int, typer.Option(min=1, max=2, help="1: gradients (Jacobians); 2: Hessians.")] = 1,
+    fast: Annotated[bool, typer.Option("--fast", help="Compare vᵀ·J·u along one random direction u per variable "
+                                       "(PyTorch's fast_mode): two runs per variable.")] = False,
+    sample: Annotated[Optional[int], typer.Option(metavar="K", help="Check K random elements of each variable "
+                                                  "(seeded by --seed).", show_default=False)] = None,
 ) -> None:
     """Check autograd against central finite differences, per variable and element; exit 1 past tolerance."""
     from ..tools.gradcheck import gradcheck as check_gradients
@@ -943,7 +947,18 @@ def gradcheck(
     if warning:  # with --json it is part of the document instead
         common.out.warning(warning)
     run = _run(common)
-    result = check_gradients(run, of, _names(wrt) or None, eps, rtol, atol, order)
+    # A bar for a long check, on a terminal only: never in a pipe, a log or a --json document's stream.
+    progress = None
+    if not common.json and sys.stderr.isatty():
+        from .output import console
+
+        progress = _views().GradcheckProgress(functools.partial(console, sys.stderr, color=common.color))
+    try:
+        result = check_gradients(run, of, _names(wrt) or None, eps, rtol, atol, order, fast=fast, sample=sample,
+                                 seed=common.seed, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
     common.out.result(lambda: jsonout.gradcheck_doc(result, warning),
                       lambda: _views().gradcheck_view(result, common.full))
     if not result.passed:

@@ -187,12 +187,13 @@ def grading_totals(reports: list[Report]) -> dict[str, Any]:
 
 def gradcheck_doc(result: GradCheck, warning: str | None = None) -> dict[str, Any]:
     doc = {
-        "of": result.of, "order": result.order, "eps": result.eps, "rtol": result.rtol, "atol": result.atol,
-        "passed": result.passed,
+        "of": result.of, "order": result.order, "mode": result.mode, "eps": result.eps, "rtol": result.rtol,
+        "atol": result.atol, "passed": result.passed,
         "results": [{"wrt": c.label, "shape": list(c.autograd.shape), "passed": c.passed,
                      "max_abs_error": B.to_json(c.max_abs), "max_abs_at": list(c.abs_at),
                      "max_rel_error": B.to_json(c.max_rel), "max_rel_at": list(c.rel_at),
-                     "worst_at": list(c.worst_at),
+                     "worst_at": list(c.worst_at), "elements": c.elements, "checked": c.checked,
+                     **({"sampled": [list(at) for at in c.sampled]} if c.sampled is not None else {}),
                      "autograd": B.to_json(c.autograd), "numeric": B.to_json(c.numeric)}
                     for c in result.comparisons],
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import time
 from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
 from typing import Any
@@ -738,25 +739,61 @@ def grading_view(reports: list[Any], totals: dict[str, Any], verbose: bool, full
 def gradcheck_view(result: Any, full: bool = False) -> RenderableType:
     """`gradcheck`: per variable, the largest absolute and relative error and where; the worst entries shown."""
     what = "gradients" if result.order == 1 else "Hessian blocks"
+    how = "along one random direction per variable, fast mode" if result.mode == "fast" \
+        else "against central differences"
     heading = Text.assemble((f"gradcheck of {result.of}", "bold"),
-                            f": autograd {what} against central differences (eps {B.format_number(result.eps)})")
-    table = _table(("variable", "left"), ("shape", "left"), ("max abs error", "right"), ("at", "left"),
-                   ("max rel error", "right"), ("at", "left"), ("verdict", "left"), words=True)
+                            f": autograd {what} {how} (eps {B.format_number(result.eps)})")
+    table = _table(("variable", "left"), ("shape" if result.mode == "full" else "checked", "left"),
+                   ("max abs error", "right"), ("at", "left"), ("max rel error", "right"), ("at", "left"),
+                   ("verdict", "left"), words=True)
     details: list[RenderableType] = []
     for c in result.comparisons:
         verdict = Text("✓ pass", style="green") if c.passed else Text("✗ FAIL", style="red")
-        table.add_row(c.label, shape_text(c.autograd.shape), f"{c.max_abs:.2e}", _index(c.abs_at),
+        shape = {"full": shape_text(c.autograd.shape), "sample": f"{c.checked:,} of {c.elements:,}",
+                 "fast": f"{c.elements:,} at once"}[result.mode]
+        table.add_row(c.label, shape, f"{c.max_abs:.2e}", _index(c.abs_at),
                       f"{c.max_rel:.2e}", _index(c.rel_at), verdict)
         if not c.passed:
-            at = c.worst_at
-            details.append(Text(f"  {c.label}{_index(at)}: autograd {B.format_number(float(c.autograd[at]))}, "
-                                f"finite differences {B.format_number(float(c.numeric[at]))}", style="red"))
+            place = "vᵀ·J·u" if result.mode == "fast" else _index(c.worst_at)
+            details.append(Text(f"  {c.label}{place}: autograd {B.format_number(c.worst[0])}, "
+                                f"finite differences {B.format_number(c.worst[1])}", style="red"))
     failed = sum(not c.passed for c in result.comparisons)
     total = len(result.comparisons)
     tolerance = f"rtol {B.format_number(result.rtol)}, atol {B.format_number(result.atol)}"
     summary = Text(f"autograd and finite differences agree within {tolerance}", style="bold green") \
         if not failed else Text(f"{failed} of {total} disagree past {tolerance}", style="bold red")
-    return Group(heading, Text(""), table, *details, Text(""), summary)
+    notes = [Text("checked: a random sample of each variable's elements (--sample, seeded by --seed)")] \
+        if result.mode == "sample" else []
+    return Group(heading, Text(""), table, *details, *notes, Text(""), summary)
+
+
+class GradcheckProgress:
+    """gradcheck's progress bar on standard error (a terminal): shown once the check has run `after` seconds."""
+
+    after = 1.0
+
+    def __init__(self, console: Callable[[], Console]) -> None:
+        self.started = time.monotonic()
+        self.console = console  # made only if the bar is shown
+        self.bar: Any = None
+        self.task: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            if time.monotonic() - self.started < self.after:
+                return
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn("gradcheck: moving elements"), BarColumn(), MofNCompleteColumn(),
+                                TimeRemainingColumn(), console=self.console(), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("gradcheck", total=total)
+        self.bar.update(self.task, completed=done, total=total)
+
+    def close(self) -> None:
+        """Take the bar off the screen (it was shown only if the check ran long enough)."""
+        if self.bar is not None:
+            self.bar.stop()
 
 
 def _index(at: tuple[int, ...]) -> str:
