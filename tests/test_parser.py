@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from strategies import expressions, token_soup
 
 from gradcalc.errors import GradcalcError
+from gradcalc.language import lalr
 from gradcalc.language import parser as P
 from gradcalc.program.notation.juxtaposition import NOTATION  # claims as written: 2x, sin x
 
@@ -170,7 +171,12 @@ def lark_tokens(text: str) -> list[tuple]:
 
 def our_tokens(text: str) -> list[tuple]:
     lexer = P._fast("start", P.DEFAULT_MAX_DEPTH).lexer
-    return [(t.type, t.value, t.start_pos, t.line, t.column) for t in lexer.lex(text)]
+    try:
+        return [(t.type, t.value, t.start_pos, t.line, t.column) for t in lexer.lex(text)]
+    except lalr.BadCharacter as bad:
+        from lark.exceptions import UnexpectedCharacters
+
+        raise UnexpectedCharacters(text, bad.pos, bad.line, bad.column) from None
 
 
 def lex_outcome(tokens: Any, text: str) -> tuple:

@@ -1,0 +1,328 @@
+"""Lark's LALR tables kept as plain data, and the lean lexer and loop that run them without Lark.
+
+Lark builds the tables from gradcalc.lark (`build`); `lalr_tables.json`, shipped beside this module,
+holds what it built, with the grammar it was built from. When that grammar is not the one beside it
+(the grammar was edited and the tables not regenerated) the tables are built again from it, so the
+grammar stays the only source of the language; tests/test_parser.py checks that the shipped tables
+equal a fresh build. Regenerate them with `python -m gradcalc.language.lalr`.
+
+Importing this module imports neither Lark nor anything but the standard library: a command's
+start-up pays for a JSON load, not for Lark's analysis of the grammar (nor for importing Lark).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GRAMMAR = os.path.join(HERE, "gradcalc.lark")
+TABLES = os.path.join(HERE, "lalr_tables.json")
+STARTS = ("start", "value", "claims")  # the grammar's start symbols: a program, a --set value, a claims file
+END = "$END"
+
+
+class Token(str):
+    """A token: its text, with the attributes of Lark's Token that gradcalc and Lark's parser read."""
+
+    end_line = end_column = end_pos = None  # never read by gradcalc: one class attribute, not one per token
+    type: str
+    start_pos: int | None
+    line: int | None
+    column: int | None
+
+    def __new__(cls, type: str, value: str, start_pos: int | None = None, line: int | None = None,
+                column: int | None = None) -> Token:
+        token = str.__new__(cls, value)
+        token.type, token.start_pos, token.line, token.column = type, start_pos, line, column
+        return token
+
+    _future_new = classmethod(__new__)  # Lark's spelling, for code written against Lark's Token
+
+    @property
+    def value(self) -> str:
+        return str(self)
+
+    def __repr__(self) -> str:
+        return f"Token({self.type!r}, {str(self)!r})"
+
+    def __reduce__(self) -> Any:
+        return Token, (self.type, str(self), self.start_pos, self.line, self.column)
+
+
+class BadCharacter(Exception):
+    """The lexer met a character no terminal matches (where, for the error message)."""
+
+    def __init__(self, pos: int, line: int, column: int) -> None:
+        super().__init__(pos, line, column)
+        self.pos, self.line, self.column = pos, line, column
+
+
+def grammar_text() -> str:
+    """The grammar: gradcalc.lark, shipped beside this module (in a checkout and in the wheel alike)."""
+    with open(GRAMMAR, encoding="utf-8") as file:
+        return file.read()
+
+
+def build(grammar: str | None = None) -> dict[str, Any]:
+    """The tables Lark builds from the grammar, as plain data (JSON's types), states numbered canonically.
+
+    Lark's own numbering can follow set iteration order; here states are numbered in the order a
+    breadth-first walk from the start states meets them, symbols taken in sorted order, and rules in
+    the order they are first met, so that the same grammar always gives the same data.
+    """
+    from lark import Lark
+    from lark.parse_tree_builder import maybe_create_child_filter
+    from lark.parsers.lalr_analysis import Shift
+
+    text = grammar_text() if grammar is None else grammar
+    lark = Lark(text, parser="lalr", start=list(STARTS), maybe_placeholders=True, lexer="basic")
+    table = lark.parser.parser.parser.parse_table  # ParsingFrontend → LALR_Parser → its _Parser
+    order: dict[int, int] = {}
+    queue = [table.start_states[start] for start in STARTS]
+    for state in queue:
+        if state not in order:
+            order[state] = len(order)
+            queue.extend(arg for _, (action, arg) in sorted(table.states[state].items()) if action is Shift)
+    rules: list[list[Any]] = []
+    rule_index: dict[Any, int] = {}
+    rows: list[dict[str, int]] = []
+    for state in sorted(order, key=order.__getitem__):
+        row: dict[str, int] = {}
+        for symbol, (action, arg) in sorted(table.states[state].items()):
+            if action is Shift:
+                row[symbol] = order[arg]
+                continue
+            if arg not in rule_index:
+                rule_index[arg] = len(rules)
+                rules.append(_rule(arg, maybe_create_child_filter))
+            row[symbol] = ~rule_index[arg]
+        rows.append(row)
+    return {
+        "grammar": text,
+        "lexer": _lexer_data(lark.lexer_conf),
+        "starts": {start: [order[table.start_states[start]], order[table.end_states[start]]] for start in STARTS},
+        "rules": rules,
+        "states": rows,
+    }
+
+
+def _rule(rule: Any, child_filter: Callable[..., Any]) -> list[Any]:
+    """[size, symbol, callback name, expand1, include, nones at the end]: how Lark's tree builder makes its node.
+
+    `include` is None when every child is kept as it is, else [index, splice, nones before] per kept child
+    (a `_rule`'s children are spliced into its parent's; `[optional]` items missing are None).
+    """
+    options = rule.options
+    made = child_filter(rule.expansion, options.keep_all_tokens, False, options.empty_indices)
+    include: list[list[Any]] | None = None
+    trailing = 0
+    if made is not None:  # partial(ChildFilterLALR, to_include, nones) or partial(..._NoPlaceholders, [(i, x)])
+        args = made.args
+        include = [[i, bool(expand), int(nones)] for i, expand, *rest in args[0] for nones in [rest[0] if rest else 0]]
+        trailing = int(args[1]) if len(args) > 1 else 0
+    name = rule.alias or options.template_source or rule.origin.name
+    return [len(rule.expansion), rule.origin.name, str(name), bool(options.expand1 and not rule.alias), include, trailing]
+
+
+def _lexer_data(conf: Any) -> dict[str, Any]:
+    """Lark's terminals as one regular expression, tried in Lark's order (longer literals first); keywords,
+    which NAME also matches, as a table from text to type, as Lark types them."""
+    name_pattern = re.compile(next(t.pattern.to_regexp() for t in conf.terminals if t.name == "NAME"))
+    keywords = {t.pattern.value: t.name for t in conf.terminals
+                if t.pattern.type == "str" and name_pattern.fullmatch(t.pattern.value)}
+    ordered = sorted((t for t in conf.terminals if t.name not in set(keywords.values())),
+                     key=lambda t: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name))
+    return {
+        "pattern": "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in ordered),
+        "keywords": dict(sorted(keywords.items())),
+        "ignore": sorted(conf.ignore),
+    }
+
+
+_loaded: dict[str, Any] | None = None
+
+
+def tables() -> dict[str, Any]:
+    """The tables for the grammar beside this module: the shipped ones, or built again if the grammar changed."""
+    global _loaded
+    if _loaded is None:
+        grammar = grammar_text()
+        try:
+            with open(TABLES, encoding="utf-8") as file:
+                data = json.load(file)
+        except (OSError, ValueError):
+            data = None
+        _loaded = data if data is not None and data.get("grammar") == grammar else build(grammar)
+    return _loaded
+
+
+def write(path: str = TABLES) -> None:
+    """Write the tables built from the grammar now (atomically: a reader never sees half a file)."""
+    data = build()
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w", encoding="utf-8") as file:
+        json.dump(data, file, ensure_ascii=False, separators=(",", ":"))
+        file.write("\n")
+    os.replace(temporary, path)
+
+
+SUBSCRIPTS = str.maketrans("₀₁₂₃₄₅₆₇₈₉", "0123456789")  # w₁ is w1
+
+
+def composed(name: str) -> str:
+    """A name's accents composed as Python composes identifiers' (NFC): y + ̂ and ŷ are one name."""
+    import unicodedata  # only for names beyond ASCII: not at start-up
+
+    return unicodedata.normalize("NFC", name)
+
+
+class Lexer:
+    """The grammar's terminals matched with one regular expression in one loop.
+
+    Names beyond ASCII are read as the language reads them: subscript digits as digits, accents composed.
+    """
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.match = re.compile(data["pattern"]).match
+        self.keywords: dict[str, str] = data["keywords"]
+        self.ignore = frozenset(data["ignore"])
+
+    def lex(self, text: str) -> Iterator[Token]:
+        match, keywords, ignore = self.match, self.keywords, self.ignore
+        new = str.__new__
+        pos, line, line_start, end = 0, 1, 0, len(text)
+        while pos < end:
+            found = match(text, pos)
+            if found is None:
+                raise BadCharacter(pos, line, pos - line_start + 1)
+            kind, stop = found.lastgroup, found.end()
+            value = text[pos:stop]
+            if kind not in ignore:
+                if kind == "NAME":
+                    if not value.isascii():
+                        value = composed(value.translate(SUBSCRIPTS))
+                    kind = keywords.get(value, "NAME")
+                token = new(Token, value)  # Token(...) without a Python-level __new__: one per token, it shows
+                token.type, token.start_pos, token.line, token.column = kind, pos, line, pos - line_start + 1
+                yield token
+            if "\n" in value:
+                line += value.count("\n")
+                line_start = pos + value.rindex("\n") + 1
+            pos = stop
+
+
+_lexer: Lexer | None = None
+
+
+def lexer() -> Lexer:
+    """The lexer of the grammar's terminals (made once)."""
+    global _lexer
+    if _lexer is None:
+        _lexer = Lexer(tables()["lexer"])
+    return _lexer
+
+
+class Rejected(Exception):
+    """The loop met a token the table has no action for: Lark's own parser explains the error."""
+
+
+class Parser:
+    """The tables run by a lean loop, with `callbacks`' methods (one per rule or alias) building the nodes.
+
+    A rule of one child marked `?` (`?expr: or_test`) passes its child up without a call; a `_rule`
+    with no method gives its children, which its parent splices into its own, as Lark does.
+    """
+
+    def __init__(self, data: dict[str, Any], start: str, callbacks: object) -> None:
+        self.start_state, self.end_state = data["starts"][start]
+        self.rows: list[dict[str, int]] = data["states"]
+        self.units: dict[tuple[int, int, str], int] = {}  # see _unit_run
+        # (size, goto symbol, callback or None for a unit rule, include, trailing nones, expand1)
+        self.rules: list[tuple[int, str, Any, Any, int, bool]] = []
+        for size, symbol, name, expand1, include, trailing in data["rules"]:
+            method = getattr(callbacks, name, None)
+            if method is None and not name.startswith("_") and not expand1:
+                raise TypeError(f"the grammar's rule {name!r} has no method in {type(callbacks).__name__}")
+            unit = size == 1 and expand1 and include is None
+            steps = None if include is None else tuple((i, splice, nones) for i, splice, nones in include)
+            self.rules.append((size, symbol, None if unit else method or list, steps, trailing, expand1))
+
+    def parse(self, tokens: Iterable[Token]) -> Any:
+        rows, rules, end, units = self.rows, self.rules, self.end_state, self.units
+        states = [self.start_state]
+        values: list[Any] = []
+        for token in tokens:
+            kind = token.type
+            while True:
+                top = states[-1]
+                action = rows[top].get(kind)
+                if action is None or (action >= 0 and kind == END):
+                    raise Rejected
+                if action >= 0:
+                    states.append(action)
+                    values.append(token)
+                    break
+                size, symbol, build, steps, trailing, expand1 = rules[~action]
+                if build is None:  # a run of unit rules (`?expr: or_test`, ...) only replaces the top state
+                    key = (states[-2], top, kind)
+                    state = units.get(key)
+                    states[-1] = self._unit_run(*key) if state is None else state
+                    continue
+                if size:
+                    children = values[-size:]
+                    del values[-size:]
+                    del states[-size:]
+                else:
+                    children = []
+                if steps is not None:
+                    kept: list[Any] = []
+                    for i, splice, nones in steps:
+                        if nones:
+                            kept += [None] * nones
+                        if splice:
+                            if kept:
+                                kept += children[i]
+                            else:  # the list itself, not a copy: a left-recursive rule's list grows in place
+                                kept = children[i]
+                        else:
+                            kept.append(children[i])
+                    if trailing:
+                        kept += [None] * trailing
+                    children = kept
+                if expand1 and len(children) == 1:
+                    values.append(children[0])
+                elif build is list:
+                    values.append(children)
+                else:
+                    values.append(build(*children))
+                state = rows[states[-1]][symbol]
+                if state == end:  # only the start symbol leads there, and only at the end
+                    return values[-1]
+                states.append(state)
+        raise Rejected
+
+    def _unit_run(self, below: int, top: int, kind: str) -> int:
+        """The state a run of unit reductions ends in, from `top` over `below`, before `kind`; remembered.
+
+        Each unit reduction pops one state and pushes the goto from the one below, which stays:
+        the whole run depends on these three alone (a chain of ten precedence levels is one lookup).
+        """
+        state = top
+        while True:
+            action = self.rows[state].get(kind)
+            if action is None or action >= 0 or self.rules[~action][2] is not None:
+                break
+            state = self.rows[below][self.rules[~action][1]]
+        self.units[below, top, kind] = state
+        return state
+
+
+END_TOKEN = Token(END, "")
+
+
+if __name__ == "__main__":
+    write()
