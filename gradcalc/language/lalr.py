@@ -187,20 +187,17 @@ class Lexer:
     """
 
     def __init__(self, data: dict[str, Any]) -> None:
-        self.match = re.compile(data["pattern"]).match
+        self.pattern = re.compile(data["pattern"])
         self.keywords: dict[str, str] = data["keywords"]
         self.ignore = frozenset(data["ignore"])
 
     def lex(self, text: str) -> Iterator[Token]:
-        match, keywords, ignore = self.match, self.keywords, self.ignore
+        keywords, ignore = self.keywords, self.ignore
         new = str.__new__
-        pos, line, line_start, end = 0, 1, 0, len(text)
-        while pos < end:
-            found = match(text, pos)
-            if found is None:
-                raise BadCharacter(pos, line, pos - line_start + 1)
-            kind, stop = found.lastgroup, found.end()
-            value = text[pos:stop]
+        pos, line, line_start = 0, 1, 0
+        # The scanner matches where the last match ended, in C: no position passed, no slice taken.
+        for found in iter(self.pattern.scanner(text).match, None):
+            kind, value = found.lastgroup, found.group()
             if kind not in ignore:
                 if kind == "NAME":
                     if not value.isascii():
@@ -212,7 +209,9 @@ class Lexer:
             if "\n" in value:
                 line += value.count("\n")
                 line_start = pos + value.rindex("\n") + 1
-            pos = stop
+            pos = found.end()
+        if pos < len(text):
+            raise BadCharacter(pos, line, pos - line_start + 1)
 
 
 _lexer: Lexer | None = None
@@ -234,22 +233,23 @@ class Parser:
     """The tables run by a lean loop, with `callbacks`' methods (one per rule or alias) building the nodes.
 
     A rule of one child marked `?` (`?expr: or_test`) passes its child up without a call; a `_rule`
-    with no method gives its children, which its parent splices into its own, as Lark does.
+    with no method gives its children, which its parent splices into its own, as Lark does. Each
+    other rule's reduction is a small function written from its table entry (which children it
+    keeps, where a missing `[optional]` is None), so the loop runs no generic filtering per node.
     """
 
     def __init__(self, data: dict[str, Any], start: str, callbacks: object) -> None:
         self.start_state, self.end_state = data["starts"][start]
         self.rows: list[dict[str, int]] = data["states"]
         self.units: dict[tuple[int, int, str], int] = {}  # see _unit_run
-        # (size, goto symbol, callback or None for a unit rule, include, trailing nones, expand1)
-        self.rules: list[tuple[int, str, Any, Any, int, bool]] = []
+        # (size, goto symbol, the reduction taking its children off the values, or None for a unit rule)
+        self.rules: list[tuple[int, str, Callable[[list[Any]], Any] | None]] = []
         for size, symbol, name, expand1, include, trailing in data["rules"]:
             method = getattr(callbacks, name, None)
             if method is None and not name.startswith("_") and not expand1:
                 raise TypeError(f"the grammar's rule {name!r} has no method in {type(callbacks).__name__}")
             unit = size == 1 and expand1 and include is None
-            steps = None if include is None else tuple((i, splice, nones) for i, splice, nones in include)
-            self.rules.append((size, symbol, None if unit else method or list, steps, trailing, expand1))
+            self.rules.append((size, symbol, None if unit else _reduction(size, method, expand1, include, trailing)))
 
     def parse(self, tokens: Iterable[Token]) -> Any:
         rows, rules, end, units = self.rows, self.rules, self.end_state, self.units
@@ -266,39 +266,15 @@ class Parser:
                     states.append(action)
                     values.append(token)
                     break
-                size, symbol, build, steps, trailing, expand1 = rules[~action]
-                if build is None:  # a run of unit rules (`?expr: or_test`, ...) only replaces the top state
+                size, symbol, reduce = rules[~action]
+                if reduce is None:  # a run of unit rules (`?expr: or_test`, ...) only replaces the top state
                     key = (states[-2], top, kind)
                     state = units.get(key)
                     states[-1] = self._unit_run(*key) if state is None else state
                     continue
+                values.append(reduce(values))
                 if size:
-                    children = values[-size:]
-                    del values[-size:]
                     del states[-size:]
-                else:
-                    children = []
-                if steps is not None:
-                    kept: list[Any] = []
-                    for i, splice, nones in steps:
-                        if nones:
-                            kept += [None] * nones
-                        if splice:
-                            if kept:
-                                kept += children[i]
-                            else:  # the list itself, not a copy: a left-recursive rule's list grows in place
-                                kept = children[i]
-                        else:
-                            kept.append(children[i])
-                    if trailing:
-                        kept += [None] * trailing
-                    children = kept
-                if expand1 and len(children) == 1:
-                    values.append(children[0])
-                elif build is list:
-                    values.append(children)
-                else:
-                    values.append(build(*children))
                 state = rows[states[-1]][symbol]
                 if state == end:  # only the start symbol leads there, and only at the end
                     return values[-1]
@@ -319,6 +295,39 @@ class Parser:
             state = self.rows[below][self.rules[~action][1]]
         self.units[below, top, kind] = state
         return state
+
+
+def _reduction(size: int, method: Callable[..., Any] | None, expand1: bool, include: list[list[Any]] | None,
+               trailing: int) -> Callable[[list[Any]], Any]:
+    """A function that takes a rule's `size` children off the values and returns its node, as Lark's
+    tree builder would make it: the kept children (a `_rule`'s spliced in, None for a missing optional),
+    passed to `method`, or the list itself for a `_rule` without one; `?rule` passes a lone child up."""
+    names = [f"c{i}" for i in range(size)]
+    lines = [f"def reduce(values):"]
+    if size:
+        lines += [f"    {', '.join(names)}{',' if size == 1 else ''} = values[-{size}:]", f"    del values[-{size}:]"]
+    steps = [[i, False, 0] for i in range(size)] if include is None else include
+    parts: list[str] = []  # the kept children as list items: `c0`, `*c1`, `None`
+    for i, splice, nones in steps:
+        parts += ["None"] * nones + [f"*c{i}" if splice else f"c{i}"]
+    parts += ["None"] * trailing
+    if not any(part.startswith("*") for part in parts):  # as many children every time: no list to build
+        single = expand1 and len(parts) == 1
+        lines.append(f"    return {parts[0]}" if single else
+                     f"    return {'build(' if method is not None else '['}{', '.join(parts)}{')' if method else ']'}")
+    else:
+        # Lark's tree builder grows a first spliced list in place (a left-recursive rule's list): so does this
+        first = parts[0]
+        lines.append(f"    kept = {first[1:]}" if first.startswith("*") else f"    kept = [{first}]")
+        for part in parts[1:]:
+            lines.append(f"    kept.extend({part[1:]})" if part.startswith("*") else f"    kept.append({part})")
+        if expand1:
+            lines.append("    if len(kept) == 1:\n        return kept[0]")
+        lines.append("    return kept" if method is None else "    return build(*kept)")
+    namespace: dict[str, Any] = {"build": method}
+    exec("\n".join(lines), namespace)  # the rule's own code: written from the table's data, not from input
+    reduce: Callable[[list[Any]], Any] = namespace["reduce"]
+    return reduce
 
 
 END_TOKEN = Token(END, "")
