@@ -86,6 +86,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000", help="chain lengths (default 10000,100000)")
     parser.add_argument("--torch-path", help="a folder to put on PYTHONPATH for the PyTorch script")
     args = parser.parse_args()
+    # .pyc files written (to the prefix folder), as an installed wheel has them, even where the environment
+    # says not to write them: else every run compiles NumPy from source, and that is what would be timed
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     root = Path(tempfile.mkdtemp(prefix="gradcalc-bench-parse-"))
     try:
         with worktree(args.base_commit, root / "base") as base:
@@ -110,7 +113,7 @@ def measure(trees: dict[str, Path], cwd: Path, args: argparse.Namespace) -> None
     parts: dict[str, dict[str, list[list[float]]]] = {name: {side: [] for side in trees} for name in works}
     torch_times: list[float] = []
     for name, (command, wall) in works.items():
-        for side, tree in trees.items():  # warm-up (.pyc files), and both sides must agree
+        for tree in trees.values():  # warm-up: .pyc files, the disk cache
             run_once(sys.executable, tree, cwd, command, wall)
         for repeat in range(args.repeats):
             for side in list(trees) if repeat % 2 == 0 else list(trees)[::-1]:
@@ -151,7 +154,7 @@ def report(trees: dict[str, Path], works: dict[str, tuple[list[str], bool]], tim
     print(f"| start-up ÷ floor | {ratio['base']:.2f}× | {ratio['current']:.2f}× | ≤ 1.2× |")
     for n in sizes:
         cells = []
-        for side in trees:
+        for side in trees:  # base, then current
             parse, build, backward = (med([p[i] for p in parts[f"chain {n:,}"][side]]) for i in range(3))
             cells.append(f"{parse / n * 1e6:.1f} / {build / n * 1e6:.1f} / {backward / n * 1e6:.1f} µs "
                          f"(parse {parse / (build + backward):.2f}× build + backward)")

@@ -34,10 +34,10 @@ class Token(str):
     line: int | None
     column: int | None
 
-    def __new__(cls, type: str, value: str, start_pos: int | None = None, line: int | None = None,
+    def __new__(cls, kind: str, value: str, start_pos: int | None = None, line: int | None = None,
                 column: int | None = None) -> Token:
         token = str.__new__(cls, value)
-        token.type, token.start_pos, token.line, token.column = type, start_pos, line, column
+        token.type, token.start_pos, token.line, token.column = kind, start_pos, line, column
         return token
 
     _future_new = classmethod(__new__)  # Lark's spelling, for code written against Lark's Token
@@ -122,10 +122,11 @@ def _rule(rule: Any, child_filter: Callable[..., Any]) -> list[Any]:
     trailing = 0
     if made is not None:  # partial(ChildFilterLALR, to_include, nones) or partial(..._NoPlaceholders, [(i, x)])
         args = made.args
-        include = [[i, bool(expand), int(nones)] for i, expand, *rest in args[0] for nones in [rest[0] if rest else 0]]
+        include = [[i, bool(expand), int(rest[0]) if rest else 0] for i, expand, *rest in args[0]]
         trailing = int(args[1]) if len(args) > 1 else 0
     name = rule.alias or options.template_source or rule.origin.name
-    return [len(rule.expansion), rule.origin.name, str(name), bool(options.expand1 and not rule.alias), include, trailing]
+    expand1 = bool(options.expand1 and not rule.alias)
+    return [len(rule.expansion), rule.origin.name, str(name), expand1, include, trailing]
 
 
 def _lexer_data(conf: Any) -> dict[str, Any]:
@@ -196,7 +197,7 @@ class Lexer:
         new = str.__new__
         pos, line, line_start = 0, 1, 0
         # The scanner matches where the last match ended, in C: no position passed, no slice taken.
-        for found in iter(self.pattern.scanner(text).match, None):
+        for found in iter(self.pattern.scanner(text).match, None):  # type: ignore[attr-defined]  # not in typeshed
             kind, value = found.lastgroup, found.group()
             if kind not in ignore:
                 if kind == "NAME":
@@ -303,7 +304,7 @@ def _reduction(size: int, method: Callable[..., Any] | None, expand1: bool, incl
     tree builder would make it: the kept children (a `_rule`'s spliced in, None for a missing optional),
     passed to `method`, or the list itself for a `_rule` without one; `?rule` passes a lone child up."""
     names = [f"c{i}" for i in range(size)]
-    lines = [f"def reduce(values):"]
+    lines = ["def reduce(values):"]
     if size:
         lines += [f"    {', '.join(names)}{',' if size == 1 else ''} = values[-{size}:]", f"    del values[-{size}:]"]
     steps = [[i, False, 0] for i in range(size)] if include is None else include

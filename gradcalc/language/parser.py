@@ -22,9 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import GradcalcError, GradcalcSyntaxError, Pos, did_you_mean, line_starts, pos_at
 from . import lalr
 from . import syntax as S
-from .lalr import SUBSCRIPTS as _SUBSCRIPTS
 from .lalr import Token, grammar_text
-from .lalr import composed as _composed
 
 if TYPE_CHECKING:  # Lark is imported only to explain a syntax error
     from lark import Lark
