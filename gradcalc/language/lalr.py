@@ -242,6 +242,8 @@ class Parser:
     def __init__(self, data: dict[str, Any], start: str, callbacks: object) -> None:
         self.start_state, self.end_state = data["starts"][start]
         self.rows: list[dict[str, int]] = data["states"]
+        if any(row.get(END, -1) >= 0 for row in self.rows):  # the loop returns at the end state instead
+            raise ValueError("the tables shift the end of the input: not an LALR table Lark builds")
         self.units: dict[tuple[int, int, str], int] = {}  # see _unit_run
         # (size, goto symbol, the reduction taking its children off the values, or None for a unit rule)
         self.rules: list[tuple[int, str, Callable[[list[Any]], Any] | None]] = []
@@ -261,7 +263,7 @@ class Parser:
             while True:
                 top = states[-1]
                 action = rows[top].get(kind)
-                if action is None or (action >= 0 and kind == END):
+                if action is None:  # the end is never shifted (checked when the tables are read)
                     raise Rejected
                 if action >= 0:
                     states.append(action)
