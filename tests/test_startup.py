@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import REPO, SAMPLES
 
 _PROBE = ("import sys\nfrom gradcalc.cli.app import main\n"
@@ -36,6 +37,7 @@ def test_grad_json_imports_neither_lark_nor_rich() -> None:
     assert not {m for m in modules if m == "lark" or m.startswith(("lark.", "rich"))}
 
 
+@pytest.mark.slow
 def test_a_program_with_a_check_statement_imports_no_lark(tmp_path: Path) -> None:
     """Claims in a program are read by the notation's reader, through the same tables."""
     program = (SAMPLES / "neuron.eq").read_text(encoding="utf-8") + "\ncheck dL/dw4 = 2\n"
@@ -46,6 +48,7 @@ def test_a_program_with_a_check_statement_imports_no_lark(tmp_path: Path) -> Non
     assert "lark" not in modules
 
 
+@pytest.mark.slow
 def test_a_syntax_error_is_explained_by_lark(tmp_path: Path) -> None:
     path = tmp_path / "bad.eq"
     path.write_text("a = 2\nL = a 2\n", encoding="utf-8")
