@@ -132,8 +132,12 @@ class _Brackets:
         pending_newline: Token | None = None
         reader = self.reader
         claim = reader(0, True) if self.claims and reader is not None else None
+        special = {"_NL", "CHECK", *OPENING, *CLOSING}  # the tokens this looks at; all others pass as they are
         for token in stream:
             kind = token.type
+            if pending_newline is None and claim is None and kind not in special:
+                yield token
+                continue
             if kind == "_NL":
                 if not stack or stack[-1] == "{":
                     pending_newline = pending_newline or token
