@@ -8,6 +8,8 @@ everything) and compare the trees, or the errors, field by field, positions incl
 from __future__ import annotations
 
 import functools
+import json
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -18,7 +20,9 @@ from hypothesis import strategies as st
 from strategies import expressions, token_soup
 
 from gradcalc.errors import GradcalcError
+from gradcalc.language import lalr
 from gradcalc.language import parser as P
+from gradcalc.language import syntax as S
 from gradcalc.program.notation.juxtaposition import NOTATION  # claims as written: 2x, sin x
 
 EVERY_CONSTRUCT = """
@@ -164,13 +168,18 @@ def lark_lexer() -> Any:
 def lark_tokens(text: str) -> list[tuple]:
     """Lark's standard lexer on the same grammar: the reference for gradcalc's one-regex lexer."""
     lark = lark_lexer()
-    return [(t.type, P._composed(t.value.translate(P._SUBSCRIPTS)) if t.type == "NAME" else t.value,
+    return [(t.type, lalr.composed(t.value.translate(lalr.SUBSCRIPTS)) if t.type == "NAME" else t.value,
              t.start_pos, t.line, t.column) for t in lark.lex(text)]
 
 
 def our_tokens(text: str) -> list[tuple]:
     lexer = P._fast("start", P.DEFAULT_MAX_DEPTH).lexer
-    return [(t.type, t.value, t.start_pos, t.line, t.column) for t in lexer.lex(text)]
+    try:
+        return [(t.type, t.value, t.start_pos, t.line, t.column) for t in lexer.lex(text)]
+    except lalr.BadCharacter as bad:
+        from lark.exceptions import UnexpectedCharacters
+
+        raise UnexpectedCharacters(text, bad.pos, bad.line, bad.column) from None
 
 
 def lex_outcome(tokens: Any, text: str) -> tuple:
@@ -205,3 +214,62 @@ def test_a_long_run_of_blanks_before_a_bad_character_fails_at_once() -> None:
     # Blanks are skipped by a possessive group: no backtracking over their ways of splitting.
     text = "y = 1" + " \t" * 20_000 + "$"
     assert lex_outcome(our_tokens, text) == ("error", len(text) - 1, 1, len(text))
+
+
+# --- the tables shipped as data ----------------------------------------------------------------
+
+
+def test_shipped_tables_are_what_lark_builds_from_the_grammar_now() -> None:
+    """lalr_tables.json is Lark's analysis of gradcalc.lark as it is: after editing the grammar, regenerate it
+    with `python -m gradcalc.language.lalr`."""
+    shipped = json.loads(Path(lalr.TABLES).read_text(encoding="utf-8"))
+    stale = "the grammar changed: regenerate the tables with `python -m gradcalc.language.lalr`"
+    assert shipped["grammar"] == lalr.grammar_text(), stale
+    assert shipped == lalr.build(), stale
+
+
+def test_an_edited_grammar_is_built_again_not_read_from_stale_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grammar stays the source: tables built from another grammar are not used for this one."""
+    edited = lalr.grammar_text().replace('POW_OP: "^" | "**"', 'POW_OP: "^" | "**" | "↑"')
+    assert edited != lalr.grammar_text()
+    monkeypatch.setattr(lalr, "grammar_text", lambda: edited)
+    monkeypatch.setattr(lalr, "_loaded", None)
+    monkeypatch.setattr(lalr, "_lexer", None)
+    tables = lalr.tables()
+    assert tables["grammar"] == edited
+    assert "↑" in tables["lexer"]["pattern"]
+    assert lalr.tables() is tables  # built once a process
+
+
+def test_the_loop_keeps_lark_s_children_and_placeholders() -> None:
+    """[optional] parts missing are None in the method's arguments, as with Lark: f() has no params, and a
+    slice's missing bounds are None (these reach _ToSyntax through the table's placeholders)."""
+    function, assign = P.parse("f() = 1\ny = x[:, 1:][::2]").body
+    assert isinstance(function, S.FuncDef) and isinstance(assign, S.Assign)
+    assert function.params == []
+    index = assign.value
+    assert isinstance(index, S.Index) and isinstance(index.target, S.Index)
+    (step,) = index.subscripts
+    assert step.start is None and step.stop is None and step.step.value == 2.0
+    assert index.target.subscripts[0].start is None and index.target.subscripts[0].stop is None
+    assert isinstance(index.target.subscripts[1].start, S.Number)
+
+
+PROGRAM_LINES = [line for line in EVERY_CONSTRUCT.splitlines() if line and not line.startswith("#")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(PROGRAM_LINES), min_size=1, max_size=6), st.data())
+def test_corrupted_programs_give_lark_s_outcome(lines: list[str], data: st.DataObject) -> None:
+    """Real programs with one character deleted, doubled or replaced: the same tree, or the same error at the
+    same line and column, whether the tables' loop or Lark's parser reads them."""
+    text = "\n".join(lines)
+    at = data.draw(st.integers(0, len(text) - 1))
+    edit = data.draw(st.sampled_from(["delete", "double", "replace"]))
+    if edit == "delete":
+        text = text[:at] + text[at + 1:]
+    elif edit == "double":
+        text = text[:at] + text[at] + text[at:]
+    else:
+        text = text[:at] + data.draw(st.sampled_from(list("()[]{}=+*,;:.\n 1xé$"))) + text[at + 1:]
+    assert_same(text)

@@ -1,8 +1,9 @@
-"""Text to syntax tree: one LALR parser built once from gradcalc.lark (beside this module).
+"""Text to syntax tree: Lark's LALR tables for gradcalc.lark (beside this module), run without Lark.
 
-The Transformer runs inside the parser (Lark's `transformer=` option), so no
-parse tree is built: each grammar alias has one short method returning a
-syntax node. Lark's errors become GradcalcSyntaxError with a place and a hint.
+lalr.py holds the tables Lark built from the grammar as plain data and runs them; each grammar
+alias has one short method here returning a syntax node, called as the parser reduces, so no
+parse tree is built. A text the tables reject is parsed again by Lark itself (imported only then),
+whose error becomes a GradcalcSyntaxError with a place and a hint.
 
 The language knows no builtin and no claim notation: a `Dialect` from the layer above
 says which names are functions (for hints such as `sum(x)` for `x.sum()`) and reads a
@@ -11,23 +12,22 @@ claim's tokens as people write them (`2x sin x`); `PLAIN` has neither.
 
 from __future__ import annotations
 
+import gc
 import re
 import sys
 from collections.abc import Callable, Iterator
 from functools import lru_cache
-from importlib import resources
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
-from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
-from lark.lexer import Lexer
-from lark.parse_tree_builder import ExpandSingleChild
-from lark.parsers.lalr_analysis import Shift
-from lark.visitors import _vargs_inline, _VArgsWrapper
-
 from ..errors import GradcalcError, GradcalcSyntaxError, Pos, did_you_mean, line_starts, pos_at
+from . import lalr
 from . import syntax as S
+from .lalr import Token, grammar_text
+
+if TYPE_CHECKING:  # Lark is imported only to explain a syntax error
+    from lark import Lark
+    from lark.exceptions import UnexpectedInput
 
 OPENING = {"LPAR": "(", "LSQB": "[", "LBRACE": "{"}
 CLOSING = {"RPAR": "(", "RSQB": "[", "RBRACE": "{"}
@@ -69,7 +69,6 @@ _TOKEN_WORDS = {
 # Operators with another spelling: ** is ^; the typographic signs are their ASCII operators.
 _OPERATORS = {"**": "^", "−": "-", "–": "-", "·": "*", "⋅": "*", "∙": "*", "∗": "*", "×": "*", "÷": "/", "⊙": "*"}
 _SUPERSCRIPTS = str.maketrans("⁺⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "+-0123456789")
-_SUBSCRIPTS = str.maketrans("₀₁₂₃₄₅₆₇₈₉", "0123456789")  # w₁ is w1
 
 
 _new_pos = tuple.__new__  # a Pos without NamedTuple's Python-level __new__: one per token, it shows
@@ -112,11 +111,6 @@ class Dialect:
 PLAIN = Dialect(lambda name: False)  # the language alone: no builtins, claims in its strict syntax
 
 
-def grammar_text() -> str:
-    """The grammar: gradcalc.lark, shipped beside this module (in a checkout and in the wheel alike)."""
-    return resources.files(__package__).joinpath("gradcalc.lark").read_text(encoding="utf-8")
-
-
 class _Brackets:
     """Post-lexer: newlines inside () and [] do not end a statement, nor before `else`.
 
@@ -138,8 +132,12 @@ class _Brackets:
         pending_newline: Token | None = None
         reader = self.reader
         claim = reader(0, True) if self.claims and reader is not None else None
+        special = {"_NL", "CHECK", *OPENING, *CLOSING}  # the tokens this looks at; all others pass as they are
         for token in stream:
             kind = token.type
+            if pending_newline is None and claim is None and kind not in special:
+                yield token
+                continue
             if kind == "_NL":
                 if not stack or stack[-1] == "{":
                     pending_newline = pending_newline or token
@@ -197,47 +195,6 @@ class _Brackets:
             yield pending_newline
 
 
-class _Lexer(Lexer):
-    """Lark's terminals, matched with one regular expression in one loop.
-
-    The grammar stays the only definition of the tokens; this only runs them faster
-    than Lark's general lexer (a third of the parse time on long programs). Terminals
-    are tried in Lark's order (longer literals first), and keywords, which NAME also
-    matches, get their own types as Lark would give them.
-    """
-
-    def __init__(self, conf: Any) -> None:
-        name_pattern = re.compile(next(t.pattern.to_regexp() for t in conf.terminals if t.name == "NAME"))
-        self.keywords = {t.pattern.value: t.name for t in conf.terminals
-                         if t.pattern.type == "str" and name_pattern.fullmatch(t.pattern.value)}
-        keyword_types = set(self.keywords.values())
-        ordered = sorted((t for t in conf.terminals if t.name not in keyword_types),
-                         key=lambda t: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name))
-        self.match = re.compile("|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in ordered)).match
-        self.ignore = frozenset(conf.ignore)
-
-    def lex(self, text: str) -> Iterator[Token]:  # type: ignore[override]  # Lark's interface 0: the text
-        match, keywords, ignore = self.match, self.keywords, self.ignore
-        new_token = Token._future_new  # Token(...) without its keyword-argument checks: one per token, it shows
-        pos, line, line_start, end = 0, 1, 0, len(text)
-        while pos < end:
-            found = match(text, pos)
-            if found is None:
-                raise UnexpectedCharacters(text, pos, line, pos - line_start + 1)
-            kind, stop = found.lastgroup, found.end()
-            value = text[pos:stop]
-            if kind not in ignore:
-                if kind == "NAME":
-                    if not value.isascii():
-                        value = _composed(value.translate(_SUBSCRIPTS))
-                    kind = keywords.get(value, "NAME")
-                yield new_token(kind, value, pos, line, pos - line_start + 1)
-            if "\n" in value:
-                line += value.count("\n")
-                line_start = pos + value.rindex("\n") + 1
-            pos = stop
-
-
 def _python_statement(word: str) -> str | None:
     """The hint for a Python statement written in a program (def f(x):, import numpy), or None."""
     if word == "def":
@@ -245,13 +202,6 @@ def _python_statement(word: str) -> str | None:
     if word in ("import", "from"):
         return "remove it: gradcalc imports nothing, and NumPy's functions (exp, sum, ...) are builtins"
     return None
-
-
-def _composed(name: str) -> str:
-    """A name's accents composed as Python composes identifiers' (NFC): y + ̂ and ŷ are one name."""
-    import unicodedata  # only for names beyond ASCII: not at start-up
-
-    return unicodedata.normalize("NFC", name)
 
 
 def _order(tokens: tuple[Token, ...]) -> None:
@@ -267,9 +217,8 @@ def _statements(children: list) -> list[S.Stmt]:
     return [child for child in children if isinstance(child, S.Stmt)]
 
 
-@v_args(inline=True)
-class _ToSyntax(Transformer):
-    """One method per grammar alias; each returns a syntax node.
+class _ToSyntax:
+    """One method per grammar alias; each takes the rule's children and returns a syntax node.
 
     Names and operators are interned: one string object for all the `y`s of a program, as Python's
     compiler does, so the builder's lookups compare pointers and touch no new memory (a statement's
@@ -508,127 +457,49 @@ DEFAULT_MAX_DEPTH = 200
 
 @lru_cache(maxsize=8)
 def _parser(start: str, max_depth: int, dialect: Dialect = PLAIN) -> Lark:
-    # cache=True stores the analysed grammar in the temp folder: start-up is a load, not an LALR build.
+    """Lark's own parser of the grammar: it explains a text the tables reject, and is the tests' reference."""
+    from lark import Lark, Transformer, v_args
+
+    from .reference import LarkLexer
+
+    # _ToSyntax's methods as Lark's transformer calls them (v_args wraps only a class's own methods)
+    methods = {name: value for name, value in vars(_ToSyntax).items() if not name.startswith("__")}
+    LarkSyntax = v_args(inline=True)(type("LarkSyntax", (Transformer,), methods))
+
+    # cache=True stores the analysed grammar in the temp folder: an error's explanation is a load, not a build.
     return Lark(
         grammar_text(),
         parser="lalr",
         start=start,
-        lexer=_Lexer,
+        lexer=LarkLexer,
         postlex=_Brackets(max_depth, claims=start == "claims", reader=dialect.claim_reader),
-        transformer=_ToSyntax(),
+        transformer=LarkSyntax(),
         maybe_placeholders=True,
         cache=True,
     )
 
 
-class _Rejected(Exception):
-    """The fast loop met a token the table has no action for: Lark's own parser explains it."""
+_Rejected = lalr.Rejected
 
 
-class _FastLALR:
-    """Lark's LALR table and callbacks, run by a lean loop.
+class _Fast:
+    """The grammar's tables (lalr.py) run on the text: lexer, the brackets' post-lexer, the LALR loop."""
 
-    Lark builds the table from the grammar and owns error reporting; its general parser
-    loop costs about 2 µs a token (a Rule hashed per reduction, a try per action). This
-    loop runs the same actions on plain dicts, and a unit rule (`?expr: or_test`) passes
-    its child up without a call. When it meets a syntax error it gives up, and the text
-    is parsed again by Lark, whose error is the one reported.
-    """
-
-    def __init__(self, lark: Lark, start: str) -> None:
-        inner = lark.parser.parser.parser  # ParsingFrontend → LALR_Parser → its _Parser
-        table, callbacks = inner.parse_table, inner.callbacks
-        self.start_state, self.end_state = table.start_states[start], table.end_states[start]
-        connector = lark.parser.lexer  # PostLexConnector(Lark's wrapper of our _Lexer, _Brackets)
-        self.lexer, self.postlexer = connector.lexer.lexer, connector.postlexer
-        index: dict[Any, int] = {}
-        self.units: dict[tuple[int, int, str], int] = {}  # see _unit_run
-        # (size, goto symbol, callback, whether it takes the children as arguments);
-        # a callback of None passes the one child up
-        self.rules: list[tuple[int, str, Any, bool]] = []
-        # per state, symbol → next state (shift, goto) or ~rule (reduce)
-        self.rows: list[dict[str, int]] = [{} for _ in range(max(table.states) + 1)]
-        for state, actions in table.states.items():
-            row = self.rows[state]
-            for symbol, (action, arg) in actions.items():
-                if action is Shift:
-                    row[symbol] = arg
-                    continue
-                if arg not in index:
-                    index[arg] = len(self.rules)
-                    size, callback = len(arg.expansion), callbacks[arg]
-                    if size == 1 and type(callback) is ExpandSingleChild:
-                        self.rules.append((size, arg.origin.name, None, False))
-                    else:
-                        self.rules.append((size, arg.origin.name, *_direct(callback)))
-                row[symbol] = ~index[arg]
+    def __init__(self, start: str, max_depth: int, dialect: Dialect) -> None:
+        self.lexer = lalr.lexer()
+        self.postlexer = _Brackets(max_depth, claims=start == "claims", reader=dialect.claim_reader)
+        self.parser = lalr.Parser(lalr.tables(), start, _ToSyntax())
 
     def parse(self, text: str) -> Any:
-        rows, rules, end, units = self.rows, self.rules, self.end_state, self.units
-        states = [self.start_state]
-        values: list[Any] = []
-        for token in chain(self.postlexer.process(self.lexer.lex(text)), (_END,)):
-            kind = token.type
-            while True:
-                top = states[-1]
-                action = rows[top].get(kind)
-                if action is None or (action >= 0 and token is _END):
-                    raise _Rejected
-                if action >= 0:
-                    states.append(action)
-                    values.append(token)
-                    break
-                size, symbol, callback, spread = rules[~action]
-                if callback is None:  # a run of unit rules (`?expr: or_test`, ...) only replaces the top state
-                    key = (states[-2], top, kind)
-                    state = units.get(key)
-                    states[-1] = self._unit_run(*key) if state is None else state
-                    continue
-                children = values[-size:] if size else []
-                if size:
-                    del values[-size:]
-                    del states[-size:]
-                values.append(callback(*children) if spread else callback(children))
-                state = rows[states[-1]][symbol]
-                if state == end:  # only the start symbol leads there, and only at the end
-                    return values[-1]
-                states.append(state)
-        raise _Rejected
-
-    def _unit_run(self, below: int, top: int, kind: str) -> int:
-        """The state a run of unit reductions ends in, from `top` over `below`, before `kind`; remembered.
-
-        Each unit reduction pops one state and pushes the goto from the one below, which stays:
-        the whole run depends on these three alone (a chain of ten precedence levels is one lookup).
-        """
-        state = top
-        while True:
-            action = self.rows[state].get(kind)
-            if action is None or action >= 0 or self.rules[~action][2] is not None:
-                break
-            state = self.rows[below][self.rules[~action][1]]
-        self.units[below, top, kind] = state
-        return state
-
-
-_END = Token("$END", "")
-
-
-def _direct(callback: Any) -> tuple[Any, bool]:
-    """The transformer method itself where Lark's callback only spreads the children into it.
-
-    Lark reaches a method through four calls (its tree builder, the visit wrapper, the
-    inline-arguments wrapper, the bound method); the method alone gives the same node.
-    """
-    wrapped = getattr(callback, "__wrapped__", None)
-    if isinstance(wrapped, _VArgsWrapper) and wrapped.visit_wrapper is _vargs_inline:
-        return wrapped.base_func, True
-    return callback, False
+        try:
+            return self.parser.parse(chain(self.postlexer.process(self.lexer.lex(text)), (lalr.END_TOKEN,)))
+        except lalr.BadCharacter:
+            raise _Rejected from None
 
 
 @lru_cache(maxsize=8)
-def _fast(start: str, max_depth: int, dialect: Dialect = PLAIN) -> _FastLALR:
-    return _FastLALR(_parser(start, max_depth, dialect), start)
+def _fast(start: str, max_depth: int, dialect: Dialect = PLAIN) -> _Fast:
+    return _Fast(start, max_depth, dialect)
 
 
 def parse(text: str, max_depth: int = DEFAULT_MAX_DEPTH, dialect: Dialect = PLAIN) -> S.Module:
@@ -683,16 +554,24 @@ def with_claim_texts(claims: list[S.Claim], text: str,
 
 
 def _parse(text: str, start: str, max_depth: int, dialect: Dialect = PLAIN) -> Any:
+    # A syntax tree has no cycles: the cyclic collector would only rescan its nodes as they are made
+    # (a third of the time on a 10^4-statement program).
+    collecting = gc.isenabled()
+    gc.disable()
     try:
-        try:
-            return _fast(start, max_depth, dialect).parse(text)
-        except _Rejected:
-            return _parser(start, max_depth, dialect).parse(text)  # raises Lark's error for the text
+        return _fast(start, max_depth, dialect).parse(text)
+    except _Rejected:
+        pass
+    finally:
+        if collecting:
+            gc.enable()
+    from lark.exceptions import UnexpectedInput, VisitError
+
+    try:
+        return _parser(start, max_depth, dialect).parse(text)  # raises Lark's error for the text
     except VisitError as exc:  # an error raised by a Transformer method
         if isinstance(exc.orig_exc, GradcalcError):
             raise exc.orig_exc from None
-        raise
-    except GradcalcError:
         raise
     except UnexpectedInput as exc:
         opened = _unclosed(exc, _parser(start, max_depth, dialect).options.postlex)
@@ -733,6 +612,8 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start",
              is_function: Callable[[str], bool] = PLAIN.is_function) -> GradcalcSyntaxError:
     """Turn Lark's error into a message a student can act on (`start`: what the text is, as in the grammar;
     `is_function`: the dialect's, for hints that name a function)."""
+    from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
+
     line = exc.line if exc.line and exc.line > 0 else max(1, text.count("\n") + 1)
     column = exc.column if exc.column and exc.column > 0 else 1
     if isinstance(exc, UnexpectedCharacters):

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lark import Token
-
 from ...engine import ops
 from ...engine.graph import Node
 from ...errors import GradcalcSyntaxError
 from ...language import syntax as S
+from ...language.lalr import Token
 from ...language.parser import CLOSING, OPENING, Dialect, token_pos
 from ..builtins import BUILTINS
 
