@@ -1,0 +1,330 @@
+"""Batch mode: one program at many points (`--at POINTS`, `Program.run_batch`), as `jax.vmap` runs it.
+
+The points are read and run a chunk at a time, so an endless producer on standard input works
+in bounded memory. In a chunk, the points that give the same names with the same shapes form a
+group, and a group of `values` or `grad` runs through the program once: each given leaf is a
+stack of the group's values (engine/batching.py's `Batched`), and every primitive evaluates its
+batched function. Where the points take different paths (a branch, a loop count or an index that
+depends on a point's values) the group splits by what each point gave there and each part runs on
+its own; what cannot be batched (a primitive without a batching rule, an error to pin on its
+points) runs point by point, which is also how Jacobians, Hessians, JVPs and `diff` run.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import select
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any
+
+from ..engine import backend as B
+from ..engine import batching
+from ..files import DEFAULT_MAX_FILE_SIZE
+from ..errors import GradcalcError, InternalError, Pos, Source, UsageError, did_you_mean
+from ..language import syntax as S
+from .checker import check
+from .interpreter import Limits, execute, make_context
+
+if TYPE_CHECKING:
+    from .api import Program
+
+CHUNK = 4096  # points read, run and written together: the memory a stream takes is bounded by it
+METHODS = ("values", "grad", "jacobian", "hessian", "jvp", "diff")  # the Run methods a batch computes
+BATCHED = ("values", "grad")  # those that run a group of points in one pass
+RUN_OPTIONS = ("seed", "dtype", "device", "max_elements", "max_iterations", "max_recursion", "allow_read",
+               "max_file_size")
+
+
+@dataclass
+class Point:
+    """One point's outcome: its index (0-based, in the order given), its values, and the result of the Run
+    method (`values`: {name: value}; else what the method returns), or the error that stopped it."""
+
+    index: int
+    values: Mapping[str, Any]
+    result: Any = None
+    error: GradcalcError | None = None
+
+
+def run_batch(program: Program, points: Iterable[Mapping[str, Any] | GradcalcError], method: str = "values",
+              arguments: Mapping[str, Any] | None = None, *, ignore_extra: bool = False, chunk_size: int = CHUNK,
+              **options: Any) -> Iterator[Point]:
+    """Each point's Point, in order, a chunk at a time (see Program.run_batch)."""
+    if method not in METHODS:
+        raise UsageError(f"run_batch: unknown method '{method}'", f"use one of: {', '.join(METHODS)}")
+    unknown = [name for name in options if name not in RUN_OPTIONS]
+    if unknown:
+        raise UsageError(f"run_batch: unknown option '{unknown[0]}'", f"the options are: {', '.join(RUN_OPTIONS)}")
+    if chunk_size < 1:
+        raise UsageError(f"run_batch: chunk_size must be 1 or more, not {chunk_size}", "use the default, 4096")
+    arguments = dict(arguments or {})
+    settable = _settable(program)
+    chunk: list[Point] = []
+    for index, given in enumerate(points):
+        chunk.append(_point(index, given, settable, ignore_extra))
+        if len(chunk) == chunk_size:
+            yield from _run_chunk(program, chunk, method, arguments, options)
+            chunk = []
+    if chunk:
+        yield from _run_chunk(program, chunk, method, arguments, options)
+
+
+def _settable(program: Program) -> set[str]:
+    """The names a point may give: the program's leaves and constants, and the names it reads but never assigns."""
+    checker = check(program.module, (), program.max_depth) if not program.checked \
+        else next(iter(program.checked.values()))
+    read = {node.name for node in S.code(program.module.body) if isinstance(node, S.Name)}
+    read.update(*(function.reads for function in checker.functions.values()))
+    leaves = {name for name, stmts in checker.assigned.items() if any(checker.is_leaf(s) for s in stmts)}
+    return leaves | (read - set(checker.assigned))
+
+
+def _point(index: int, given: Mapping[str, Any] | GradcalcError, settable: set[str], ignore_extra: bool) -> Point:
+    """A point with its values as host arrays, or the error that keeps it from running."""
+    if isinstance(given, GradcalcError):
+        return Point(index, {}, error=given)
+    if not isinstance(given, Mapping):
+        return Point(index, {}, error=UsageError(f"point {index}: not an object of leaf values",
+                                                 'give each point as {"x": 1.5, "W": [[1, 2], [3, 4]]}'))
+    values: dict[str, Any] = {}
+    for name, value in given.items():
+        if name not in settable:
+            if ignore_extra:
+                continue
+            hint = did_you_mean(str(name), settable)
+            return Point(index, given, error=UsageError(
+                f"point {index}: the program has no leaf '{name}'",
+                (hint + " " if hint else "") + "give the program's leaves (or pass --ignore-extra to skip other keys)"))
+        try:
+            host = B.to_host(B.asarray(value)) if not isinstance(value, str) else value
+        except (GradcalcError, ValueError, TypeError):
+            return Point(index, given, error=UsageError(
+                f"point {index}: '{name}' is not a number or a rectangular array of numbers",
+                "give a number or nested lists such as [[1, 2], [3, 4]]"))
+        values[name] = host
+    return Point(index, values)
+
+
+def _run_chunk(program: Program, chunk: list[Point], method: str, arguments: dict[str, Any],
+               options: dict[str, Any]) -> list[Point]:
+    groups: dict[Any, list[Point]] = {}
+    for point in chunk:
+        if point.error is None:
+            # Strings (constant expressions) are evaluated per point: such a point has a group of its own.
+            key = tuple((name, v.shape if not isinstance(v, str) else id(point)) for name, v in point.values.items())
+            groups.setdefault(key, []).append(point)
+    for group in groups.values():
+        _run_group(program, group, method, arguments, options)
+    return chunk
+
+
+def _run_group(program: Program, group: list[Point], method: str, arguments: dict[str, Any],
+               options: dict[str, Any]) -> None:
+    if len(group) == 1 or method not in BATCHED or any(isinstance(v, str) for v in group[0].values.values()):
+        for point in group:
+            _run_one(program, point, method, arguments, options)
+        return
+    try:
+        _run_batched(program, group, method, arguments, options)
+    except batching.Divergent as split:
+        parts: dict[Any, list[Point]] = {}
+        for point, key in zip(group, split.keys):
+            parts.setdefault(key, []).append(point)
+        if len(parts) * 2 > len(group):  # mostly different paths: one by one costs less than many batches
+            parts = {i: [point] for i, point in enumerate(group)}
+        for part in parts.values():
+            _run_group(program, part, method, arguments, options)
+    except Exception:  # noqa: BLE001  (an error to pin on its points, or no batching rule: one by one)
+        for point in group:
+            _run_one(program, point, method, arguments, options)
+
+
+def _run_one(program: Program, point: Point, method: str, arguments: dict[str, Any],
+             options: dict[str, Any]) -> None:
+    """A point run as a command runs it: the per-point path, and the reference the batched one is held to."""
+    try:
+        run = program.run(point.values, **options)
+        if method == "grad":
+            point.result = run.grad(**arguments, retain_graph=False)
+        else:
+            point.result = getattr(run, method)(**arguments)
+    except GradcalcError as error:
+        point.error = error
+    except RecursionError:
+        point.error = GradcalcError("the program nests too deeply to evaluate",
+                                    "split deep expressions into several statements").within(program.source)
+    except MemoryError:
+        from ..errors import out_of_memory
+
+        point.error = out_of_memory()
+    except Exception as exc:  # noqa: BLE001  (a bug in gradcalc: that point's error, not the others')
+        point.error = InternalError(f"internal error: {type(exc).__name__}: {exc}",
+                                    "this is a bug in gradcalc; please report it with the program that caused it")
+
+
+def _run_batched(program: Program, group: list[Point], method: str, arguments: dict[str, Any],
+                 options: dict[str, Any]) -> None:
+    """The whole group through the program once; each point's result unstacked from the batch."""
+    from .api import Gradients, Run, paused_gc
+
+    count = len(group)
+    settings = {"seed": 0, "dtype": "float64", "device": "cpu", "max_elements": B.DEFAULT_MAX_ELEMENTS,
+                "max_iterations": Limits.max_iterations, "max_recursion": Limits.max_recursion,
+                "allow_read": (), "max_file_size": DEFAULT_MAX_FILE_SIZE, "keep_values": False} | options
+    B.use(settings["device"], settings["dtype"], settings["max_elements"])
+    inputs = {name: batching.Batched(B.asarray(B.xp.stack([B.xp.asarray(p.values[name]) for p in group])))
+              for name in group[0].values}
+    context = make_context(program.folder, settings["seed"], tuple(settings["allow_read"]), settings["max_file_size"])
+    limits = Limits(settings["max_iterations"], settings["max_recursion"], program.max_depth)
+    with batching.primal_batching(), paused_gc(), B.errstate():
+        names = frozenset(inputs)
+        executed = execute(program.module, inputs, context, limits, False, program.checked.get(names))
+        program.checked[names] = executed.interpreter.checker
+        run = Run(program, executed, inputs, settings)
+        if method == "values":
+            stacks = {name: batching.unstack(node.value, count) for name, node in run.frame.items()}
+            for i, point in enumerate(group):
+                point.result = {name: stack[i, ...] for name, stack in stacks.items()}
+            return
+        found = run.grad(**arguments, retain_graph=False, host=False)
+        value = batching.unstack(found.value, count)
+        grads = {name: batching.unstack(g, count) for name, g in found.grads.items()}
+    for i, point in enumerate(group):
+        point.result = Gradients(found.of, value[i, ...], {name: g[i, ...] for name, g in grads.items()},
+                                 set(found.no_path), found.vector)
+
+
+# --- Reading points: JSON Lines or CSV, from a file or standard input ---------------------------------
+
+def read_points(path: str, stream: IO[bytes] | IO[str] | None = None, chunk_size: int = CHUNK,
+                max_line: int = 10 * 2**20) -> Iterator[dict[str, Any] | GradcalcError]:
+    """Each record of a points file as {name: value}, or the error that makes it unreadable (its point fails).
+
+    JSON Lines (one object a line) unless the first line that is not blank starts with something other
+    than `{`: then it is a CSV file's header of leaf names. Blank lines are no points. Standard input
+    (`-`) is read as it arrives: what has come is run while the producer is slower than the runs.
+    """
+    shown = "standard input" if path == "-" else path
+    if stream is None:
+        try:
+            stream = open(path, "rb")  # noqa: SIM115  (closed below, after the last record)
+        except OSError as exc:
+            from ..files import describe
+
+            raise UsageError(f"--at {path}: cannot read it ({describe(exc)})",
+                             "give a JSON Lines or CSV file of points, or '-' for standard input") from None
+    header: list[str] | None = None
+    kind = ""
+    number = 0
+    try:
+        for lines in _line_chunks(stream, chunk_size):
+            for raw in lines:
+                number += 1
+                line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+                line = line.rstrip("\r\n").removeprefix("\ufeff")
+                if not line.strip():
+                    continue
+                if len(line) > max_line:
+                    yield _record_error(shown, number, line[:200], 1, f"the line is longer than {max_line} bytes",
+                                        "give one point a line")
+                    continue
+                if not kind:
+                    kind = "json" if line.lstrip().startswith("{") else "csv"
+                    if kind == "csv":
+                        header = [name.strip() for name in next(csv.reader([line]))]
+                        if not all(header):
+                            yield _record_error(shown, number, line, 1, "the CSV header has an empty column name",
+                                                "name each column after a leaf")
+                            return
+                        continue
+                yield _json_record(shown, number, line) if kind == "json" else \
+                    _csv_record(shown, number, line, header or [])
+    finally:
+        if path != "-":
+            stream.close()
+
+
+def _line_chunks(stream: IO[bytes] | IO[str], size: int) -> Iterator[list[Any]]:
+    """Lines as they come: up to `size` at once, fewer when the producer is slower than we are."""
+    fd: int | None
+    try:
+        fd = stream.fileno()
+    except (OSError, AttributeError, ValueError):  # a StringIO (tests, an in-process caller)
+        fd = None
+    if fd is None:
+        lines: list[Any] = []
+        for line in stream:
+            lines.append(line)
+            if len(lines) >= size:
+                yield lines
+                lines = []
+        if lines:
+            yield lines
+        return
+    pending = b""
+    done: list[bytes] = []
+    while True:
+        data = os.read(fd, 1 << 16)
+        if not data:
+            break
+        pending += data
+        *complete, pending = pending.split(b"\n")
+        done.extend(complete)
+        while len(done) >= size:
+            yield done[:size]
+            done = done[size:]
+        if done and not _more_ready(fd):
+            yield done
+            done = []
+    if pending:
+        done.append(pending)
+    if done:
+        yield done
+
+
+def _more_ready(fd: int) -> bool:
+    """Whether more input is there within a moment (always, for a file): else what came is run now."""
+    try:
+        return bool(select.select([fd], [], [], 0.002)[0])
+    except (OSError, ValueError):  # no select on this kind of file (Windows pipes): read on
+        return True
+
+
+def _record_error(shown: str, number: int, line: str, column: int, message: str, hint: str) -> GradcalcError:
+    error = UsageError(f"{message} (line {number} of {shown})", hint, Pos(number, max(1, column)))
+    return error.within(Source("\n" * (number - 1) + line, shown))
+
+
+def _json_record(shown: str, number: int, line: str) -> dict[str, Any] | GradcalcError:
+    try:
+        record = json.loads(line)
+    except ValueError as exc:
+        message = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        column = exc.colno if isinstance(exc, json.JSONDecodeError) else 1
+        return _record_error(shown, number, line, column, f"not JSON: {message}",
+                             'give one JSON object a line, such as {"x": 1.5}')
+    if not isinstance(record, dict):
+        return _record_error(shown, number, line, 1, "not a JSON object",
+                             'give one JSON object of leaf values a line, such as {"x": 1.5}')
+    return record
+
+
+def _csv_record(shown: str, number: int, line: str, header: list[str]) -> dict[str, Any] | GradcalcError:
+    cells = next(csv.reader([line]))
+    if len(cells) != len(header):
+        return _record_error(shown, number, line, 1, f"{len(cells)} values for {len(header)} columns",
+                             "give one value per column of the header (an empty cell keeps the program's value)")
+    record: dict[str, Any] = {}
+    for name, cell in zip(header, cells):
+        cell = cell.strip()
+        if not cell:
+            continue
+        try:
+            record[name] = float(cell)
+        except ValueError:
+            return _record_error(shown, number, line, line.find(cell) + 1, f"'{name}': {cell!r} is not a number",
+                                 "a CSV column holds numbers (scalar leaves); give arrays in JSON Lines")
+    return record
