@@ -7,18 +7,32 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..engine import backend as B
+from ..errors import error_json
 from ..inert import inert_json
 from ..program.api import Gradients, Hessians, Jacobians, Run, Tangents
 from .symbols import unicode_stream
 
 if TYPE_CHECKING:  # only their types: the grad and eval paths do not load the checking or symbolic modules
     from ..engine.symbolic import Derivative
+    from ..program.batch import Point
     from ..tools.gradcheck import GradCheck
     from ..tools.homework.check import Report, Verdict
 
 
 def values_doc(run: Run) -> dict[str, Any]:
     return {"values": {name: B.to_json(node.value) for name, node in run.frame.items()}}
+
+
+def point_doc(point: Point, method: str) -> dict[str, Any]:
+    """`--at`: one point's document, the one the command prints for one run, led by the point's index; or
+    its error, the body every command's error has."""
+    if point.error is not None:
+        return {"index": point.index, **error_json(point.error)}
+    result = point.result
+    doc = {"values": {name: B.to_json(value) for name, value in result.items()}} if method == "values" else \
+        grad_doc(result) if method == "grad" else jacobian_doc(result) if method == "jacobian" else \
+        hessian_doc(result) if method == "hessian" else jvp_doc(result) if method == "jvp" else diff_doc(result, [])
+    return {"index": point.index, **doc}
 
 
 def grad_doc(result: Gradients) -> dict[str, Any]:

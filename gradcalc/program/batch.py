@@ -53,6 +53,16 @@ def run_batch(program: Program, points: Iterable[Mapping[str, Any] | GradcalcErr
               arguments: Mapping[str, Any] | None = None, *, ignore_extra: bool = False, chunk_size: int = CHUNK,
               **options: Any) -> Iterator[Point]:
     """Each point's Point, in order, a chunk at a time (see Program.run_batch)."""
+    for chunk in run_chunks(program, points, method, arguments, ignore_extra=ignore_extra, chunk_size=chunk_size,
+                            **options):
+        yield from chunk
+
+
+def run_chunks(program: Program, points: Iterable[Mapping[str, Any] | GradcalcError], method: str = "values",
+               arguments: Mapping[str, Any] | None = None, *, ignore_extra: bool = False, chunk_size: int = CHUNK,
+               **options: Any) -> Iterator[list[Point]]:
+    """The points run a chunk at a time (the CLI writes each chunk as it is done); an unreadable record is
+    given as its GradcalcError, and becomes its point's error."""
     if method not in METHODS:
         raise UsageError(f"run_batch: unknown method '{method}'", f"use one of: {', '.join(METHODS)}")
     unknown = [name for name in options if name not in RUN_OPTIONS]
@@ -66,10 +76,10 @@ def run_batch(program: Program, points: Iterable[Mapping[str, Any] | GradcalcErr
     for index, given in enumerate(points):
         chunk.append(_point(index, given, settable, ignore_extra))
         if len(chunk) == chunk_size:
-            yield from _run_chunk(program, chunk, method, arguments, options)
+            yield _run_chunk(program, chunk, method, arguments, options)
             chunk = []
     if chunk:
-        yield from _run_chunk(program, chunk, method, arguments, options)
+        yield _run_chunk(program, chunk, method, arguments, options)
 
 
 def _settable(program: Program) -> set[str]:
