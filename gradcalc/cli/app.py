@@ -438,8 +438,7 @@ def _batch(common: Common, at: str, ignore_extra: bool, method: str, arguments: 
             status = max(status, EXIT_BUG if any(isinstance(p.error, InternalError) for p in failed)
                          else EXIT_BAD_INPUT)
         if common.json:
-            for point in chunk:
-                jsonout.write(jsonout.point_doc(point, method), sys.stdout)
+            jsonout.write_lines([jsonout.point_doc(point, method) for point in chunk], sys.stdout)
         else:
             common.out.result(dict, lambda chunk=chunk: _views().batch_view(chunk, method, common.full))
         sys.stdout.flush()  # each chunk as it is done: a reader downstream of a stream sees it now

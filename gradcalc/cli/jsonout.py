@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
@@ -213,6 +214,27 @@ def write(doc: dict[str, Any], stream: TextIO) -> None:
         for piece in _pieces(doc, ascii_only):
             stream.write(inert_json(piece))  # each piece holds whole strings: escaping it alone is exact
     stream.write("\n")
+
+
+def write_lines(docs: list[dict[str, Any]], stream: TextIO) -> None:
+    """JSON Lines: each document as write() writes it to stream, all in one write (a write a document cost a
+    fifth of a 10^4-point batch)."""
+    text = _Text(getattr(stream, "encoding", None))
+    for doc in docs:
+        write(doc, text)
+    stream.write(text.getvalue())
+
+
+class _Text(io.StringIO):
+    """Text gathered for a stream, with that stream's encoding (which write() escapes for)."""
+
+    def __init__(self, encoding: str | None) -> None:
+        super().__init__()
+        self._encoding = encoding
+
+    @property
+    def encoding(self) -> Any:  # type: ignore[override]
+        return self._encoding
 
 
 class _Large(Exception):

@@ -756,6 +756,7 @@ def batch_view(points: list[Any], method: str, full: bool = False) -> Renderable
     if "error" in titles:  # last: a note that wraps
         titles = [title for title in titles if title != "error"] + ["error"]
     cells = [[row.get(title, "") if title in ("#", "error") or isinstance(row.get(title), str)
-              else ("" if row.get(title) is None else Shown(row[title], full)) for title in titles] for row in rows]
+              else ("" if row.get(title) is None else Shown(B.to_host(row[title]), full)) for title in titles]
+             for row in rows]
     return FittedTable(tuple((inert(title), "left" if title in ("error", "#") else "right") for title in titles),
                        cells)

@@ -154,7 +154,7 @@ class Batched:
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         """The one value all points share (NumPy's view of it), or Divergent with each point's own."""
         host = B.to_host(self.stack)
-        first = host[0]
+        first = host[0, ...]  # an array, as __array__ must give, even for a scalar
         same = host == first
         if host.dtype.kind in "fc":  # NaN at the same place in every point is agreement too
             same |= (host != host) & (first != first)

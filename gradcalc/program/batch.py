@@ -38,6 +38,13 @@ RUN_OPTIONS = ("seed", "dtype", "device", "max_elements", "max_iterations", "max
                "max_file_size")
 
 
+class _Pause:
+    """read_points' mark between records where standard input has paused: run_chunks runs what it holds."""
+
+
+PAUSE: Any = _Pause()
+
+
 @dataclass
 class Point:
     """One point's outcome: its index (0-based, in the order given), its values, and the result of the Run
@@ -73,8 +80,15 @@ def run_chunks(program: Program, points: Iterable[Mapping[str, Any] | GradcalcEr
     arguments = dict(arguments or {})
     settable = _settable(program)
     chunk: list[Point] = []
-    for index, given in enumerate(points):
+    index = 0
+    for given in points:
+        if given is PAUSE:  # the producer is slower than the runs: what has come is run now
+            if chunk:
+                yield _run_chunk(program, chunk, method, arguments, options)
+                chunk = []
+            continue
         chunk.append(_point(index, given, settable, ignore_extra))
+        index += 1
         if len(chunk) == chunk_size:
             yield _run_chunk(program, chunk, method, arguments, options)
             chunk = []
@@ -108,6 +122,9 @@ def _point(index: int, given: Mapping[str, Any] | GradcalcError, settable: set[s
             return Point(index, given, error=UsageError(
                 f"point {index}: the program has no leaf '{name}'",
                 (hint + " " if hint else "") + "give the program's leaves (or pass --ignore-extra to skip other keys)"))
+        if value.__class__ is float or value.__class__ is int:  # the usual case, kept a number: stacked at once
+            values[name] = float(value)
+            continue
         try:
             host = B.to_host(B.asarray(value)) if not isinstance(value, str) else value
         except (GradcalcError, ValueError, TypeError):
@@ -124,7 +141,8 @@ def _run_chunk(program: Program, chunk: list[Point], method: str, arguments: dic
     for point in chunk:
         if point.error is None:
             # Strings (constant expressions) are evaluated per point: such a point has a group of its own.
-            key = tuple((name, v.shape if not isinstance(v, str) else id(point)) for name, v in point.values.items())
+            key = tuple((name, () if v.__class__ is float else v.shape if not isinstance(v, str) else id(point))
+                        for name, v in point.values.items())
             groups.setdefault(key, []).append(point)
     for group in groups.values():
         _run_group(program, group, method, arguments, options)
@@ -185,8 +203,7 @@ def _run_batched(program: Program, group: list[Point], method: str, arguments: d
                 "max_iterations": Limits.max_iterations, "max_recursion": Limits.max_recursion,
                 "allow_read": (), "max_file_size": DEFAULT_MAX_FILE_SIZE, "keep_values": False} | options
     B.use(settings["device"], settings["dtype"], settings["max_elements"])
-    inputs = {name: batching.Batched(B.asarray(B.xp.stack([B.xp.asarray(p.values[name]) for p in group])))
-              for name in group[0].values}
+    inputs = {name: batching.Batched(B.asarray([p.values[name] for p in group])) for name in group[0].values}
     context = make_context(program.folder, settings["seed"], tuple(settings["allow_read"]), settings["max_file_size"])
     limits = Limits(settings["max_iterations"], settings["max_recursion"], program.max_depth)
     with batching.primal_batching(), paused_gc(), B.errstate():
@@ -210,12 +227,12 @@ def _run_batched(program: Program, group: list[Point], method: str, arguments: d
 # --- Reading points: JSON Lines or CSV, from a file or standard input ---------------------------------
 
 def read_points(path: str, stream: IO[bytes] | IO[str] | None = None, chunk_size: int = CHUNK,
-                max_line: int = 10 * 2**20) -> Iterator[dict[str, Any] | GradcalcError]:
+                max_line: int = 10 * 2**20) -> Iterator[dict[str, Any] | GradcalcError | _Pause]:
     """Each record of a points file as {name: value}, or the error that makes it unreadable (its point fails).
 
     JSON Lines (one object a line) unless the first line that is not blank starts with something other
     than `{`: then it is a CSV file's header of leaf names. Blank lines are no points. Standard input
-    (`-`) is read as it arrives: what has come is run while the producer is slower than the runs.
+    (`-`) is read as it arrives: where it pauses, PAUSE says so (run_chunks then runs what has come).
     """
     shown = "standard input" if path == "-" else path
     if stream is None:
@@ -252,6 +269,8 @@ def read_points(path: str, stream: IO[bytes] | IO[str] | None = None, chunk_size
                         continue
                 yield _json_record(shown, number, line) if kind == "json" else \
                     _csv_record(shown, number, line, header or [])
+            if len(lines) < chunk_size:
+                yield PAUSE
     finally:
         if path != "-":
             stream.close()
