@@ -440,7 +440,8 @@ def _batch(common: Common, at: str, ignore_extra: bool, method: str, arguments: 
         if common.json:
             jsonout.write_lines([jsonout.point_doc(point, method) for point in chunk], sys.stdout)
         else:
-            common.out.result(dict, lambda chunk=chunk: _views().batch_view(chunk, method, common.full))
+            view = _views().batch_view(chunk, method, common.full)
+            common.out.result(dict, lambda: view)  # noqa: B023  (used at once)
         sys.stdout.flush()  # each chunk as it is done: a reader downstream of a stream sees it now
     if status != EXIT_OK:
         if not common.json:

@@ -157,7 +157,7 @@ class Batched:
         first = host[0, ...]  # an array, as __array__ must give, even for a scalar
         same = host == first
         if host.dtype.kind in "fc":  # NaN at the same place in every point is agreement too
-            same |= (host != host) & (first != first)
+            same |= (host != host) & (first != first)  # noqa: PLR0124  (NaN: only it differs from itself; NumPy is backend.py's)
         if not same.all():
             raise Divergent([row.tobytes() for row in host])
         return first if dtype is None else first.astype(dtype)

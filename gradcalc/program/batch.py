@@ -22,8 +22,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ..engine import backend as B
 from ..engine import batching
-from ..files import DEFAULT_MAX_FILE_SIZE
 from ..errors import GradcalcError, InternalError, Pos, Source, UsageError, did_you_mean
+from ..files import DEFAULT_MAX_FILE_SIZE
 from ..language import syntax as S
 from .checker import check
 from .interpreter import Limits, execute, make_context
@@ -165,7 +165,7 @@ def _run_group(program: Program, group: list[Point], method: str, arguments: dic
             parts = {i: [point] for i, point in enumerate(group)}
         for part in parts.values():
             _run_group(program, part, method, arguments, options)
-    except Exception:  # noqa: BLE001  (an error to pin on its points, or no batching rule: one by one)
+    except Exception:
         for point in group:
             _run_one(program, point, method, arguments, options)
 
@@ -188,7 +188,7 @@ def _run_one(program: Program, point: Point, method: str, arguments: dict[str, A
         from ..errors import out_of_memory
 
         point.error = out_of_memory()
-    except Exception as exc:  # noqa: BLE001  (a bug in gradcalc: that point's error, not the others')
+    except Exception as exc:
         point.error = InternalError(f"internal error: {type(exc).__name__}: {exc}",
                                     "this is a bug in gradcalc; please report it with the program that caused it")
 
@@ -199,7 +199,7 @@ def _run_batched(program: Program, group: list[Point], method: str, arguments: d
     from .api import Gradients, Run, paused_gc
 
     count = len(group)
-    settings = {"seed": 0, "dtype": "float64", "device": "cpu", "max_elements": B.DEFAULT_MAX_ELEMENTS,
+    settings: dict[str, Any] = {"seed": 0, "dtype": "float64", "device": "cpu", "max_elements": B.DEFAULT_MAX_ELEMENTS,
                 "max_iterations": Limits.max_iterations, "max_recursion": Limits.max_recursion,
                 "allow_read": (), "max_file_size": DEFAULT_MAX_FILE_SIZE, "keep_values": False} | options
     B.use(settings["device"], settings["dtype"], settings["max_elements"])
@@ -237,7 +237,7 @@ def read_points(path: str, stream: IO[bytes] | IO[str] | None = None, chunk_size
     shown = "standard input" if path == "-" else path
     if stream is None:
         try:
-            stream = open(path, "rb")  # noqa: SIM115  (closed below, after the last record)
+            stream = open(path, "rb")
         except OSError as exc:
             from ..files import describe
 
@@ -347,8 +347,8 @@ def _csv_record(shown: str, number: int, line: str, header: list[str]) -> dict[s
         return _record_error(shown, number, line, 1, f"{len(cells)} values for {len(header)} columns",
                              "give one value per column of the header (an empty cell keeps the program's value)")
     record: dict[str, Any] = {}
-    for name, cell in zip(header, cells):
-        cell = cell.strip()
+    for name, text in zip(header, cells):
+        cell = text.strip()
         if not cell:
             continue
         try:
