@@ -199,3 +199,27 @@ def test_run_batch_reads_a_generator_in_chunks() -> None:
     first = [next(results) for _ in range(5)]
     assert [float(p.result.grads["x"]) for p in first] == [0, 6, 12, 18, 24]
     assert len(made) <= 8
+
+
+def test_run_stacked_takes_columns_and_gives_them_back_in_order() -> None:
+    program = gradcalc.parse_program("x = 1\nif x > 0 { y = x^2 } else { y = -x }\nL = y")
+    found = program.run_stacked({"x": [1.0, -1.0, 2.0, -3.0]}, "grad")
+    np.testing.assert_array_equal(found.value, [1, 1, 4, 3])
+    np.testing.assert_array_equal(found.grads["x"], [2, -1, 4, -1])
+    values = program.run_stacked({"x": [3.0, -2.0]})
+    np.testing.assert_array_equal(values["y"], [9, 2])
+
+
+def test_run_stacked_runs_what_has_no_batching_rule_point_by_point() -> None:
+    program = gradcalc.parse_program("A = [[1, 2], [3, 4]]\nL = det(A)")
+    found = program.run_stacked({"A": [[[1.0, 2.0], [3.0, 4.0]], [[2.0, 0.0], [0.0, 5.0]]]}, "grad")
+    np.testing.assert_allclose(found.value, [-2, 10])
+    np.testing.assert_allclose(found.grads["A"], [[[4, -3], [-2, 1]], [[5, 0], [0, 2]]])  # det(A)·A⁻ᵀ
+
+
+def test_run_stacked_raises_a_point_s_error() -> None:
+    program = gradcalc.parse_program("x = 1\nL = sum(x)")
+    with pytest.raises(gradcalc.GradcalcError, match="leading axis"):
+        program.run_stacked({"x": 2.0})
+    with pytest.raises(gradcalc.GradcalcError, match="not batched"):
+        program.run_stacked({"x": [1.0, 2.0]}, "hessian")

@@ -175,17 +175,21 @@ class Batched:
         return int(self.__array__())
 
 
-class Divergent(Exception):
+class Divergent(BaseException):
     """The points of a batch take different paths here: `keys` holds one hashable per point, equal
-    for points that agree (a branch's condition, an index, a size)."""
+    for points that agree (a branch's condition, an index, a size).
+
+    A BaseException, as GeneratorExit is: it must pass the interpreter's and graph.apply's handlers,
+    which make any Exception a message about the program; the batch's caller catches it."""
 
     def __init__(self, keys: list[Any]) -> None:
         super().__init__("the points of a batch take different paths")
         self.keys = keys
 
 
-class Unbatchable(Exception):
-    """A primitive with no batching rule met a batch of points: run them one by one."""
+class Unbatchable(BaseException):
+    """A primitive with no batching rule met a batch of points: run them one by one (a BaseException, as
+    Divergent is)."""
 
 
 def _check(shape: tuple[int, ...]) -> None:

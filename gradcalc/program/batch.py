@@ -17,19 +17,15 @@ import json
 import os
 import select
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import IO, Any
 
 from ..engine import backend as B
-from ..engine import batching
 from ..errors import GradcalcError, InternalError, Pos, Source, UsageError, did_you_mean
-from ..files import DEFAULT_MAX_FILE_SIZE
 from ..language import syntax as S
 from .checker import check
-from .interpreter import Limits, execute, make_context
 
-if TYPE_CHECKING:
-    from .api import Program
+Program = Any  # api.Program, which imports this module (an import back would be a cycle)
 
 CHUNK = 4096  # points read, run and written together: the memory a stream takes is bounded by it
 METHODS = ("values", "grad", "jacobian", "hessian", "jvp", "diff")  # the Run methods a batch computes
@@ -157,14 +153,6 @@ def _run_group(program: Program, group: list[Point], method: str, arguments: dic
         return
     try:
         _run_batched(program, group, method, arguments, options)
-    except batching.Divergent as split:
-        parts: dict[Any, list[Point]] = {}
-        for point, key in zip(group, split.keys):
-            parts.setdefault(key, []).append(point)
-        if len(parts) * 2 > len(group):  # mostly different paths: one by one costs less than many batches
-            parts = {i: [point] for i, point in enumerate(group)}
-        for part in parts.values():
-            _run_group(program, part, method, arguments, options)
     except Exception:
         for point in group:
             _run_one(program, point, method, arguments, options)
@@ -195,33 +183,13 @@ def _run_one(program: Program, point: Point, method: str, arguments: dict[str, A
 
 def _run_batched(program: Program, group: list[Point], method: str, arguments: dict[str, Any],
                  options: dict[str, Any]) -> None:
-    """The whole group through the program once; each point's result unstacked from the batch."""
-    from .api import Gradients, Run, paused_gc
-
-    count = len(group)
-    settings: dict[str, Any] = {"seed": 0, "dtype": "float64", "device": "cpu", "max_elements": B.DEFAULT_MAX_ELEMENTS,
-                "max_iterations": Limits.max_iterations, "max_recursion": Limits.max_recursion,
-                "allow_read": (), "max_file_size": DEFAULT_MAX_FILE_SIZE, "keep_values": False} | options
-    B.use(settings["device"], settings["dtype"], settings["max_elements"])
-    inputs = {name: batching.Batched(B.asarray([p.values[name] for p in group])) for name in group[0].values}
-    context = make_context(program.folder, settings["seed"], tuple(settings["allow_read"]), settings["max_file_size"])
-    limits = Limits(settings["max_iterations"], settings["max_recursion"], program.max_depth)
-    with batching.primal_batching(), paused_gc(), B.errstate():
-        names = frozenset(inputs)
-        executed = execute(program.module, inputs, context, limits, False, program.checked.get(names))
-        program.checked[names] = executed.interpreter.checker
-        run = Run(program, executed, inputs, settings)
-        if method == "values":
-            stacks = {name: batching.unstack(node.value, count) for name, node in run.frame.items()}
-            for i, point in enumerate(group):
-                point.result = {name: stack[i, ...] for name, stack in stacks.items()}
-            return
-        found = run.grad(**arguments, retain_graph=False, host=False)
-        value = batching.unstack(found.value, count)
-        grads = {name: batching.unstack(g, count) for name, g in found.grads.items()}
+    """The whole group through the program at once (Program.run_stacked); each point's result unstacked."""
+    found = program.run_stacked({name: [p.values[name] for p in group] for name in group[0].values}, method,
+                                arguments, **options)
     for i, point in enumerate(group):
-        point.result = Gradients(found.of, value[i, ...], {name: g[i, ...] for name, g in grads.items()},
-                                 set(found.no_path), found.vector)
+        point.result = {name: stack[i, ...] for name, stack in found.items()} if isinstance(found, dict) else \
+            replace(found, value=found.value[i, ...], grads={name: g[i, ...] for name, g in found.grads.items()},
+                    no_path=set(found.no_path))
 
 
 # --- Reading points: JSON Lines or CSV, from a file or standard input ---------------------------------
