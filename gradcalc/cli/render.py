@@ -747,8 +747,11 @@ def batch_view(points: list[Any], method: str, full: bool = False) -> Renderable
     rows: list[dict[str, Any]] = []
     for point in points:
         row: dict[str, Any] = {"#": str(point.index), **{name: point.values.get(name) for name in given}}
-        if point.error is not None:
-            row["error"] = inert(point.error.message)
+        error = point.error
+        if error is not None:  # where it is (the points file's line, or the program's), then what
+            where = f"{error.source.filename}:{error.pos.line}:{error.pos.column}: " \
+                if error.source is not None and error.pos is not None else ""
+            row["error"] = inert(where + error.message)
         else:
             row.update(_batch_results(method, point.result))
         rows.append(row)

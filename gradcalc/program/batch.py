@@ -114,21 +114,27 @@ def _point(index: int, given: Mapping[str, Any] | GradcalcError, settable: set[s
         if name not in settable:
             if ignore_extra:
                 continue
-            hint = did_you_mean(str(name), settable)
-            return Point(index, given, error=UsageError(
-                f"point {index}: the program has no leaf '{name}'",
-                (hint + " " if hint else "") + "give the program's leaves (or pass --ignore-extra to skip other keys)"))
+            hint = did_you_mean(str(name), settable) or f"its leaves are: {', '.join(sorted(settable))}"
+            return Point(index, given, error=_about(given, name, UsageError(
+                f"point {index}: the program has no leaf '{name}'", hint + " (--ignore-extra skips other keys)")))
         if value.__class__ is float or value.__class__ is int:  # the usual case, kept a number: stacked at once
             values[name] = float(value)
             continue
         try:
             host = B.to_host(B.asarray(value)) if not isinstance(value, str) else value
         except (GradcalcError, ValueError, TypeError):
-            return Point(index, given, error=UsageError(
+            return Point(index, given, error=_about(given, name, UsageError(
                 f"point {index}: '{name}' is not a number or a rectangular array of numbers",
-                "give a number or nested lists such as [[1, 2], [3, 4]]"))
+                "give a number or nested lists such as [[1, 2], [3, 4]]")))
         values[name] = host
     return Point(index, values)
+
+
+def _about(given: Mapping[str, Any], key: str, error: GradcalcError) -> GradcalcError:
+    """An error about a point's key, placed where the file has it (a point from read_points)."""
+    if isinstance(given, Record):
+        return error.at(given.place(key)).within(given.source)
+    return error
 
 
 def _run_chunk(program: Program, chunk: list[Point], method: str, arguments: dict[str, Any],
@@ -290,9 +296,32 @@ def _more_ready(fd: int) -> bool:
         return True
 
 
+class Record(dict):
+    """A point as read from a file: its values, and where it was (errors about it point there)."""
+
+    source: Source
+    line: int
+
+    def place(self, key: str) -> Pos:
+        """Where a key is written on the record's line (its first column if not found)."""
+        text = self.source.line(self.line)
+        at = text.find(json.dumps(key)) if text.lstrip().startswith("{") else -1
+        return Pos(self.line, at + 1 if at >= 0 else 1, len(json.dumps(key)) if at >= 0 else 1)
+
+
 def _record_error(shown: str, number: int, line: str, column: int, message: str, hint: str) -> GradcalcError:
-    error = UsageError(f"{message} (line {number} of {shown})", hint, Pos(number, max(1, column)))
-    return error.within(Source("\n" * (number - 1) + line, shown))
+    return UsageError(message, hint, Pos(number, max(1, column))).within(_source(shown, number, line))
+
+
+def _source(shown: str, number: int, line: str) -> Source:
+    """A record's line as a source whose line `number` it is: an error shows it with a caret."""
+    return Source("\n" * (number - 1) + line, shown)
+
+
+def _record(values: dict[str, Any], shown: str, number: int, line: str) -> Record:
+    record = Record(values)
+    record.source, record.line = _source(shown, number, line), number
+    return record
 
 
 def _json_record(shown: str, number: int, line: str) -> dict[str, Any] | GradcalcError:
@@ -306,7 +335,7 @@ def _json_record(shown: str, number: int, line: str) -> dict[str, Any] | Gradcal
     if not isinstance(record, dict):
         return _record_error(shown, number, line, 1, "not a JSON object",
                              'give one JSON object of leaf values a line, such as {"x": 1.5}')
-    return record
+    return _record(record, shown, number, line)
 
 
 def _csv_record(shown: str, number: int, line: str, header: list[str]) -> dict[str, Any] | GradcalcError:
@@ -324,4 +353,4 @@ def _csv_record(shown: str, number: int, line: str, header: list[str]) -> dict[s
         except ValueError:
             return _record_error(shown, number, line, line.find(cell) + 1, f"'{name}': {cell!r} is not a number",
                                  "a CSV column holds numbers (scalar leaves); give arrays in JSON Lines")
-    return record
+    return _record(record, shown, number, line)
