@@ -223,3 +223,16 @@ def test_run_stacked_raises_a_point_s_error() -> None:
         program.run_stacked({"x": 2.0})
     with pytest.raises(gradcalc.GradcalcError, match="not batched"):
         program.run_stacked({"x": [1.0, 2.0]}, "hessian")
+
+
+def test_json_lines_are_each_point_s_own_document() -> None:
+    points = '{"x": 4}\n{"x": -1}\n{"x": 0}\n{"x": "zz"}\n{"x": 9}\n'
+    result = run_cli("grad", "-e", "x = 1; w = 2; L = w*sqrt(x)", "--at", "-", "--json", input=points)
+    docs = _lines(result.stdout)
+    for doc, x in zip(docs, [4, -1, 0, None, 9]):
+        if x is None:
+            assert "zz" in doc["error"]["message"]
+            continue
+        alone = json.loads(run_cli("grad", "-e", "x = 1; w = 2; L = w*sqrt(x)", "--set", f"x={x}", "--json").stdout)
+        assert doc == {"index": doc["index"], **alone}  # NaN and Infinity written as one run writes them
+    assert docs[1]["value"] == "NaN" and docs[2]["grad"]["x"] == "Infinity"

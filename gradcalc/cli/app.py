@@ -438,7 +438,7 @@ def _batch(common: Common, at: str, ignore_extra: bool, method: str, arguments: 
             status = max(status, EXIT_BUG if any(isinstance(p.error, InternalError) for p in failed)
                          else EXIT_BAD_INPUT)
         if common.json:
-            jsonout.write_lines([jsonout.point_doc(point, method) for point in chunk], sys.stdout)
+            jsonout.write_lines(jsonout.point_docs(chunk, method), sys.stdout)
         else:
             view = _views().batch_view(chunk, method, common.full)
             common.out.result(dict, lambda: view)  # noqa: B023  (used at once)

@@ -17,7 +17,7 @@ import json
 import os
 import select
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import IO, Any
 
 from ..engine import backend as B
@@ -192,10 +192,11 @@ def _run_batched(program: Program, group: list[Point], method: str, arguments: d
     """The whole group through the program at once (Program.run_stacked); each point's result unstacked."""
     found = program.run_stacked({name: [p.values[name] for p in group] for name in group[0].values}, method,
                                 arguments, **options)
+    make = found.__class__  # api.Gradients, which this module cannot import (api imports it)
     for i, point in enumerate(group):
         point.result = {name: stack[i, ...] for name, stack in found.items()} if isinstance(found, dict) else \
-            replace(found, value=found.value[i, ...], grads={name: g[i, ...] for name, g in found.grads.items()},
-                    no_path=set(found.no_path))
+            make(found.of, found.value[i, ...], {name: g[i, ...] for name, g in found.grads.items()},
+                 set(found.no_path), found.vector)
 
 
 # --- Reading points: JSON Lines or CSV, from a file or standard input ---------------------------------
