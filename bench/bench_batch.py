@@ -144,8 +144,15 @@ def write_points(path: Path, n: int) -> None:
                                      "t2": random.gauss(0, 1)}) + "\n")
 
 
-def timed(command: list[str], out: Path) -> float:
+def environment() -> dict[str, str]:
+    """This one, with the worktree first and compiled modules kept (as an installed package has them)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def timed(command: list[str], out: Path) -> float:
+    env = environment()
     start = time.perf_counter()
     with open(out, "w") as handle:
         subprocess.run(command, stdout=handle, check=True, env=env, cwd=REPO)
@@ -177,7 +184,7 @@ def main() -> None:
         script.write_text(JAX_SCRIPT)
         ours_out, theirs_out = Path(folder) / "ours.jsonl", Path(folder) / "theirs.jsonl"
         ours_cmd, theirs_cmd = gradcalc_command(str(points)), [args.jax_python, str(script), str(points)]
-        timed(ours_cmd, ours_out), timed(theirs_cmd, theirs_out)  # warm-up, and the outputs compared
+        timed(ours_cmd, ours_out), timed(theirs_cmd, theirs_out)  # warm-up (modules compiled), outputs compared
         same_output(ours_out, theirs_out)
         ours, theirs = [], []
         for i in range(repeats):
@@ -187,12 +194,12 @@ def main() -> None:
         whole = med(ours) / med(theirs)
 
         log("in process")
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env = environment()
         mine = json.loads(subprocess.run([sys.executable, "-c", IN_PROCESS, str(REPO), str(args.points),
                                           str(repeats * 30), args.jax_python, str(ARM)],
                                          capture_output=True, text=True, check=True, env=env).stdout)
         jax = json.loads(subprocess.run([args.jax_python, "-c", JAX_IN_PROCESS, str(args.points), str(repeats * 30)],
-                                        capture_output=True, text=True, check=True).stdout)
+                                        capture_output=True, text=True, check=True, env=env).stdout)
         assert abs(mine["check"][0] - jax["check"][0]) < 1e-9 and abs(mine["check"][1] - jax["check"][1]) < 1e-9
         stacked = mine["stacked"] / jax["time"]
 

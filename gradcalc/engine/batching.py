@@ -210,6 +210,21 @@ def _aligned(value: Any, ndim: int) -> Any:
 
 def _elementwise(forward: Callable[..., Any]) -> Callable[..., Any]:
     def apply(*args: Any) -> Any:
+        shape = None
+        for a in args:
+            if a.__class__ is Batched:
+                stack = a._stack
+                if stack is None or (shape is not None and stack.shape != shape):
+                    break
+                shape = stack.shape
+            elif getattr(a, "ndim", 0):
+                break
+        else:
+            if shape is None:
+                return forward(*args)
+            # Stacks of one shape and numbers (a batch of points' scalars, a rule's factor): the result is
+            # no larger than an input, and no axis needs aligning (a fifth of a batched run went there).
+            return Batched(forward(*[a._stack if a.__class__ is Batched else a for a in args]))
         if not any(isinstance(a, Batched) for a in args):
             return forward(*args)
         if forward is MUL.forward or forward is WHERE.forward:
@@ -484,10 +499,10 @@ def primal_batching() -> Iterator[None]:
     numeric = dict(vars(ops.numeric))
     try:
         for prim, forward in saved.items():
-            if prim.batching == ELEMENTWISE_BATCH:
-                prim.forward = _dispatched(_elementwise(forward), forward)
+            if prim.batching == ELEMENTWISE_BATCH:  # each passes what is no batch to `forward` itself
+                prim.forward = _elementwise(forward)
             elif prim.batching == REDUCTION_BATCH:
-                prim.forward = _dispatched(_reduction(forward), forward)
+                prim.forward = _reduction(forward)
             elif prim.batching == OWN_BATCH:
                 prim.forward = _dispatched(_OWN[prim], forward)
             else:

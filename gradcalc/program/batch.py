@@ -300,14 +300,19 @@ def _more_ready(fd: int) -> bool:
 class Record(dict):
     """A point as read from a file: its values, and where it was (errors about it point there)."""
 
-    source: Source
+    shown: str
     line: int
+    text: str
+
+    @property
+    def source(self) -> Source:
+        return _source(self.shown, self.line, self.text)
 
     def place(self, key: str) -> Pos:
         """Where a key is written on the record's line (its first column if not found)."""
-        text = self.source.line(self.line)
-        at = text.find(json.dumps(key)) if text.lstrip().startswith("{") else -1
-        return Pos(self.line, at + 1 if at >= 0 else 1, len(json.dumps(key)) if at >= 0 else 1)
+        quoted = json.dumps(key)
+        at = self.text.find(quoted) if self.text.lstrip().startswith("{") else -1
+        return Pos(self.line, at + 1 if at >= 0 else 1, len(quoted) if at >= 0 else 1)
 
 
 def _record_error(shown: str, number: int, line: str, column: int, message: str, hint: str) -> GradcalcError:
@@ -321,7 +326,7 @@ def _source(shown: str, number: int, line: str) -> Source:
 
 def _record(values: dict[str, Any], shown: str, number: int, line: str) -> Record:
     record = Record(values)
-    record.source, record.line = _source(shown, number, line), number
+    record.shown, record.line, record.text = shown, number, line  # its Source only for an error: made then
     return record
 
 
