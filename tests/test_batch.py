@@ -54,12 +54,17 @@ def _equal(a: object, b: object) -> None:
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
-def test_batch_equals_each_point_run_alone(name: str) -> None:
+def test_batch_equals_each_point_run_alone(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     text, points = PROGRAMS[name]
     program = _program(text)
     points = points * 3  # groups of more than one point (a point alone runs unbatched)
+    alone: list[object] = []
+    run = gradcalc.Program.run
+    monkeypatch.setattr(gradcalc.Program, "run", lambda self, *a, **k: (alone.append(a), run(self, *a, **k))[1])
     grads = list(program.run_batch(points, "grad"))
     values = list(program.run_batch(points, "values"))
+    assert alone == []  # every group went through as a batch: none fell back to a run per point
+    monkeypatch.undo()
     hessians = list(program.run_batch(points, "hessian"))
     jacobians = list(program.run_batch(points, "jacobian", {"of": "L"}))
     for i, point in enumerate(points):
@@ -236,3 +241,20 @@ def test_json_lines_are_each_point_s_own_document() -> None:
         alone = json.loads(run_cli("grad", "-e", "x = 1; w = 2; L = w*sqrt(x)", "--set", f"x={x}", "--json").stdout)
         assert doc == {"index": doc["index"], **alone}  # NaN and Infinity written as one run writes them
     assert docs[1]["value"] == "NaN" and docs[2]["grad"]["x"] == "Infinity"
+
+
+def test_a_batch_runs_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--device gpu over the fake device (tests/fakedevice.py): a NumPy call outside the backend would fail."""
+    import fakedevice
+
+    monkeypatch.setitem(sys.modules, "cupy", fakedevice.make_module())
+    text = "x = [1, 2]; w = 2; if w > 0 { y = sum(x * w)^2 } else { y = sum(x) }; L = y + x[0]"
+    points = '{"w": 1, "x": [0.5, 1]}\n{"w": 3}\n{"w": -1}\n{"w": "q"}\n{"w": 2, "x": [1, 2]}\n'
+    for command in ("grad", "eval"):
+        cpu = run_cli(command, "-e", text, "--at", "-", "--json", input=points)
+        gpu = run_cli(command, "-e", text, "--at", "-", "--json", "--device", "gpu", input=points)
+        assert (gpu.exit_code, gpu.stdout) == (cpu.exit_code, cpu.stdout), gpu.stderr
+    assert _lines(gpu.stdout)[1]["values"]["y"] == 81.0  # (3 + 6)^2
+    found = gradcalc.parse_program(text.replace("; ", "\n")).run_stacked(
+        {"w": [1.0, 3.0, -1.0, 2.0]}, "grad", device="gpu")
+    np.testing.assert_array_equal(found.grads["w"], [2 * 3 * 3, 2 * 9 * 3, 0, 2 * 6 * 3])
