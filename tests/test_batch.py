@@ -12,10 +12,14 @@ import numpy as np
 import pytest
 from helpers import REPO, run_cli
 from hypothesis import given, settings
-from strategies import scalar_cases
+from hypothesis import strategies as st
+from strategies import expressions, scalar_cases
 
 import gradcalc
+from gradcalc.language.parser import DEFAULT_MAX_DEPTH, raise_recursion_limit
 from gradcalc.program import batch
+
+raise_recursion_limit(DEFAULT_MAX_DEPTH)  # before Hypothesis runs, so it does not see the limit change
 
 ARM = """l1 = 1
 l2 = 0.8
@@ -128,6 +132,39 @@ def test_random_programs_batched_equal_per_point(case: tuple[str, list[str], lis
         for name in names:
             np.testing.assert_allclose(float(got.result.grads[name]), float(expected.grads[name]), rtol=1e-9,
                                        atol=1e-12, equal_nan=True)
+
+
+@st.composite
+def branching_cases(draw: object) -> tuple[str, list[dict[str, float]]]:
+    """A program over x, y, W that branches and loops on values, with its reductions and matrix products, and
+    points of it (x and y scalars, W a 2×2 matrix) whose paths differ."""
+    e = lambda: draw(expressions(["x", "y"], depth=2))  # type: ignore[operator]
+    text = (f"x = 0.5\ny = -0.3\nW = [[1, 0.5], [-0.5, 2]]\nv = [x, y]\nf = {e()}\n"
+            f"if f > {draw(st.sampled_from(['0', '0.5', 'x']))} {{ g = sum(tanh(W @ v) * f) }} "  # type: ignore[operator]
+            f"else {{ g = mean(W^2) * ({e()}) }}\n"
+            "n = 0\nwhile n < 3 and g < 2 { g = g + abs(x) + 0.5; n = n + 1 }\nL = g + max(W @ v)\n")
+    coordinate = st.floats(-1.5, 1.5, allow_nan=False).map(lambda v: round(v, 2))
+    points = [{"x": draw(coordinate), "y": draw(coordinate), **({"W": [[draw(coordinate), 1], [0, draw(coordinate)]]}  # type: ignore[operator]
+                                                                 if draw(st.booleans()) else {})}  # type: ignore[operator]
+              for _ in range(6)]
+    return text, points
+
+
+@settings(max_examples=25, deadline=None)
+@given(branching_cases())
+def test_random_branching_programs_batched_equal_per_point(case: tuple[str, list[dict[str, float]]]) -> None:
+    text, points = case
+    program = gradcalc.parse_program(text)
+    for got, point in zip(program.run_batch(points, "grad"), points):
+        try:
+            expected = gradcalc.parse_program(text).run(point).grad()
+        except gradcalc.GradcalcError as error:
+            assert got.error is not None and got.error.message == error.message
+            continue
+        assert got.error is None, got.error
+        np.testing.assert_allclose(got.result.value, expected.value, rtol=1e-9, equal_nan=True)
+        for name, gradient in expected.grads.items():
+            np.testing.assert_allclose(got.result.grads[name], gradient, rtol=1e-9, atol=1e-12, equal_nan=True)
 
 
 def _lines(text: str) -> list[dict]:
