@@ -295,3 +295,13 @@ def test_a_batch_runs_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
     found = gradcalc.parse_program(text.replace("; ", "\n")).run_stacked(
         {"w": [1.0, 3.0, -1.0, 2.0]}, "grad", device="gpu")
     np.testing.assert_array_equal(found.grads["w"], [2 * 3 * 3, 2 * 9 * 3, 0, 2 * 6 * 3])
+
+
+def test_an_overlong_line_is_its_point_s_error_and_never_held_whole(tmp_path: object) -> None:
+    path = os.path.join(str(tmp_path), "points.jsonl")
+    with open(path, "w") as handle:
+        handle.write('{"x": 2}\n{"x": [' + "1, " * 400_000 + '1]}\n{"x": 3}\n')
+    result = run_cli("grad", "-e", "x = 1; L = x^2", "--at", path, "--json", "--max-file-size", "100K")
+    docs = _lines(result.stdout)
+    assert [doc.get("grad") for doc in docs] == [{"x": 4.0}, None, {"x": 6.0}]
+    assert "longer than 102,400 bytes" in docs[1]["error"]["message"] and docs[1]["error"]["line"] == 2

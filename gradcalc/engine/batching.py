@@ -494,7 +494,8 @@ def primal_batching() -> Iterator[None]:
     """Within the block, every primitive evaluates batches of points (leaves given as `Batched` stacks), and
     the first-order rules (ops.numeric) run on them: a run of the program is a run of the whole batch.
 
-    The array library must not change inside the block (it rebinds the primitives)."""
+    The array library must not change inside the block (it rebinds the primitives), and no other thread
+    may run the engine meanwhile (the records are shared)."""
     saved = {prim: prim.forward for prim in PRIMITIVES.values()}
     numeric = dict(vars(ops.numeric))
     try:

@@ -222,7 +222,7 @@ def read_points(path: str, stream: IO[bytes] | IO[str] | None = None, chunk_size
     kind = ""
     number = 0
     try:
-        for lines in _line_chunks(stream, chunk_size):
+        for lines in _line_chunks(stream, chunk_size, max_line):
             for raw in lines:
                 number += 1
                 line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
@@ -230,8 +230,9 @@ def read_points(path: str, stream: IO[bytes] | IO[str] | None = None, chunk_size
                 if not line.strip():
                     continue
                 if len(line) > max_line:
-                    yield _record_error(shown, number, line[:200], 1, f"the line is longer than {max_line} bytes",
-                                        "give one point a line")
+                    yield _record_error(shown, number, line[:80] + "…", 1,
+                                        f"the line is longer than {max_line:,} bytes (--max-file-size)",
+                                        "give one point a line, or raise --max-file-size")
                     continue
                 if not kind:
                     kind = "json" if line.lstrip().startswith("{") else "csv"
@@ -251,8 +252,9 @@ def read_points(path: str, stream: IO[bytes] | IO[str] | None = None, chunk_size
             stream.close()
 
 
-def _line_chunks(stream: IO[bytes] | IO[str], size: int) -> Iterator[list[Any]]:
-    """Lines as they come: up to `size` at once, fewer when the producer is slower than we are."""
+def _line_chunks(stream: IO[bytes] | IO[str], size: int, longest: int) -> Iterator[list[Any]]:
+    """Lines as they come: up to `size` at once, fewer when the producer is slower than we are. A line
+    longer than `longest` is cut there (the reader reports it) and its rest skipped, never held whole."""
     fd: int | None
     try:
         fd = stream.fileno()
@@ -270,13 +272,22 @@ def _line_chunks(stream: IO[bytes] | IO[str], size: int) -> Iterator[list[Any]]:
         return
     pending = b""
     done: list[bytes] = []
+    skipping = False  # the rest of a line already cut
     while True:
         data = os.read(fd, 1 << 16)
         if not data:
             break
+        if skipping:
+            end = data.find(b"\n")
+            if end < 0:
+                continue
+            data, skipping = data[end + 1:], False
         pending += data
         *complete, pending = pending.split(b"\n")
         done.extend(complete)
+        if len(pending) > longest:
+            done.append(pending[:longest + 1])
+            pending, skipping = b"", True
         while len(done) >= size:
             yield done[:size]
             done = done[size:]
