@@ -305,3 +305,12 @@ def test_an_overlong_line_is_its_point_s_error_and_never_held_whole(tmp_path: ob
     docs = _lines(result.stdout)
     assert [doc.get("grad") for doc in docs] == [{"x": 4.0}, None, {"x": 6.0}]
     assert "longer than 102,400 bytes" in docs[1]["error"]["message"] and docs[1]["error"]["line"] == 2
+
+
+def test_branches_that_assign_different_variables() -> None:
+    text = "x = 1\nif x > 0 { y = x^2 } else { z = -x }\nL = x"
+    with pytest.raises(gradcalc.GradcalcError, match="different variables"):
+        gradcalc.parse_program(text).run_stacked({"x": [1.0, -1.0]})
+    points = list(gradcalc.parse_program(text).run_batch([{"x": 1.0}, {"x": -1.0}, {"x": 2.0}]))
+    assert [sorted(p.result) for p in points] == [["L", "x", "y"], ["L", "x", "z"], ["L", "x", "y"]]
+    assert float(points[1].result["z"]) == 1.0

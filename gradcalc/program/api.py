@@ -199,6 +199,10 @@ def _gathered(parts: list[tuple[list[int], Any]], count: int) -> Any:
     """run_stacked's groups' results put back in the points' order."""
     first = parts[0][1]
     columns = first if isinstance(first, dict) else {"": first.value, **first.grads}
+    for _, part in parts:
+        if list(part if isinstance(part, dict) else part.grads) != [name for name in columns if name]:
+            raise UsageError("the points' runs assign different variables (their branches differ)",
+                             "use run_batch, which gives each point its own results")
 
     def gather(name: str) -> Any:
         out = None

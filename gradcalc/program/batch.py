@@ -2,12 +2,11 @@
 
 The points are read and run a chunk at a time, so an endless producer on standard input works
 in bounded memory. In a chunk, the points that give the same names with the same shapes form a
-group, and a group of `values` or `grad` runs through the program once: each given leaf is a
-stack of the group's values (engine/batching.py's `Batched`), and every primitive evaluates its
-batched function. Where the points take different paths (a branch, a loop count or an index that
-depends on a point's values) the group splits by what each point gave there and each part runs on
-its own; what cannot be batched (a primitive without a batching rule, an error to pin on its
-points) runs point by point, which is also how Jacobians, Hessians, JVPs and `diff` run.
+group, and a group of `values` or `grad` runs through the program at once (Program.run_stacked:
+each given leaf a stack of the group's values, engine/batching.py's `Batched`, and every primitive
+its batched function; points that take different paths run in groups that took the same one). A
+group where some point fails runs again point by point, so that each point gets its own result or
+error; Jacobians, Hessians, JVPs and `diff` run point by point.
 """
 
 from __future__ import annotations
@@ -159,7 +158,7 @@ def _run_group(program: Program, group: list[Point], method: str, arguments: dic
         return
     try:
         _run_batched(program, group, method, arguments, options)
-    except Exception:
+    except Exception:  # some point's error (or a bug): one by one, so that each point gets its own
         for point in group:
             _run_one(program, point, method, arguments, options)
 
@@ -182,7 +181,7 @@ def _run_one(program: Program, point: Point, method: str, arguments: dict[str, A
         from ..errors import out_of_memory
 
         point.error = out_of_memory()
-    except Exception as exc:
+    except Exception as exc:  # a bug in gradcalc: this point's error (exit 3), never the other points'
         point.error = InternalError(f"internal error: {type(exc).__name__}: {exc}",
                                     "this is a bug in gradcalc; please report it with the program that caused it")
 
