@@ -314,3 +314,11 @@ def test_branches_that_assign_different_variables() -> None:
     points = list(gradcalc.parse_program(text).run_batch([{"x": 1.0}, {"x": -1.0}, {"x": 2.0}]))
     assert [sorted(p.result) for p in points] == [["L", "x", "y"], ["L", "x", "z"], ["L", "x", "y"]]
     assert float(points[1].result["z"]) == 1.0
+
+
+def test_set_values_are_every_point_s_default() -> None:
+    result = run_cli("grad", "-e", "a = 1; x = 1; L = a*x^2", "--set", "a=3", "--at", "-", "--wrt", "x", "--json",
+                     input='{"x": 1}\n{"x": 2, "a": 1}\n{"x": 1, "b": 0}\n')
+    docs = _lines(result.stdout)
+    assert [doc.get("grad") for doc in docs] == [{"x": 6.0}, {"x": 4.0}, None]
+    assert (docs[2]["error"]["line"], docs[2]["error"]["column"]) == (3, 10)  # where "b" is

@@ -416,10 +416,10 @@ def _batch(common: Common, at: str, ignore_extra: bool, method: str, arguments: 
     from ..engine import backend
     from ..errors import InternalError
     from ..program.api import to_array
-    from ..program.batch import read_points
+    from ..program.batch import read_points, run_chunks
     from . import jsonout
 
-    if at == "-" and (common.file == "-"):
+    if at == "-" and common.file == "-":
         raise UsageError("the program and --at cannot both be standard input", "give the program as a FILE or -e")
     program = _program(common)
     backend.use(common.device.value, common.dtype.value, common.max_elements)
@@ -427,12 +427,12 @@ def _batch(common: Common, at: str, ignore_extra: bool, method: str, arguments: 
                 for name, value in _inputs(common).items()}  # every point's, where it gives no value of its own
     records = read_points(at, sys.stdin.buffer if at == "-" and hasattr(sys.stdin, "buffer") else
                           sys.stdin if at == "-" else None, max_line=common.file_limit)
-    points = ({**defaults, **record} if isinstance(record, dict) and defaults else record for record in records)
-    options = dict(seed=common.seed, dtype=common.dtype.value, device=common.device.value,
+    points = (_with_defaults(record, defaults) for record in records)
+    options: dict[str, Any] = dict(seed=common.seed, dtype=common.dtype.value, device=common.device.value,
                    max_elements=common.max_elements, max_iterations=common.max_iterations,
                    max_recursion=common.max_recursion, allow_read=common.allow_read, max_file_size=common.file_limit)
     status = EXIT_OK
-    for chunk in program_chunks(program, points, method, arguments, ignore_extra, options):
+    for chunk in run_chunks(program, points, method, arguments, ignore_extra=ignore_extra, **options):
         failed = [point for point in chunk if point.error is not None]
         if failed:
             status = max(status, EXIT_BUG if any(isinstance(p.error, InternalError) for p in failed)
@@ -449,11 +449,12 @@ def _batch(common: Common, at: str, ignore_extra: bool, method: str, arguments: 
         raise typer.Exit(status)
 
 
-def program_chunks(program: Any, points: Any, method: str, arguments: dict[str, Any], ignore_extra: bool,
-                   options: dict[str, Any]) -> Any:
-    from ..program.batch import run_chunks
-
-    return run_chunks(program, points, method, arguments, ignore_extra=ignore_extra, **options)
+def _with_defaults(record: Any, defaults: dict[str, Any]) -> Any:
+    """A point with the --set values it does not give (in place: a read record keeps its place for errors)."""
+    if isinstance(record, dict):
+        for name, value in defaults.items():
+            record.setdefault(name, value)
+    return record
 
 
 class Mode(str, Enum):
