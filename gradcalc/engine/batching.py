@@ -489,6 +489,25 @@ def _refused(prim: Primitive, forward: Callable[..., Any]) -> Callable[..., Any]
     return evaluate
 
 
+def _primal(forwards: dict[Primitive, Callable[..., Any]]) -> dict[Primitive, Callable[..., Any]]:
+    """Each primitive's evaluation in a batch of points, made from its evaluation on one."""
+    table: dict[Primitive, Callable[..., Any]] = {}
+    for prim, forward in forwards.items():
+        if prim.batching == ELEMENTWISE_BATCH:  # each passes what is no batch to `forward` itself
+            table[prim] = _elementwise(forward)
+        elif prim.batching == REDUCTION_BATCH:
+            table[prim] = _reduction(forward)
+        elif prim.batching == OWN_BATCH:
+            table[prim] = _dispatched(_OWN[prim], forward)
+        else:
+            table[prim] = _refused(prim, forward)
+    return table
+
+
+_PRIMAL: dict[Primitive, Callable[..., Any]] = {}  # made at the first batch, again after the library changes
+B.on_switch(lambda xp: _PRIMAL.clear())
+
+
 @contextlib.contextmanager
 def primal_batching() -> Iterator[None]:
     """Within the block, every primitive evaluates batches of points (leaves given as `Batched` stacks), and
@@ -498,16 +517,11 @@ def primal_batching() -> Iterator[None]:
     may run the engine meanwhile (the records are shared)."""
     saved = {prim: prim.forward for prim in PRIMITIVES.values()}
     numeric = dict(vars(ops.numeric))
+    if not _PRIMAL:
+        _PRIMAL.update(_primal(saved))
     try:
-        for prim, forward in saved.items():
-            if prim.batching == ELEMENTWISE_BATCH:  # each passes what is no batch to `forward` itself
-                prim.forward = _elementwise(forward)
-            elif prim.batching == REDUCTION_BATCH:
-                prim.forward = _reduction(forward)
-            elif prim.batching == OWN_BATCH:
-                prim.forward = _dispatched(_OWN[prim], forward)
-            else:
-                prim.forward = _refused(prim, forward)
+        for prim, forward in _PRIMAL.items():
+            prim.forward = forward
         ops.numeric.__dict__.update(vars(namespace))
         yield
     finally:
