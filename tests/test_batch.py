@@ -44,6 +44,7 @@ PROGRAMS = {
     "while on a value": ("x = 1; y = x; while y < 10 { y = y * 2 + x }; L = y", [{"x": 1}, {"x": 3}, {"x": 0.5}]),
     "functions": ("f(a, b) { return a*sin(b) + b }\nx = 1; w = 2; L = f(x, w)^2 + f(w, x)",
                   [{"x": 0.5, "w": -1}, {"x": 2}]),
+    "index from a value": ("x = [1, 2, 3]; k = 0; L = x[k]^2 + sum(x[k:]) * k", [{"k": 0}, {"k": 2}, {"k": 1}]),
     "for and const": ("const n = 3\nx = [1, 2, 3]; t = 0; for i in range(n) { t = t + x[i]^2 }; L = t * x[0]",
                       [{"x": [1, 2, 3]}, {"x": [0.5, -1, 2]}]),
 }
