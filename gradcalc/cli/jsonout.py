@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
@@ -256,24 +255,16 @@ def write(doc: dict[str, Any], stream: TextIO) -> None:
 
 
 def write_lines(docs: list[dict[str, Any]], stream: TextIO) -> None:
-    """JSON Lines: each document as write() writes it to stream, all in one write (a write a document cost a
-    fifth of a 10^4-point batch)."""
-    text = _Text(getattr(stream, "encoding", None))
+    """JSON Lines: each document as write() writes it, all in one write (a write and an encoder a document
+    cost half of a 10^4-point batch)."""
+    encoder = json.JSONEncoder(allow_nan=False, ensure_ascii=not unicode_stream(stream), default=_streamed)
+    lines = []
     for doc in docs:
-        write(doc, text)
-    stream.write(text.getvalue())
-
-
-class _Text(io.StringIO):
-    """Text gathered for a stream, with that stream's encoding (which write() escapes for)."""
-
-    def __init__(self, encoding: str | None) -> None:
-        super().__init__()
-        self._encoding = encoding
-
-    @property
-    def encoding(self) -> Any:  # type: ignore[override]
-        return self._encoding
+        try:
+            lines.append(encoder.encode(doc))
+        except _Large:  # an array written block by block, as write() does
+            lines.append("".join(_pieces(doc, encoder.ensure_ascii)))
+    stream.write(inert_json("\n".join(lines) + "\n") if lines else "")
 
 
 class _Large(Exception):
