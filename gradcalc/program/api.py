@@ -127,7 +127,6 @@ class Program:
         return run_batch(self, points, method, arguments, ignore_extra=ignore_extra, chunk_size=chunk_size,
                          **options)
 
-
     def run_stacked(self, stacks: Mapping[str, Any], method: str = "values",
                     arguments: Mapping[str, Any] | None = None, **options: Any) -> dict[str, Any] | Gradients:
         """Run at many points given as columns, as `jax.vmap(f)(x)` does: each value has a leading axis, one
@@ -135,92 +134,9 @@ class Program:
         The batch goes through the program once; points that take different paths (a branch on a value)
         run in groups, and a program with an operation that has no batching rule point by point. An error
         at any point is raised (run_batch gives each point its own)."""
-        from ..engine import batching
+        from .batch import run_stacked
 
-        if method not in ("values", "grad"):
-            raise UsageError(f"run_stacked: method '{method}' is not batched", "use 'values' or 'grad', or "
-                             "run_batch, which runs the others point by point")
-        arrays = {name: B.to_host(to_array(f"the points' '{name}'", value)) for name, value in stacks.items()}
-        counts = {array.shape[0] if array.ndim else -1 for array in arrays.values()}
-        if len(counts) != 1 or -1 in counts:
-            raise UsageError("run_stacked: every value needs the same leading axis, one entry per point",
-                             "stack each leaf's values at the points along a first axis")
-        count = counts.pop()
-        arguments = dict(arguments or {})
-        try:
-            return self._stacked(arrays, count, method, arguments, options)
-        except batching.Divergent as split:
-            groups: dict[Any, list[int]] = {}
-            for i, key in enumerate(split.keys):
-                groups.setdefault(key, []).append(i)
-            parts = [(at, self.run_stacked({name: array[at] for name, array in arrays.items()}, method, arguments,
-                                           **options)) for at in groups.values()]
-        except batching.Unbatchable:
-            parts = [([i], self._stacked({name: array[i:i + 1] for name, array in arrays.items()}, 1, method,
-                                         arguments, options)) for i in range(count)]
-        return _gathered(parts, count)
-
-    def _stacked(self, arrays: dict[str, Any], count: int, method: str, arguments: dict[str, Any],
-                 options: dict[str, Any]) -> dict[str, Any] | Gradients:
-        """run_stacked's one pass (batching.Divergent where the points' paths differ); one point runs unbatched."""
-        from ..engine import batching
-
-        settings: dict[str, Any] = dict(seed=0, dtype="float64", device="cpu", max_elements=B.DEFAULT_MAX_ELEMENTS,
-                        max_iterations=Limits.max_iterations, max_recursion=Limits.max_recursion, allow_read=(),
-                        max_file_size=DEFAULT_MAX_FILE_SIZE, keep_values=False) | options
-        if count == 1:  # no batch to carry: the run every command makes
-            run = self.run({name: array[0] for name, array in arrays.items()}, **options)
-            if method == "values":
-                return {name: value[None] for name, value in run.values().items()}
-            found = run.grad(**arguments, retain_graph=False)
-            return Gradients(found.of, found.value[None], {name: g[None] for name, g in found.grads.items()},
-                             found.no_path, found.vector)
-        B.use(settings["device"], settings["dtype"], settings["max_elements"])
-        inputs = {name: batching.Batched(B.asarray(array)) for name, array in arrays.items()}
-        context = make_context(self.folder, settings["seed"], tuple(settings["allow_read"]), settings["max_file_size"])
-        limits = Limits(settings["max_iterations"], settings["max_recursion"], self.max_depth)
-        try:
-            with batching.primal_batching(), paused_gc(), B.errstate():
-                names = frozenset(inputs)
-                executed = execute(self.module, inputs, context, limits, False, self.checked.get(names))
-                self.checked[names] = executed.interpreter.checker
-                run = Run(self, executed, inputs, settings)
-                if method == "values":
-                    return {name: batching.unstack(node.value, count) for name, node in run.frame.items()}
-                found = run.grad(**arguments, retain_graph=False, host=False)
-                return Gradients(found.of, batching.unstack(found.value, count),
-                                 {name: batching.unstack(g, count) for name, g in found.grads.items()},
-                                 found.no_path, found.vector)
-        except GradcalcError as exc:
-            raise exc.within(self.source) from None
-
-
-def _gathered(parts: list[tuple[list[int], Any]], count: int) -> Any:
-    """run_stacked's groups' results put back in the points' order."""
-    first = parts[0][1]
-    columns = first if isinstance(first, dict) else {"": first.value, **first.grads}
-    for _, part in parts:
-        if list(part if isinstance(part, dict) else part.grads) != [name for name in columns if name]:
-            raise UsageError("the points' runs assign different variables (their branches differ)",
-                             "use run_batch, which gives each point its own results")
-
-    def gather(name: str) -> Any:
-        out = None
-        for at, part in parts:
-            column = (part if isinstance(part, dict) else {"": part.value, **part.grads}).get(name)
-            if column is None or (out is not None and column.shape[1:] != out.shape[1:]):
-                raise UsageError(f"the points' '{name or 'output'}' differ in which variables they have or their "
-                                 "shapes", "use run_batch, which gives each point its own results")
-            if out is None:
-                out = B.to_host(column)[:1].repeat(count, axis=0)  # every row is written below
-            out[at] = B.to_host(column)
-        return out
-
-    gathered = {name: gather(name) for name in columns}
-    if isinstance(first, dict):
-        return gathered
-    value = gathered.pop("")
-    return Gradients(first.of, value, gathered, set().union(*(part.no_path for _, part in parts)), first.vector)
+        return run_stacked(self, Run, stacks, method, arguments, options)
 
 
 def tolerance(flag: str, value: float) -> float:

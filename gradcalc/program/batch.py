@@ -20,11 +20,17 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from ..engine import backend as B
+from ..engine import batching
 from ..errors import GradcalcError, InternalError, Pos, Source, UsageError, did_you_mean
+from ..files import DEFAULT_MAX_FILE_SIZE
 from ..language import syntax as S
 from .checker import check
+from .interpreter import Limits, execute, make_context
 
-Program = Any  # api.Program, which imports this module (an import back would be a cycle)
+# api's Program and Run, which import this module (an import back would be a cycle): Program.run_stacked
+# hands its Run class in, and results are made as the class of what a run gave (api.Gradients).
+Program = Any
+Run = Any
 
 CHUNK = 4096  # points read, run and written together: the memory a stream takes is bounded by it
 METHODS = ("values", "grad", "jacobian", "hessian", "jvp", "diff")  # the Run methods a batch computes
@@ -196,6 +202,104 @@ def _run_batched(program: Program, group: list[Point], method: str, arguments: d
         point.result = {name: stack[i, ...] for name, stack in found.items()} if isinstance(found, dict) else \
             make(found.of, found.value[i, ...], {name: g[i, ...] for name, g in found.grads.items()},
                  set(found.no_path), found.vector)
+
+
+# --- Points as columns: one pass through the program (Program.run_stacked) ------------------------------
+
+def run_stacked(program: Program, run_class: type, stacks: Mapping[str, Any], method: str,
+                arguments: Mapping[str, Any] | None, options: dict[str, Any]) -> Any:
+    """Program.run_stacked: the points through the program at once, in groups where their paths differ."""
+    if method not in BATCHED:
+        raise UsageError(f"run_stacked: method '{method}' is not batched", "use 'values' or 'grad', or "
+                         "run_batch, which runs the others point by point")
+    arrays: dict[str, Any] = {}
+    for name, value in stacks.items():
+        try:
+            arrays[name] = B.to_host(B.asarray(value))
+        except (GradcalcError, ValueError, TypeError):
+            raise UsageError(f"run_stacked: '{name}' is not numbers stacked along a first axis",
+                             "give an array, or nested lists, of one shape per point") from None
+    counts = {array.shape[0] if array.ndim else -1 for array in arrays.values()}
+    if len(counts) != 1 or -1 in counts:
+        raise UsageError("run_stacked: every value needs the same leading axis, one entry per point",
+                         "stack each leaf's values at the points along a first axis")
+    count = counts.pop()
+    arguments = dict(arguments or {})
+    try:
+        return _stacked(program, run_class, arrays, count, method, arguments, options)
+    except batching.Divergent as split:
+        groups: dict[Any, list[int]] = {}
+        for i, key in enumerate(split.keys):
+            groups.setdefault(key, []).append(i)
+        parts = [(at, run_stacked(program, run_class, {name: array[at] for name, array in arrays.items()}, method,
+                                  arguments, options)) for at in groups.values()]
+    except batching.Unbatchable:
+        parts = [([i], _stacked(program, run_class, {name: array[i:i + 1] for name, array in arrays.items()}, 1,
+                                method, arguments, options)) for i in range(count)]
+    return _gathered(parts, count)
+
+
+def _stacked(program: Program, run_class: type, arrays: dict[str, Any], count: int, method: str,
+             arguments: dict[str, Any], options: dict[str, Any]) -> Any:
+    """run_stacked's one pass (batching.Divergent where the points' paths differ); one point runs unbatched."""
+    if count == 1:  # no batch to carry: the run every command makes
+        run = program.run({name: array[0] for name, array in arrays.items()}, **options)
+        if method == "values":
+            return {name: value[None] for name, value in run.values().items()}
+        found = run.grad(**arguments, retain_graph=False)
+        return found.__class__(found.of, found.value[None], {name: g[None] for name, g in found.grads.items()},
+                               found.no_path, found.vector)
+    settings: dict[str, Any] = dict(
+        seed=0, dtype="float64", device="cpu", max_elements=B.DEFAULT_MAX_ELEMENTS,
+        max_iterations=Limits.max_iterations, max_recursion=Limits.max_recursion, allow_read=(),
+        max_file_size=DEFAULT_MAX_FILE_SIZE, keep_values=False) | options
+    B.use(settings["device"], settings["dtype"], settings["max_elements"])
+    inputs = {name: batching.Batched(B.asarray(array)) for name, array in arrays.items()}
+    context = make_context(program.folder, settings["seed"], tuple(settings["allow_read"]), settings["max_file_size"])
+    limits = Limits(settings["max_iterations"], settings["max_recursion"], program.max_depth)
+    try:
+        with batching.primal_batching(), B.errstate():
+            names = frozenset(inputs)
+            executed = execute(program.module, inputs, context, limits, False, program.checked.get(names))
+            program.checked[names] = executed.interpreter.checker
+            run = run_class(program, executed, inputs, settings)
+            if method == "values":
+                return {name: batching.unstack(node.value, count) for name, node in run.frame.items()}
+            found = run.grad(**arguments, retain_graph=False, host=False)
+            return found.__class__(found.of, batching.unstack(found.value, count),
+                                   {name: batching.unstack(g, count) for name, g in found.grads.items()},
+                                   found.no_path, found.vector)
+    except GradcalcError as exc:
+        raise exc.within(program.source) from None
+
+
+def _gathered(parts: list[tuple[list[int], Any]], count: int) -> Any:
+    """run_stacked's groups' results put back in the points' order."""
+    first = parts[0][1]
+    columns = first if isinstance(first, dict) else {"": first.value, **first.grads}
+    for _, part in parts:
+        if list(part if isinstance(part, dict) else part.grads) != [name for name in columns if name]:
+            raise UsageError("the points' runs assign different variables (their branches differ)",
+                             "use run_batch, which gives each point its own results")
+
+    def gather(name: str) -> Any:
+        out = None
+        for at, part in parts:
+            column = (part if isinstance(part, dict) else {"": part.value, **part.grads}).get(name)
+            if column is None or (out is not None and column.shape[1:] != out.shape[1:]):
+                raise UsageError(f"the points' '{name or 'output'}' differ in shape between their paths",
+                                 "use run_batch, which gives each point its own results")
+            if out is None:
+                out = B.to_host(column)[:1].repeat(count, axis=0)  # every row is written below
+            out[at] = B.to_host(column)
+        return out
+
+    gathered = {name: gather(name) for name in columns}
+    if isinstance(first, dict):
+        return gathered
+    value = gathered.pop("")
+    return first.__class__(first.of, value, gathered, set().union(*(part.no_path for _, part in parts)),
+                           first.vector)
 
 
 # --- Reading points: JSON Lines or CSV, from a file or standard input ---------------------------------
