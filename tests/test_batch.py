@@ -173,11 +173,12 @@ def _lines(text: str) -> list[dict]:
 
 
 def test_bad_points_fail_alone_with_their_index(tmp_path: object) -> None:
-    points = '{"x": 2}\n{"x": "nope"}\nnot json\n\n{"x": [1, 2]}\n{"x": 3}\n'
+    points = '{"x": 2}\n{"x": "nope"}\nnot json\n\n{"x": [1, 2]}\n{"x": 3}\n[3]\n'
     result = run_cli("grad", "-e", "x = 1; L = x^2", "--at", "-", "--json", input=points)
     assert result.exit_code == 2, result.stderr
     docs = _lines(result.stdout)
-    assert [doc["index"] for doc in docs] == [0, 1, 2, 3, 4]  # the blank line is no point
+    assert [doc["index"] for doc in docs] == [0, 1, 2, 3, 4, 5]  # the blank line is no point
+    assert docs[5]["error"]["message"] == "not a JSON object" and docs[5]["error"]["line"] == 7
     assert docs[0]["grad"] == {"x": 4.0} and docs[4]["grad"] == {"x": 6.0}
     assert "nope" in docs[1]["error"]["message"]  # read as a constant expression: an unknown name
     assert docs[2]["error"]["line"] == 3 and "not JSON" in docs[2]["error"]["message"]
@@ -323,3 +324,14 @@ def test_set_values_are_every_point_s_default() -> None:
     docs = _lines(result.stdout)
     assert [doc.get("grad") for doc in docs] == [{"x": 6.0}, {"x": 4.0}, None]
     assert (docs[2]["error"]["line"], docs[2]["error"]["column"]) == (3, 10)  # where "b" is
+
+
+def test_a_file_of_json_arrays_is_not_read_as_csv() -> None:
+    result = run_cli("grad", "-e", "x = 1; L = x^2", "--at", "-", "--json", input="[1, 2]\n")
+    assert result.exit_code == 2 and _lines(result.stdout)[0]["error"]["message"] == "not a JSON object"
+
+
+def test_a_missing_points_file_stops_the_command() -> None:
+    result = run_cli("grad", "-e", "x = 1; L = x^2", "--at", "no-such-points.jsonl")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "--at no-such-points.jsonl: cannot read it" in result.stderr

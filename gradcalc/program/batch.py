@@ -309,8 +309,9 @@ def read_points(path: str, stream: IO[bytes] | IO[str] | None = None, chunk_size
     """Each record of a points file as {name: value}, or the error that makes it unreadable (its point fails).
 
     JSON Lines (one object a line) unless the first line that is not blank starts with something other
-    than `{`: then it is a CSV file's header of leaf names. Blank lines are no points. Standard input
-    (`-`) is read as it arrives: where it pauses, PAUSE says so (run_chunks then runs what has come).
+    than `{` (or `[`, a JSON array, which is no point): then it is a CSV file's header of leaf names.
+    Blank lines are no points. Standard input (`-`) is read as it arrives: where it pauses, PAUSE says
+    so (run_chunks then runs what has come).
     """
     shown = "standard input" if path == "-" else path
     if stream is None:
@@ -338,7 +339,7 @@ def read_points(path: str, stream: IO[bytes] | IO[str] | None = None, chunk_size
                                         "give one point a line, or raise --max-file-size")
                     continue
                 if not kind:
-                    kind = "json" if line.lstrip().startswith("{") else "csv"
+                    kind = "json" if line.lstrip()[:1] in ("{", "[") else "csv"  # a JSON array: not a point
                     if kind == "csv":
                         header = [name.strip() for name in next(csv.reader([line]))]
                         if not all(header):
