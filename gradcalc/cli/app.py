@@ -402,6 +402,62 @@ _WRT = Annotated[list[str], typer.Option(
     "are allowed.")]
 
 
+# --at: grad, eval, jacobian, hessian, jvp and diff at many points (program/batch.py).
+_AT = Annotated[Optional[str], typer.Option(
+    "--at", metavar="POINTS", rich_help_panel="Many points",
+    help="Run at many points: a JSON Lines or CSV file of leaf values, or '-' (standard input). One result "
+    "per point (JSON Lines with --json).")]
+_IGNORE_EXTRA = Annotated[bool, typer.Option(
+    "--ignore-extra", rich_help_panel="Many points",
+    help="With --at: skip a point's keys that are not the program's leaves (else that point is an error).")]
+
+
+def _batch(common: Common, at: str, ignore_extra: bool, method: str, arguments: dict[str, Any]) -> None:
+    """--at: the command at every point, written a chunk at a time; exit 2 if any point failed (3: a bug)."""
+    from ..engine import backend
+    from ..errors import InternalError
+    from ..program.api import to_array
+    from ..program.batch import read_points, run_chunks
+    from . import jsonout
+
+    if at == "-" and common.file == "-":
+        raise UsageError("the program and --at cannot both be standard input", "give the program as a FILE or -e")
+    program = _program(common)
+    backend.use(common.device.value, common.dtype.value, common.max_elements)
+    defaults = {name: backend.to_host(to_array(f"--set {name}", value, common.seed))
+                for name, value in _inputs(common).items()}  # every point's, where it gives no value of its own
+    records = read_points(at, sys.stdin.buffer if at == "-" and hasattr(sys.stdin, "buffer") else
+                          sys.stdin if at == "-" else None, max_line=common.file_limit)
+    points = (_with_defaults(record, defaults) for record in records)
+    options: dict[str, Any] = dict(seed=common.seed, dtype=common.dtype.value, device=common.device.value,
+                   max_elements=common.max_elements, max_iterations=common.max_iterations,
+                   max_recursion=common.max_recursion, allow_read=common.allow_read, max_file_size=common.file_limit)
+    status = EXIT_OK
+    for chunk in run_chunks(program, points, method, arguments, ignore_extra=ignore_extra, **options):
+        failed = [point for point in chunk if point.error is not None]
+        if failed:
+            status = max(status, EXIT_BUG if any(isinstance(p.error, InternalError) for p in failed)
+                         else EXIT_BAD_INPUT)
+        if common.json:
+            jsonout.write_lines(jsonout.point_docs(chunk, method), sys.stdout)
+        else:
+            view = _views().batch_view(chunk, method, common.full)
+            common.out.result(dict, lambda: view)  # noqa: B023  (used at once)
+        sys.stdout.flush()  # each chunk as it is done: a reader downstream of a stream sees it now
+    if status != EXIT_OK:
+        if not common.json:
+            sys.stderr.write("error: some points failed (their rows say why)\n")
+        raise typer.Exit(status)
+
+
+def _with_defaults(record: Any, defaults: dict[str, Any]) -> Any:
+    """A point with the --set values it does not give (in place: a read record keeps its place for errors)."""
+    if isinstance(record, dict):
+        for name, value in defaults.items():
+            record.setdefault(name, value)
+    return record
+
+
 class Mode(str, Enum):
     auto = "auto"
     rev = "rev"
@@ -413,10 +469,12 @@ class Mode(str, Enum):
     "  gradcalc eval -e 'x = linspace(0, 1, 5); y = x^2' --json\n\n"
     "  gradcalc eval net.eq --set a=3        (net.eq: a program file of your own)"
 )
-def eval_(common: Common) -> None:
+def eval_(common: Common, at: _AT = None, ignore_extra: _IGNORE_EXTRA = False) -> None:
     """Print every variable's value, its shape, and the operation that made it."""
     from . import jsonout
 
+    if at is not None:
+        return _batch(common, at, ignore_extra, "values", {})
     run = _run(common)
     common.out.result(lambda: jsonout.values_doc(run), lambda: _views().values_view(run, common.full))
 
@@ -434,10 +492,14 @@ def grad(
     wrt: _WRT = [],  # noqa: B006  (Typer reads the default)
     vector: Annotated[Optional[str], typer.Option(
         "--vector", metavar="V", help="For a non-scalar output: 'ones' or a JSON array v; prints vᵀ·J.")] = None,
+    at: _AT = None,
+    ignore_extra: _IGNORE_EXTRA = False,
 ) -> None:
     """Print the output's value and its gradient with respect to each variable."""
     from . import jsonout
 
+    if at is not None:
+        return _batch(common, at, ignore_extra, "grad", dict(of=of, wrt=_names(wrt) or None, vector=vector))
     run = _run(common)
     result = run.grad(of, _names(wrt) or None, vector, retain_graph=False)
     common.out.result(lambda: jsonout.grad_doc(result), lambda: _views().grad_view(run, result, common.full))
@@ -454,10 +516,14 @@ def jacobian(
     wrt: _WRT = [],  # noqa: B006  (Typer reads the default)
     mode: Annotated[Mode, typer.Option(help="rev: one VJP per output entry; fwd: one JVP per input entry; "
                                             "auto: whichever needs fewer (all batched into one pass).")] = Mode.auto,
+    at: _AT = None,
+    ignore_extra: _IGNORE_EXTRA = False,
 ) -> None:
     """Print the full Jacobian ∂of/∂wrt, shape of.shape + wrt.shape, as a labelled matrix."""
     from . import jsonout
 
+    if at is not None:
+        return _batch(common, at, ignore_extra, "jacobian", dict(of=of, wrt=_names(wrt) or None, mode=mode.value))
     run = _run(common)
     result = run.jacobian(of, _names(wrt) or None, mode.value)
     common.out.result(lambda: jsonout.jacobian_doc(result), lambda: _views().jacobian_view(run, result, common.full))
@@ -467,10 +533,13 @@ def jacobian(
     "  gradcalc hessian -e 'x = [1, 2, 3]; L = sum(x^4) + sum(x[:-1] * x[1:])' --wrt x\n\n"
     "  gradcalc hessian -e 'x = 1.5; y = 2; L = x^2 * y^3' --wrt x,y --json"
 )
-def hessian(common: Common, of: _OF = None, wrt: _WRT = []) -> None:  # noqa: B006
+def hessian(common: Common, of: _OF = None, wrt: _WRT = [],  # noqa: B006
+            at: _AT = None, ignore_extra: _IGNORE_EXTRA = False) -> None:
     """Print the Hessian of a scalar output: the block ∂²of/∂a∂b for each pair of --wrt variables."""
     from . import jsonout
 
+    if at is not None:
+        return _batch(common, at, ignore_extra, "hessian", dict(of=of, wrt=_names(wrt) or None))
     run = _run(common)
     result = run.hessian(of, _names(wrt) or None)
     common.out.result(lambda: jsonout.hessian_doc(result), lambda: _views().hessian_view(run, result, common.full))
@@ -487,10 +556,14 @@ def jvp(
     tangent: Annotated[str, typer.Option("--tangent", metavar="V", help="Its direction v: 'ones', a number "
                                          "or a JSON array of its shape.")],
     of: _OF = None,
+    at: _AT = None,
+    ignore_extra: _IGNORE_EXTRA = False,
 ) -> None:
     """Print J·v, how the output changes when --wrt moves along --tangent (forward mode)."""
     from . import jsonout
 
+    if at is not None:
+        return _batch(common, at, ignore_extra, "jvp", dict(of=of, wrt=wrt, tangent=tangent))
     run = _run(common)
     result = run.jvp(of, wrt, tangent)
     common.out.result(lambda: jsonout.jvp_doc(result), lambda: _views().jvp_view(run, result, common.full))
@@ -521,10 +594,16 @@ def diff(
         help="leaves: expand everything; intermediates: keep every named intermediate; shortest: whichever "
         "of the two reads shorter.")] = Terms.leaves,
     latex: Annotated[bool, typer.Option("--latex", help="Print LaTeX instead of gradcalc syntax.")] = False,
+    at: _AT = None,
+    ignore_extra: _IGNORE_EXTRA = False,
 ) -> None:
     """Print each derivative as a simplified expression, and its value at the program's values."""
     from . import jsonout
 
+    if at is not None:
+        return _batch(common, at, ignore_extra, "diff", dict(
+            of=of, wrt=_names(wrt) or None, order=order, keep=_names(keep),
+            intermediates=in_terms_of is Terms.intermediates, shortest=in_terms_of is Terms.shortest))
     program = _program(common)
     values = _inputs(common)
     placeholders = [name for name in program.free_names() if name not in values]

@@ -7,12 +7,14 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..engine import backend as B
+from ..errors import error_json
 from ..inert import inert_json
 from ..program.api import Gradients, Hessians, Jacobians, Run, Tangents
 from .symbols import unicode_stream
 
 if TYPE_CHECKING:  # only their types: the grad and eval paths do not load the checking or symbolic modules
     from ..engine.symbolic import Derivative
+    from ..program.batch import Point
     from ..tools.gradcheck import GradCheck
     from ..tools.homework.check import Report, Verdict
     from ..tools.homework.rubric import Mistake, Question
@@ -20,6 +22,57 @@ if TYPE_CHECKING:  # only their types: the grad and eval paths do not load the c
 
 def values_doc(run: Run) -> dict[str, Any]:
     return {"values": {name: B.to_json(node.value) for name, node in run.frame.items()}}
+
+
+def point_docs(points: list[Point], method: str) -> list[dict[str, Any]]:
+    """`--at`: each point's document (point_doc's). Where every result is a number (`grad` of scalar leaves,
+    `eval` of a scalar program), the numbers are converted a column at a time, not one by one (a third of
+    a 10^4-point command)."""
+    done = [point for point in points if point.error is None]
+    if method not in ("values", "grad") or not done:
+        return [point_doc(point, method) for point in points]
+    first = done[0].result
+    names = list(first) if method == "values" else list(first.grads)
+    columns: dict[str, list[Any]] = {}
+    for name in ["", *names] if method == "grad" else names:
+        column = [(p.result.value if not name else p.result.grads[name]) if method == "grad" else
+                  p.result.get(name) for p in done]
+        if any(getattr(value, "shape", None) != () for value in column):
+            return [point_doc(point, method) for point in points]
+        numbers = B.to_host(column)  # on the host already: one array of the column
+        columns[name] = [item for start in range(0, len(numbers), B.JSON_BLOCK)
+                         for item in B.to_json(numbers[start:start + B.JSON_BLOCK])]
+    if any((list(p.result) if method == "values" else list(p.result.grads)) != names for p in done):
+        return [point_doc(point, method) for point in points]
+    docs: list[dict[str, Any]] = []
+    row = 0
+    for point in points:
+        if point.error is not None:
+            docs.append(point_doc(point, method))
+            continue
+        if method == "values":
+            docs.append({"index": point.index, "values": {name: columns[name][row] for name in names}})
+        else:
+            result = point.result
+            doc = {"index": point.index, "of": result.of, "value": columns[""][row],
+                   "grad": {name: columns[name][row] for name in names}}
+            if result.no_path:
+                doc["no_path"] = sorted(result.no_path)
+            docs.append(doc)
+        row += 1
+    return docs
+
+
+def point_doc(point: Point, method: str) -> dict[str, Any]:
+    """`--at`: one point's document, the one the command prints for one run, led by the point's index; or
+    its error, the body every command's error has."""
+    if point.error is not None:
+        return {"index": point.index, **error_json(point.error)}
+    result = point.result
+    doc = {"values": {name: B.to_json(value) for name, value in result.items()}} if method == "values" else \
+        grad_doc(result) if method == "grad" else jacobian_doc(result) if method == "jacobian" else \
+        hessian_doc(result) if method == "hessian" else jvp_doc(result) if method == "jvp" else diff_doc(result, [])
+    return {"index": point.index, **doc}
 
 
 def grad_doc(result: Gradients) -> dict[str, Any]:
@@ -221,6 +274,19 @@ def write(doc: dict[str, Any], stream: TextIO) -> None:
         for piece in _pieces(doc, ascii_only):
             stream.write(inert_json(piece))  # each piece holds whole strings: escaping it alone is exact
     stream.write("\n")
+
+
+def write_lines(docs: list[dict[str, Any]], stream: TextIO) -> None:
+    """JSON Lines: each document as write() writes it, all in one write (a write and an encoder a document
+    cost half of a 10^4-point batch)."""
+    encoder = json.JSONEncoder(allow_nan=False, ensure_ascii=not unicode_stream(stream), default=_streamed)
+    lines = []
+    for doc in docs:
+        try:
+            lines.append(encoder.encode(doc))
+        except _Large:  # an array written block by block, as write() does
+            lines.append("".join(_pieces(doc, encoder.ensure_ascii)))
+    stream.write(inert_json("\n".join(lines) + "\n") if lines else "")
 
 
 class _Large(Exception):

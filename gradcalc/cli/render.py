@@ -798,3 +798,46 @@ class GradcheckProgress:
 
 def _index(at: tuple[int, ...]) -> str:
     return "" if not at else "[" + ", ".join(map(str, at)) + "]"
+
+
+def _batch_results(method: str, result: Any) -> dict[str, Any]:
+    """One point's results as table columns (title: value or text), for `--at`."""
+    if method == "values":
+        return dict(result)
+    if method == "grad":
+        prefix = "vᵀ·∂" if result.vector is not None else "∂"
+        return {result.of: result.value, **{f"{prefix}{result.of}/∂{name}": g for name, g in result.grads.items()}}
+    if method == "jacobian":
+        return {f"∂{result.of}/∂{name}": block for name, block in zip(result.wrt, result.blocks)}
+    if method == "hessian":
+        return {result.of: result.value, **{f"∂²{result.of}/∂{a}∂{b}": result.blocks[i][j]
+                                            for i, a in enumerate(result.wrt) for j, b in enumerate(result.wrt)}}
+    if method == "jvp":
+        return {result.of: result.value, f"J·v ({result.wrt})": result.jvp}
+    return {f"∂{'²' if len(d.wrt) > 1 else ''}{d.of}/{''.join('∂' + w for w in d.wrt)}":
+            f"{d.text} = {B.format_number(float(d.value))}" if getattr(d.value, "shape", None) == () else d.text
+            for d in result}
+
+
+def batch_view(points: list[Any], method: str, full: bool = False) -> RenderableType:
+    """`--at`: one row per point, its given values and then its results (or its error)."""
+    given = list(dict.fromkeys(name for point in points for name in point.values)) if method != "values" else []
+    rows: list[dict[str, Any]] = []
+    for point in points:
+        row: dict[str, Any] = {"#": str(point.index), **{name: point.values.get(name) for name in given}}
+        error = point.error
+        if error is not None:  # where it is (the points file's line, or the program's), then what
+            where = f"{error.source.filename}:{error.pos.line}:{error.pos.column}: " \
+                if error.source is not None and error.pos is not None else ""
+            row["error"] = inert(where + error.message)
+        else:
+            row.update(_batch_results(method, point.result))
+        rows.append(row)
+    titles = list(dict.fromkeys(title for row in rows for title in row))
+    if "error" in titles:  # last: a note that wraps
+        titles = [title for title in titles if title != "error"] + ["error"]
+    cells = [[row.get(title, "") if title in ("#", "error") or isinstance(row.get(title), str)
+              else ("" if row.get(title) is None else Shown(B.to_host(row[title]), full)) for title in titles]
+             for row in rows]
+    return FittedTable(tuple((inert(title), "left" if title in ("error", "#") else "right") for title in titles),
+                       cells)

@@ -163,8 +163,8 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
                             flags = getattr(contribution, "flags", None)
                             if flags is not None and flags.owndata and getattr(flags, "writeable", True):
                                 owned.add(parent)
-                    elif parent in owned:
-                        total += contribution  # a node used many times: no new array per use
+                    elif parent in owned and contribution.__class__ is not batching.Batched:
+                        total += contribution  # a node used many times: no new array per use (a batch: a new one)
                     else:
                         grads[parent] = total = total + contribution
                         if not create_graph and getattr(total, "ndim", None):  # an array, not a NumPy scalar

@@ -1,4 +1,4 @@
-"""Batched cotangents: run every derivative rule on a stack of seeds at once.
+"""Batched cotangents and primals: run every derivative rule, and every primitive, on a stack at once.
 
 A Jacobian is the VJP mapped over a basis of seeds (HIPS autograd's `jacobian`,
 JAX's `vmap(vjp)`). Instead of a Python loop of backward passes, one pass carries
@@ -7,11 +7,19 @@ The rules in rules.py are not touched: they run on `namespace`, whose functions
 are ops.numeric's, taught to keep the leading axis out of the way (axes shift by
 one, shapes gain a prefix, broadcasting aligns logical shapes). This is the one
 place that knows about the batch axis.
+
+The same stacks carry a batch of points through a whole run (`primal_batching`, JAX's
+`vmap`): each leaf given per point is a `Batched` value, every primitive evaluates through
+its batched function, and what does not depend on the points stays one array. A host
+decision (a branch, an index, a size) reads a `Batched` value as one number only where all
+points agree; where they differ it raises `Divergent`, and the caller splits the batch by
+the points' values there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
@@ -22,9 +30,11 @@ from .primitives import (
     ADD,
     BROADCAST_TO,
     DIV,
+    EQ,
     INDEX,
     MATMUL,
     MUL,
+    NE,
     POW,
     PRIMITIVES,
     RESHAPE,
@@ -121,6 +131,66 @@ class Batched:
         self._stack, self.diagonal = stack, None
         return self
 
+    # A batch of points read on the host (a branch, an index, a size): one value where every point agrees.
+
+    __hash__ = None  # type: ignore[assignment]  # == is elementwise
+
+    def __eq__(self, other: Any) -> Batched:  # type: ignore[override]
+        return _elementwise(EQ.forward)(self, other)
+
+    def __ne__(self, other: Any) -> Batched:  # type: ignore[override]
+        return _elementwise(NE.forward)(self, other)
+
+    def __getitem__(self, key: Any) -> Any:
+        return _index(self, key if isinstance(key, tuple) else (key,))
+
+    @property
+    def size(self) -> int:
+        size = 1
+        for n in self.shape:
+            size *= n
+        return size
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        """The one value all points share (NumPy's view of it), or Divergent with each point's own."""
+        host = B.to_host(self.stack)
+        first = host[0, ...]  # an array, as __array__ must give, even for a scalar
+        same = host == first
+        if host.dtype.kind in "fc":  # NaN at the same place in every point is agreement too
+            same |= (host != host) & (first != first)  # noqa: PLR0124  (NaN: only it differs from itself; NumPy is backend.py's)
+        if not same.all():
+            raise Divergent([row.tobytes() for row in host])
+        return first if dtype is None else first.astype(dtype)
+
+    def item(self) -> Any:
+        return self.__array__().item()
+
+    def __bool__(self) -> bool:
+        return bool(self.__array__())
+
+    def __float__(self) -> float:
+        return float(self.__array__())
+
+    def __int__(self) -> int:
+        return int(self.__array__())
+
+
+class Divergent(BaseException):
+    """The points of a batch take different paths here: `keys` holds one hashable per point, equal
+    for points that agree (a branch's condition, an index, a size).
+
+    A BaseException, as GeneratorExit is: it must pass the interpreter's and graph.apply's handlers,
+    which make any Exception a message about the program; the batch's caller catches it."""
+
+    def __init__(self, keys: list[Any]) -> None:
+        super().__init__("the points of a batch take different paths")
+        self.keys = keys
+
+
+class Unbatchable(BaseException):
+    """A primitive with no batching rule met a batch of points: run them one by one (a BaseException, as
+    Divergent is)."""
+
 
 def _check(shape: tuple[int, ...]) -> None:
     """--max-elements for what the batched pass makes: every seed's copy of an intermediate counts."""
@@ -140,6 +210,21 @@ def _aligned(value: Any, ndim: int) -> Any:
 
 def _elementwise(forward: Callable[..., Any]) -> Callable[..., Any]:
     def apply(*args: Any) -> Any:
+        shape = None
+        for a in args:
+            if a.__class__ is Batched:
+                stack = a._stack
+                if stack is None or (shape is not None and stack.shape != shape):
+                    break
+                shape = stack.shape
+            elif getattr(a, "ndim", 0):
+                break
+        else:
+            if shape is None:
+                return forward(*args)
+            # Stacks of one shape and numbers (a batch of points' scalars, a rule's factor): the result is
+            # no larger than an input, and no axis needs aligning (a fifth of a batched run went there).
+            return Batched(forward(*[a._stack if a.__class__ is Batched else a for a in args]))
         if not any(isinstance(a, Batched) for a in args):
             return forward(*args)
         if forward is MUL.forward or forward is WHERE.forward:
@@ -260,7 +345,16 @@ def _sum_to(x: Any, shape: tuple[int, ...]) -> Any:
 def _index(x: Any, key: tuple) -> Any:
     if not isinstance(x, Batched):
         return INDEX.forward(x, key)
-    return Batched(x.stack[(slice(None), *key)])
+    if any(isinstance(k, Batched) for k in key):
+        raise Unbatchable("an index that differs between points")
+    picked = x.stack[(slice(None), *key)]
+    if any(not isinstance(k, (int, slice)) and k is not None and k is not Ellipsis for k in key):
+        # Array indices apart from each other move their axes first, before the batch axis: a shape
+        # other than one point's means the batch axis moved, so the points go one by one.
+        expected = B.xp.broadcast_to(B.xp.zeros((), dtype=picked.dtype), x.shape)[key].shape
+        if tuple(picked.shape) != (x.stack.shape[0], *expected):
+            raise Unbatchable("array indices that move the batch axis")
+    return Batched(picked)
 
 
 @_own(SCATTER)
@@ -371,3 +465,76 @@ def basis(shape: tuple[int, ...]) -> Batched:
     for n in shape:
         size *= n
     return Batched(None, B.xp.ones(size, dtype=B.dtype), tuple(shape))
+
+
+def _dispatched(batched: Callable[..., Any], forward: Callable[..., Any]) -> Callable[..., Any]:
+    """A primitive's evaluation during primal batching: its batched function where a value is a batch."""
+
+    def evaluate(*args: Any) -> Any:
+        for a in args:
+            if isinstance(a, Batched):
+                return batched(*args)
+        return forward(*args)
+
+    return evaluate
+
+
+def _refused(prim: Primitive, forward: Callable[..., Any]) -> Callable[..., Any]:
+    def evaluate(*args: Any) -> Any:
+        for a in args:
+            if isinstance(a, Batched):
+                raise Unbatchable(f"{prim.name} has no batching rule")
+        return forward(*args)
+
+    return evaluate
+
+
+def _primal(forwards: dict[Primitive, Callable[..., Any]]) -> dict[Primitive, Callable[..., Any]]:
+    """Each primitive's evaluation in a batch of points, made from its evaluation on one."""
+    table: dict[Primitive, Callable[..., Any]] = {}
+    for prim, forward in forwards.items():
+        if prim.batching == ELEMENTWISE_BATCH:  # each passes what is no batch to `forward` itself
+            table[prim] = _elementwise(forward)
+        elif prim.batching == REDUCTION_BATCH:
+            table[prim] = _reduction(forward)
+        elif prim.batching == OWN_BATCH:
+            table[prim] = _dispatched(_OWN[prim], forward)
+        else:
+            table[prim] = _refused(prim, forward)
+    return table
+
+
+_PRIMAL: dict[Primitive, Callable[..., Any]] = {}  # made at the first batch, again after the library changes
+B.on_switch(lambda xp: _PRIMAL.clear())
+
+
+@contextlib.contextmanager
+def primal_batching() -> Iterator[None]:
+    """Within the block, every primitive evaluates batches of points (leaves given as `Batched` stacks), and
+    the first-order rules (ops.numeric) run on them: a run of the program is a run of the whole batch.
+
+    The array library must not change inside the block (it rebinds the primitives), and no other thread
+    may run the engine meanwhile (the records are shared)."""
+    saved = {prim: prim.forward for prim in PRIMITIVES.values()}
+    numeric = dict(vars(ops.numeric))
+    if not _PRIMAL:
+        _PRIMAL.update(_primal(saved))
+    try:
+        for prim, forward in _PRIMAL.items():
+            prim.forward = forward
+        ops.numeric.__dict__.update(vars(namespace))
+        yield
+    finally:
+        for prim, forward in saved.items():
+            prim.forward = forward
+        ops.numeric.__dict__.clear()
+        ops.numeric.__dict__.update(numeric)
+
+
+def unstack(value: Any, count: int) -> Any:
+    """A batched run's value on the host as `count` points: (count, *shape), the same for each where it is
+    one array (it does not depend on the points)."""
+    if isinstance(value, Batched):
+        return B.to_host(value.stack)
+    host = B.to_host(value)
+    return host.reshape((1, *host.shape)).repeat(count, axis=0)

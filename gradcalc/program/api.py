@@ -14,7 +14,7 @@ import functools
 import gc
 import math
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -33,6 +33,7 @@ T = TypeVar("T")
 
 if TYPE_CHECKING:  # diff's module is loaded by diff alone: the grad and eval paths do not need it
     from ..engine.symbolic import Derivative
+    from .batch import Point
 
 
 @contextlib.contextmanager
@@ -113,6 +114,29 @@ class Program:
             raise GradcalcError("the program nests too deeply to evaluate",
                                 "split deep expressions into several statements").within(self.source) from None
         return Run(self, executed, inputs, options)
+
+    def run_batch(self, points: Iterable[Mapping[str, Any]], method: str = "values",
+                  arguments: Mapping[str, Any] | None = None, *, ignore_extra: bool = False,
+                  chunk_size: int = 4096, **options: Any) -> Iterator[Point]:
+        """Run at many points, as `jax.vmap` does: each point is {leaf: value} (the others keep the program's
+        values); `method` is the Run method each computes ("values", "grad", "jacobian", "hessian", "jvp",
+        "diff"), called with `arguments`; `options` are run()'s. Yields a batch.Point per point, in order,
+        a chunk at a time (a generator of points streams); a bad point has its error, the others run."""
+        from .batch import run_batch
+
+        return run_batch(self, points, method, arguments, ignore_extra=ignore_extra, chunk_size=chunk_size,
+                         **options)
+
+    def run_stacked(self, stacks: Mapping[str, Any], method: str = "values",
+                    arguments: Mapping[str, Any] | None = None, **options: Any) -> dict[str, Any] | Gradients:
+        """Run at many points given as columns, as `jax.vmap(f)(x)` does: each value has a leading axis, one
+        entry per point; so has the result (`values`: {name: array}; `grad`: a Gradients of stacked arrays).
+        The batch goes through the program once; points that take different paths (a branch on a value)
+        run in groups, and a program with an operation that has no batching rule point by point. An error
+        at any point is raised (run_batch gives each point its own)."""
+        from .batch import run_stacked
+
+        return run_stacked(self, Run, stacks, method, arguments, options)
 
 
 def tolerance(flag: str, value: float) -> float:

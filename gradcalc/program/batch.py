@@ -1,0 +1,477 @@
+"""Batch mode: one program at many points (`--at POINTS`, `Program.run_batch`), as `jax.vmap` runs it.
+
+The points are read and run a chunk at a time, so an endless producer on standard input works
+in bounded memory. In a chunk, the points that give the same names with the same shapes form a
+group, and a group of `values` or `grad` runs through the program at once (Program.run_stacked:
+each given leaf a stack of the group's values, engine/batching.py's `Batched`, and every primitive
+its batched function; points that take different paths run in groups that took the same one). A
+group where some point fails runs again point by point, so that each point gets its own result or
+error; Jacobians, Hessians, JVPs and `diff` run point by point.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import select
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import IO, Any
+
+from ..engine import backend as B
+from ..engine import batching
+from ..errors import GradcalcError, InternalError, Pos, Source, UsageError, did_you_mean
+from ..files import DEFAULT_MAX_FILE_SIZE
+from ..language import syntax as S
+from .checker import check
+from .interpreter import Limits, execute, make_context
+
+# api's Program and Run, which import this module (an import back would be a cycle): Program.run_stacked
+# hands its Run class in, and results are made as the class of what a run gave (api.Gradients).
+Program = Any
+Run = Any
+
+CHUNK = 4096  # points read, run and written together: the memory a stream takes is bounded by it
+METHODS = ("values", "grad", "jacobian", "hessian", "jvp", "diff")  # the Run methods a batch computes
+BATCHED = ("values", "grad")  # those that run a group of points in one pass
+RUN_OPTIONS = ("seed", "dtype", "device", "max_elements", "max_iterations", "max_recursion", "allow_read",
+               "max_file_size")
+
+
+class _Pause:
+    """read_points' mark between records where standard input has paused: run_chunks runs what it holds."""
+
+
+PAUSE: Any = _Pause()
+
+
+@dataclass
+class Point:
+    """One point's outcome: its index (0-based, in the order given), its values, and the result of the Run
+    method (`values`: {name: value}; else what the method returns), or the error that stopped it."""
+
+    index: int
+    values: Mapping[str, Any]
+    result: Any = None
+    error: GradcalcError | None = None
+
+
+def run_batch(program: Program, points: Iterable[Mapping[str, Any] | GradcalcError], method: str = "values",
+              arguments: Mapping[str, Any] | None = None, *, ignore_extra: bool = False, chunk_size: int = CHUNK,
+              **options: Any) -> Iterator[Point]:
+    """Each point's Point, in order, a chunk at a time (see Program.run_batch)."""
+    for chunk in run_chunks(program, points, method, arguments, ignore_extra=ignore_extra, chunk_size=chunk_size,
+                            **options):
+        yield from chunk
+
+
+def run_chunks(program: Program, points: Iterable[Mapping[str, Any] | GradcalcError], method: str = "values",
+               arguments: Mapping[str, Any] | None = None, *, ignore_extra: bool = False, chunk_size: int = CHUNK,
+               **options: Any) -> Iterator[list[Point]]:
+    """The points run a chunk at a time (the CLI writes each chunk as it is done); an unreadable record is
+    given as its GradcalcError, and becomes its point's error."""
+    if method not in METHODS:
+        raise UsageError(f"run_batch: unknown method '{method}'", f"use one of: {', '.join(METHODS)}")
+    unknown = [name for name in options if name not in RUN_OPTIONS]
+    if unknown:
+        raise UsageError(f"run_batch: unknown option '{unknown[0]}'", f"the options are: {', '.join(RUN_OPTIONS)}")
+    if chunk_size < 1:
+        raise UsageError(f"run_batch: chunk_size must be 1 or more, not {chunk_size}", "use the default, 4096")
+    arguments = dict(arguments or {})
+    settable = _settable(program)
+    chunk: list[Point] = []
+    index = 0
+    for given in points:
+        if given is PAUSE:  # the producer is slower than the runs: what has come is run now
+            if chunk:
+                yield _run_chunk(program, chunk, method, arguments, options)
+                chunk = []
+            continue
+        chunk.append(_point(index, given, settable, ignore_extra))
+        index += 1
+        if len(chunk) == chunk_size:
+            yield _run_chunk(program, chunk, method, arguments, options)
+            chunk = []
+    if chunk:
+        yield _run_chunk(program, chunk, method, arguments, options)
+
+
+def _settable(program: Program) -> set[str]:
+    """The names a point may give: the program's leaves and constants, and the names it reads but never assigns."""
+    checker = check(program.module, (), program.max_depth) if not program.checked \
+        else next(iter(program.checked.values()))
+    read = {node.name for node in S.code(program.module.body) if isinstance(node, S.Name)}
+    read.update(*(function.reads for function in checker.functions.values()))
+    leaves = {name for name, stmts in checker.assigned.items() if any(checker.is_leaf(s) for s in stmts)}
+    return leaves | (read - set(checker.assigned))
+
+
+def _point(index: int, given: Mapping[str, Any] | GradcalcError, settable: set[str], ignore_extra: bool) -> Point:
+    """A point with its values as host arrays, or the error that keeps it from running."""
+    if isinstance(given, GradcalcError):
+        return Point(index, {}, error=given)
+    if not isinstance(given, Mapping):
+        return Point(index, {}, error=UsageError(f"point {index}: not an object of leaf values",
+                                                 'give each point as {"x": 1.5, "W": [[1, 2], [3, 4]]}'))
+    values: dict[str, Any] = {}
+    for name, value in given.items():
+        if name not in settable:
+            if ignore_extra:
+                continue
+            hint = did_you_mean(str(name), settable) or f"its leaves are: {', '.join(sorted(settable))}"
+            return Point(index, given, error=_about(given, name, UsageError(
+                f"point {index}: the program has no leaf '{name}'", hint + " (--ignore-extra skips other keys)")))
+        if value.__class__ is float or value.__class__ is int:  # the usual case, kept a number: stacked at once
+            values[name] = float(value)
+            continue
+        try:
+            host = B.to_host(B.asarray(value)) if not isinstance(value, str) else value
+        except (GradcalcError, ValueError, TypeError):
+            return Point(index, given, error=_about(given, name, UsageError(
+                f"point {index}: '{name}' is not a number or a rectangular array of numbers",
+                "give a number or nested lists such as [[1, 2], [3, 4]]")))
+        values[name] = host
+    return Point(index, values)
+
+
+def _about(given: Mapping[str, Any], key: str, error: GradcalcError) -> GradcalcError:
+    """An error about a point's key, placed where the file has it (a point from read_points)."""
+    if isinstance(given, Record):
+        return error.at(given.place(key)).within(given.source)
+    return error
+
+
+def _run_chunk(program: Program, chunk: list[Point], method: str, arguments: dict[str, Any],
+               options: dict[str, Any]) -> list[Point]:
+    groups: dict[Any, list[Point]] = {}
+    for point in chunk:
+        if point.error is None:
+            # Strings (constant expressions) are evaluated per point: such a point has a group of its own.
+            key = tuple((name, () if v.__class__ is float else v.shape if not isinstance(v, str) else id(point))
+                        for name, v in point.values.items())
+            groups.setdefault(key, []).append(point)
+    for group in groups.values():
+        _run_group(program, group, method, arguments, options)
+    return chunk
+
+
+def _run_group(program: Program, group: list[Point], method: str, arguments: dict[str, Any],
+               options: dict[str, Any]) -> None:
+    if len(group) == 1 or method not in BATCHED or any(isinstance(v, str) for v in group[0].values.values()):
+        for point in group:
+            _run_one(program, point, method, arguments, options)
+        return
+    try:
+        _run_batched(program, group, method, arguments, options)
+    except Exception:  # some point's error (or a bug): one by one, so that each point gets its own
+        for point in group:
+            _run_one(program, point, method, arguments, options)
+
+
+def _run_one(program: Program, point: Point, method: str, arguments: dict[str, Any],
+             options: dict[str, Any]) -> None:
+    """A point run as a command runs it: the per-point path, and the reference the batched one is held to."""
+    try:
+        run = program.run(point.values, **options)
+        if method == "grad":
+            point.result = run.grad(**arguments, retain_graph=False)
+        else:
+            point.result = getattr(run, method)(**arguments)
+    except GradcalcError as error:
+        point.error = error
+    except RecursionError:
+        point.error = GradcalcError("the program nests too deeply to evaluate",
+                                    "split deep expressions into several statements").within(program.source)
+    except MemoryError:
+        from ..errors import out_of_memory
+
+        point.error = out_of_memory()
+    except Exception as exc:  # a bug in gradcalc: this point's error (exit 3), never the other points'
+        point.error = InternalError(f"internal error: {type(exc).__name__}: {exc}",
+                                    "this is a bug in gradcalc; please report it with the program that caused it")
+
+
+def _run_batched(program: Program, group: list[Point], method: str, arguments: dict[str, Any],
+                 options: dict[str, Any]) -> None:
+    """The whole group through the program at once (Program.run_stacked); each point's result unstacked."""
+    found = program.run_stacked({name: [p.values[name] for p in group] for name in group[0].values}, method,
+                                arguments, **options)
+    make = found.__class__  # api.Gradients, which this module cannot import (api imports it)
+    for i, point in enumerate(group):
+        point.result = {name: stack[i, ...] for name, stack in found.items()} if isinstance(found, dict) else \
+            make(found.of, found.value[i, ...], {name: g[i, ...] for name, g in found.grads.items()},
+                 set(found.no_path), found.vector)
+
+
+# --- Points as columns: one pass through the program (Program.run_stacked) ------------------------------
+
+def run_stacked(program: Program, run_class: type, stacks: Mapping[str, Any], method: str,
+                arguments: Mapping[str, Any] | None, options: dict[str, Any]) -> Any:
+    """Program.run_stacked: the points through the program at once, in groups where their paths differ."""
+    if method not in BATCHED:
+        raise UsageError(f"run_stacked: method '{method}' is not batched", "use 'values' or 'grad', or "
+                         "run_batch, which runs the others point by point")
+    arrays: dict[str, Any] = {}
+    for name, value in stacks.items():
+        try:
+            arrays[name] = B.to_host(B.asarray(value))
+        except (GradcalcError, ValueError, TypeError):
+            raise UsageError(f"run_stacked: '{name}' is not numbers stacked along a first axis",
+                             "give an array, or nested lists, of one shape per point") from None
+    counts = {array.shape[0] if array.ndim else -1 for array in arrays.values()}
+    if len(counts) != 1 or -1 in counts:
+        raise UsageError("run_stacked: every value needs the same leading axis, one entry per point",
+                         "stack each leaf's values at the points along a first axis")
+    count = counts.pop()
+    arguments = dict(arguments or {})
+    try:
+        return _stacked(program, run_class, arrays, count, method, arguments, options)
+    except batching.Divergent as split:
+        groups: dict[Any, list[int]] = {}
+        for i, key in enumerate(split.keys):
+            groups.setdefault(key, []).append(i)
+        parts = [(at, run_stacked(program, run_class, {name: array[at] for name, array in arrays.items()}, method,
+                                  arguments, options)) for at in groups.values()]
+    except batching.Unbatchable:
+        parts = [([i], _stacked(program, run_class, {name: array[i:i + 1] for name, array in arrays.items()}, 1,
+                                method, arguments, options)) for i in range(count)]
+    return _gathered(parts, count)
+
+
+def _stacked(program: Program, run_class: type, arrays: dict[str, Any], count: int, method: str,
+             arguments: dict[str, Any], options: dict[str, Any]) -> Any:
+    """run_stacked's one pass (batching.Divergent where the points' paths differ); one point runs unbatched."""
+    if count == 1:  # no batch to carry: the run every command makes
+        run = program.run({name: array[0] for name, array in arrays.items()}, **options)
+        if method == "values":
+            return {name: value[None] for name, value in run.values().items()}
+        found = run.grad(**arguments, retain_graph=False)
+        return found.__class__(found.of, found.value[None], {name: g[None] for name, g in found.grads.items()},
+                               found.no_path, found.vector)
+    settings: dict[str, Any] = dict(
+        seed=0, dtype="float64", device="cpu", max_elements=B.DEFAULT_MAX_ELEMENTS,
+        max_iterations=Limits.max_iterations, max_recursion=Limits.max_recursion, allow_read=(),
+        max_file_size=DEFAULT_MAX_FILE_SIZE, keep_values=False) | options
+    B.use(settings["device"], settings["dtype"], settings["max_elements"])
+    inputs = {name: batching.Batched(B.asarray(array)) for name, array in arrays.items()}
+    context = make_context(program.folder, settings["seed"], tuple(settings["allow_read"]), settings["max_file_size"])
+    limits = Limits(settings["max_iterations"], settings["max_recursion"], program.max_depth)
+    try:
+        with batching.primal_batching(), B.errstate():
+            names = frozenset(inputs)
+            executed = execute(program.module, inputs, context, limits, False, program.checked.get(names))
+            program.checked[names] = executed.interpreter.checker
+            run = run_class(program, executed, inputs, settings)
+            if method == "values":
+                return {name: batching.unstack(node.value, count) for name, node in run.frame.items()}
+            found = run.grad(**arguments, retain_graph=False, host=False)
+            return found.__class__(found.of, batching.unstack(found.value, count),
+                                   {name: batching.unstack(g, count) for name, g in found.grads.items()},
+                                   found.no_path, found.vector)
+    except GradcalcError as exc:
+        raise exc.within(program.source) from None
+
+
+def _gathered(parts: list[tuple[list[int], Any]], count: int) -> Any:
+    """run_stacked's groups' results put back in the points' order."""
+    first = parts[0][1]
+    columns = first if isinstance(first, dict) else {"": first.value, **first.grads}
+    for _, part in parts:
+        if list(part if isinstance(part, dict) else part.grads) != [name for name in columns if name]:
+            raise UsageError("the points' runs assign different variables (their branches differ)",
+                             "use run_batch, which gives each point its own results")
+
+    def gather(name: str) -> Any:
+        out = None
+        for at, part in parts:
+            column = (part if isinstance(part, dict) else {"": part.value, **part.grads}).get(name)
+            if column is None or (out is not None and column.shape[1:] != out.shape[1:]):
+                raise UsageError(f"the points' '{name or 'output'}' differ in shape between their paths",
+                                 "use run_batch, which gives each point its own results")
+            if out is None:
+                out = B.to_host(column)[:1].repeat(count, axis=0)  # every row is written below
+            out[at] = B.to_host(column)
+        return out
+
+    gathered = {name: gather(name) for name in columns}
+    if isinstance(first, dict):
+        return gathered
+    value = gathered.pop("")
+    return first.__class__(first.of, value, gathered, set().union(*(part.no_path for _, part in parts)),
+                           first.vector)
+
+
+# --- Reading points: JSON Lines or CSV, from a file or standard input ---------------------------------
+
+def read_points(path: str, stream: IO[bytes] | IO[str] | None = None, chunk_size: int = CHUNK,
+                max_line: int = 10 * 2**20) -> Iterator[dict[str, Any] | GradcalcError | _Pause]:
+    """Each record of a points file as {name: value}, or the error that makes it unreadable (its point fails).
+
+    JSON Lines (one object a line) unless the first line that is not blank starts with something other
+    than `{` (or `[`, a JSON array, which is no point): then it is a CSV file's header of leaf names.
+    Blank lines are no points. Standard input (`-`) is read as it arrives: where it pauses, PAUSE says
+    so (run_chunks then runs what has come).
+    """
+    shown = "standard input" if path == "-" else path
+    if stream is None:
+        try:
+            stream = open(path, "rb")
+        except OSError as exc:
+            from ..files import describe
+
+            raise UsageError(f"--at {path}: cannot read it ({describe(exc)})",
+                             "give a JSON Lines or CSV file of points, or '-' for standard input") from None
+    header: list[str] | None = None
+    kind = ""
+    number = 0
+    try:
+        for lines in _line_chunks(stream, chunk_size, max_line):
+            for raw in lines:
+                number += 1
+                line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+                line = line.rstrip("\r\n").removeprefix("\ufeff")
+                if not line.strip():
+                    continue
+                if len(line) > max_line:
+                    yield _record_error(shown, number, line[:80] + "…", 1,
+                                        f"the line is longer than {max_line:,} bytes (--max-file-size)",
+                                        "give one point a line, or raise --max-file-size")
+                    continue
+                if not kind:
+                    kind = "json" if line.lstrip()[:1] in ("{", "[") else "csv"  # a JSON array: not a point
+                    if kind == "csv":
+                        header = [name.strip() for name in next(csv.reader([line]))]
+                        if not all(header):
+                            yield _record_error(shown, number, line, 1, "the CSV header has an empty column name",
+                                                "name each column after a leaf")
+                            return
+                        continue
+                yield _json_record(shown, number, line) if kind == "json" else \
+                    _csv_record(shown, number, line, header or [])
+            if len(lines) < chunk_size:
+                yield PAUSE
+    finally:
+        if path != "-":
+            stream.close()
+
+
+def _line_chunks(stream: IO[bytes] | IO[str], size: int, longest: int) -> Iterator[list[Any]]:
+    """Lines as they come: up to `size` at once, fewer when the producer is slower than we are. A line
+    longer than `longest` is cut there (the reader reports it) and its rest skipped, never held whole."""
+    fd: int | None
+    try:
+        fd = stream.fileno()
+    except (OSError, AttributeError, ValueError):  # a StringIO (tests, an in-process caller)
+        fd = None
+    if fd is None:
+        lines: list[Any] = []
+        for line in stream:
+            lines.append(line)
+            if len(lines) >= size:
+                yield lines
+                lines = []
+        if lines:
+            yield lines
+        return
+    pending = b""
+    done: list[bytes] = []
+    skipping = False  # the rest of a line already cut
+    while True:
+        data = os.read(fd, 1 << 16)
+        if not data:
+            break
+        if skipping:
+            end = data.find(b"\n")
+            if end < 0:
+                continue
+            data, skipping = data[end + 1:], False
+        pending += data
+        *complete, pending = pending.split(b"\n")
+        done.extend(complete)
+        if len(pending) > longest:
+            done.append(pending[:longest + 1])
+            pending, skipping = b"", True
+        while len(done) >= size:
+            yield done[:size]
+            done = done[size:]
+        if done and not _more_ready(fd):
+            yield done
+            done = []
+    if pending:
+        done.append(pending)
+    if done:
+        yield done
+
+
+def _more_ready(fd: int) -> bool:
+    """Whether more input is there within a moment (always, for a file): else what came is run now."""
+    try:
+        return bool(select.select([fd], [], [], 0.002)[0])
+    except (OSError, ValueError):  # no select on this kind of file (Windows pipes): read on
+        return True
+
+
+class Record(dict):
+    """A point as read from a file: its values, and where it was (errors about it point there)."""
+
+    shown: str
+    line: int
+    text: str
+
+    @property
+    def source(self) -> Source:
+        return _source(self.shown, self.line, self.text)
+
+    def place(self, key: str) -> Pos:
+        """Where a key is written on the record's line (its first column if not found)."""
+        quoted = json.dumps(key)
+        at = self.text.find(quoted) if self.text.lstrip().startswith("{") else -1
+        return Pos(self.line, at + 1 if at >= 0 else 1, len(quoted) if at >= 0 else 1)
+
+
+def _record_error(shown: str, number: int, line: str, column: int, message: str, hint: str) -> GradcalcError:
+    return UsageError(message, hint, Pos(number, max(1, column))).within(_source(shown, number, line))
+
+
+def _source(shown: str, number: int, line: str) -> Source:
+    """A record's line as a source whose line `number` it is: an error shows it with a caret."""
+    return Source("\n" * (number - 1) + line, shown)
+
+
+def _record(values: dict[str, Any], shown: str, number: int, line: str) -> Record:
+    record = Record(values)
+    record.shown, record.line, record.text = shown, number, line  # its Source only for an error: made then
+    return record
+
+
+def _json_record(shown: str, number: int, line: str) -> dict[str, Any] | GradcalcError:
+    try:
+        record = json.loads(line)
+    except ValueError as exc:
+        message = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        column = exc.colno if isinstance(exc, json.JSONDecodeError) else 1
+        return _record_error(shown, number, line, column, f"not JSON: {message}",
+                             'give one JSON object a line, such as {"x": 1.5}')
+    if not isinstance(record, dict):
+        return _record_error(shown, number, line, 1, "not a JSON object",
+                             'give one JSON object of leaf values a line, such as {"x": 1.5}')
+    return _record(record, shown, number, line)
+
+
+def _csv_record(shown: str, number: int, line: str, header: list[str]) -> dict[str, Any] | GradcalcError:
+    cells = next(csv.reader([line]))
+    if len(cells) != len(header):
+        return _record_error(shown, number, line, 1, f"{len(cells)} values for {len(header)} columns",
+                             "give one value per column of the header (an empty cell keeps the program's value)")
+    record: dict[str, Any] = {}
+    for name, text in zip(header, cells):
+        cell = text.strip()
+        if not cell:
+            continue
+        try:
+            record[name] = float(cell)
+        except ValueError:
+            return _record_error(shown, number, line, line.find(cell) + 1, f"'{name}': {cell!r} is not a number",
+                                 "a CSV column holds numbers (scalar leaves); give arrays in JSON Lines")
+    return _record(record, shown, number, line)
