@@ -826,7 +826,7 @@ def minimize_view(result: Any, full: bool = False) -> RenderableType:
         if shown.worked is not None:  # a scalar: the gradient, then the rule with its numbers
             label, gradient = shown.terms[1]
             parts += [Text(f"  {label} = {B.format_number(float(gradient))}"),
-                      Text(f"  new {shown.name} = {shown.worked}")]
+                      *(Text("  " + line) for line in shown.worked.split("\n"))]
         else:
             rows = [[label, shape_text(B.to_host(value).shape), Shown(value, full)] for label, value in shown.terms]
             parts.append(FittedTable((("", "left"), ("shape", "left"), ("value", "right")), rows))

@@ -52,7 +52,7 @@ class Explained:
 
     name: str
     rule: str  # in symbols: w ← w − lr·∂L/∂w
-    worked: str | None  # the same with the numbers, for a scalar: 3 − 0.01·(−4) = 3.04
+    worked: str | None  # the same with the numbers, for a scalar: w = 3 − 0.01·(−4) = 3.04 (lines)
     terms: list[tuple[str, Any]]  # (label, value) in the order the rule uses them
 
 
@@ -227,7 +227,7 @@ class _Rule:
     def _gd(self, name: str, old: Any, g: Any) -> tuple[Any, str, Callable[..., str], list[tuple[str, Any]]]:
         new = old - self.lr * g
         return (new, f"{name} ← {name} − lr·∂{self.of}/∂{name}   (lr = {_n(self.lr)})",
-                lambda o, g_, n: f"{_n(o)} − {_n(self.lr)}·{_p(g_)} = {_n(n)}", [])
+                lambda o, g_, n: f"{name} = {_n(o)} − {_n(self.lr)}·{_p(g_)} = {_n(n)}", [])
 
     def _momentum(self, name: str, old: Any, g: Any) -> tuple[Any, str, Callable[..., str], list[tuple[str, Any]]]:
         # torch.optim.SGD: the buffer starts as the first gradient, then b ← μ·b + g; the step is lr·b.
@@ -240,7 +240,7 @@ class _Rule:
         else:
             rule = (f"b ← μ·b + ∂{self.of}/∂{name};  {name} ← {name} − lr·b   "
                     f"(μ = {_n(self.mu)}, lr = {_n(self.lr)})")
-        return new, rule, lambda o, g_, n: f"b = {_n(b)};  {_n(o)} − {_n(self.lr)}·{_p(b)} = {_n(n)}", [("b", b)]
+        return new, rule, lambda o, g_, n: f"b = {_n(b)}\n{name} = {_n(o)} − {_n(self.lr)}·{_p(b)} = {_n(n)}", [("b", b)]
 
     def _adam(self, name: str, old: Any, g: Any) -> tuple[Any, str, Callable[..., str], list[tuple[str, Any]]]:
         # torch.optim.Adam (amsgrad=False, weight_decay=0), in its order of operations: the
@@ -256,8 +256,8 @@ class _Rule:
                 f"m̂ = m/(1 − β₁ᵗ), v̂ = v/(1 − β₂ᵗ)   (g = ∂{self.of}/∂{name}, lr = {_n(self.lr)}, "
                 f"β₁ = {_n(b1)}, β₂ = {_n(b2)}, ε = {_n(ADAM_EPS)}, t = {t})")
         m_hat, v_hat = m / correction1, v / correction2
-        return new, rule, lambda o, g_, n: (f"m = {_n(m)}, v = {_n(v)}, m̂ = {_n(m_hat)}, v̂ = {_n(v_hat)};  "
-                                           f"{_n(o)} − {_n(self.lr)}·{_p(m_hat)}/(√{_n(v_hat)} + {_n(ADAM_EPS)}) "
+        return new, rule, lambda o, g_, n: (f"m = {_n(m)}, v = {_n(v)}, m̂ = {_n(m_hat)}, v̂ = {_n(v_hat)}\n"
+                                           f"{name} = {_n(o)} − {_n(self.lr)}·{_p(m_hat)}/(√{_n(v_hat)} + {_n(ADAM_EPS)}) "
                                            f"= {_n(n)}"), [("m", m), ("v", v), ("m̂", m_hat), ("v̂", v_hat)]
 
 
