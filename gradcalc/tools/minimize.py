@@ -170,6 +170,25 @@ def _select(run: Run, of: str | None, wrt: list[str] | None, data: list[str]) ->
     return of, names
 
 
+def _pinned(run: Run, batched: list[str]) -> dict[str, Any]:
+    """The leaves' and constants' values, given to every later run: a step does not load its files again nor
+    draw its randn again (3x faster on a least-squares fit over an .npz). What is computed from the batched
+    data (`const N = rows(X)`) is computed again for each batch."""
+    from ..language.syntax import Name, walk
+
+    unpinned = set(batched)
+    pinned: dict[str, Any] = {}
+    for name in [*run.constants, *run.leaves]:
+        stmt = run.state.final.get(name)
+        if name in unpinned or stmt is None:
+            continue
+        if any(isinstance(node, Name) and node.name in unpinned for node in walk(stmt.value)):
+            unpinned.add(name)
+        else:
+            pinned[name] = run.value(name)
+    return pinned
+
+
 def _batches(data: dict[str, Any], settings: Settings) -> tuple[int, Callable[[int], dict[str, Any]]]:
     """The number of batches per epoch and the batch of each step (the order drawn again each epoch)."""
     sizes = {name: value.shape[0] if value.ndim else None for name, value in data.items()}
@@ -286,6 +305,7 @@ def minimize(program: Program, inputs: dict[str, Any], options: dict[str, Any], 
         if name not in names:
             raise UsageError(f"--bounds: '{name}' is not a parameter", "parameters: " + ", ".join(names))
     values = {name: np.array(first.value(name), dtype=float) for name in names}
+    inputs = {**_pinned(first, settings.data if settings.batch_size else []), **inputs}
     for name, (low, high) in settings.bounds.items():
         values[name] = np.clip(values[name], low, high)
     data = {name: np.asarray(first.value(name)) for name in settings.data}
@@ -395,20 +415,25 @@ def _lbfgs(objective: _Objective, values: dict[str, Any], settings: Settings, st
     started = time.monotonic()
     trace: list[dict[str, Any]] = []
     best: list[Any] = [math.inf, x0.copy()]
-    last: dict[str, Any] = {}
+    seen: dict[bytes, tuple[float, float]] = {}  # the loss and gradient norm at the points tried lately
 
     def fun(x: Any) -> tuple[float, Any]:
         loss, grads = objective(unpack(x))
         if math.isfinite(loss) and loss < best[0]:
             best[0], best[1] = loss, np.array(x, dtype=float)
-        last.update(loss=loss, norm=_norm(grads))
+        if len(seen) > 50:
+            seen.clear()
+        seen[np.asarray(x, dtype=float).tobytes()] = (loss, _norm(grads))
+        if not trace:  # step 0: the starting point, as the other methods' traces begin
+            _record(trace, 0, loss, seen[np.asarray(x, dtype=float).tobytes()][1], unpack(x), settings.every)
         return loss, np.concatenate([grads[name].ravel() for name in names])
 
     def callback(intermediate_result: Any) -> None:
-        done = len(trace)
-        _record(trace, done, last["loss"], last["norm"], unpack(intermediate_result.x), settings.every)
+        x = np.asarray(intermediate_result.x, dtype=float)
+        loss, norm = seen.get(x.tobytes(), (float(intermediate_result.fun), math.nan))
+        _record(trace, len(trace), loss, norm, unpack(x), settings.every)
         if progress is not None:
-            progress(done, steps, last["loss"])
+            progress(len(trace) - 1, steps, loss)
         if settings.max_time is not None and time.monotonic() - started >= settings.max_time:
             raise StopIteration  # SciPy ≥ 1.11 stops on it and returns the current point
 
@@ -430,4 +455,4 @@ def _lbfgs(objective: _Objective, values: dict[str, Any], settings: Settings, st
         stopped, x = "interrupted", best[1]
     final = unpack(x)
     loss, grads = objective(final)
-    return _result(objective, settings, final, loss, _norm(grads), len(trace), stopped, trace, [])
+    return _result(objective, settings, final, loss, _norm(grads), max(0, len(trace) - 1), stopped, trace, [])
