@@ -105,7 +105,8 @@ def check_settings(settings: Settings) -> None:
     if not 0 <= settings.momentum < 1:
         raise UsageError(f"--momentum must be in [0, 1), not {settings.momentum:g}", "for example --momentum 0.9")
     if not all(0 <= b < 1 for b in settings.betas):
-        raise UsageError(f"--betas must be two numbers in [0, 1), not {settings.betas}", "for example --betas 0.9,0.999")
+        raise UsageError(f"--betas must be two numbers in [0, 1), not {settings.betas}",
+                         "for example --betas 0.9,0.999")
     for flag, number in (("--steps", settings.steps), ("--batch-size", settings.batch_size),
                          ("--epochs", settings.epochs), ("--every", settings.every)):
         if number is not None and number < 1:
@@ -136,9 +137,6 @@ class _Objective:
                  ) -> tuple[float, dict[str, Any]]:
         run = self.program.run({**self.inputs, **values, **(batch or {})}, **self.options)
         result = run.grad(self.of, self.wrt, retain_graph=False)
-        if result.value.shape != ():
-            raise UsageError(f"'{self.of}' has shape {tuple(result.value.shape)}: minimize needs a scalar output",
-                             f"reduce it in the program (for example `L = sum(...)`), or name one with --of")
         return float(result.value), {name: np.asarray(g, dtype=float) for name, g in result.grads.items()}
 
 
@@ -149,7 +147,12 @@ def _norm(grads: Mapping[str, Any]) -> float:
 def _select(run: Run, of: str | None, wrt: list[str] | None, data: list[str]) -> tuple[str, list[str]]:
     """The output and the parameters: --wrt, or every leaf the output depends on that is not data."""
     of = of or run.default_output
-    run.node(of)  # an unknown name is an error here, with its hint
+    shape = tuple(run.node(of).shape)  # an unknown name is an error here, with its hint
+    if shape:
+        stmt = run.state.final.get(of)
+        raise UsageError(f"'{of}' has shape {shape}: minimize needs a scalar output",
+                         "reduce it in the program (for example `L = sum(...)` or `L = mean(...)`), or name "
+                         "a scalar with --of").at(stmt.pos if stmt else None).within(run.program.source)
     for name in data:
         if name not in run.leaves and name not in run.constants:
             raise UsageError(f"--data: '{name}' is not a leaf or a constant of the program",
@@ -191,11 +194,12 @@ def _pinned(run: Run, batched: list[str]) -> dict[str, Any]:
 
 def _batches(data: dict[str, Any], settings: Settings) -> tuple[int, Callable[[int], dict[str, Any]]]:
     """The number of batches per epoch and the batch of each step (the order drawn again each epoch)."""
-    sizes = {name: value.shape[0] if value.ndim else None for name, value in data.items()}
-    for name, size in sizes.items():
-        if size is None:
+    sizes: dict[str, int] = {}
+    for name, value in data.items():
+        if not value.ndim:
             raise UsageError(f"--data: '{name}' is a scalar: there are no examples to batch",
                              "name arrays whose first axis is the examples")
+        sizes[name] = int(value.shape[0])
     counts = set(sizes.values())
     if len(counts) > 1:
         listed = ", ".join(f"{name} has {size}" for name, size in sizes.items())
@@ -259,7 +263,8 @@ class _Rule:
         else:
             rule = (f"b ← μ·b + ∂{self.of}/∂{name};  {name} ← {name} − lr·b   "
                     f"(μ = {_n(self.mu)}, lr = {_n(self.lr)})")
-        return new, rule, lambda o, g_, n: f"b = {_n(b)}\n{name} = {_n(o)} − {_n(self.lr)}·{_p(b)} = {_n(n)}", [("b", b)]
+        return (new, rule, lambda o, g_, n: f"b = {_n(b)}\n{name} = {_n(o)} − {_n(self.lr)}·{_p(b)} = {_n(n)}",
+                [("b", b)])
 
     def _adam(self, name: str, old: Any, g: Any) -> tuple[Any, str, Callable[..., str], list[tuple[str, Any]]]:
         # torch.optim.Adam (amsgrad=False, weight_decay=0), in its order of operations: the
@@ -275,9 +280,10 @@ class _Rule:
                 f"m̂ = m/(1 − β₁ᵗ), v̂ = v/(1 − β₂ᵗ)   (g = ∂{self.of}/∂{name}, lr = {_n(self.lr)}, "
                 f"β₁ = {_n(b1)}, β₂ = {_n(b2)}, ε = {_n(ADAM_EPS)}, t = {t})")
         m_hat, v_hat = m / correction1, v / correction2
-        return new, rule, lambda o, g_, n: (f"m = {_n(m)}, v = {_n(v)}, m̂ = {_n(m_hat)}, v̂ = {_n(v_hat)}\n"
-                                           f"{name} = {_n(o)} − {_n(self.lr)}·{_p(m_hat)}/(√{_n(v_hat)} + {_n(ADAM_EPS)}) "
-                                           f"= {_n(n)}"), [("m", m), ("v", v), ("m̂", m_hat), ("v̂", v_hat)]
+        return new, rule, lambda o, g_, n: (
+            f"m = {_n(m)}, v = {_n(v)}, m̂ = {_n(m_hat)}, v̂ = {_n(v_hat)}\n"
+            f"{name} = {_n(o)} − {_n(self.lr)}·{_p(m_hat)}/(√{_n(v_hat)} + {_n(ADAM_EPS)}) = {_n(n)}"), \
+            [("m", m), ("v", v), ("m̂", m_hat), ("v̂", v_hat)]
 
 
 def _n(value: Any) -> str:
@@ -310,7 +316,7 @@ def minimize(program: Program, inputs: dict[str, Any], options: dict[str, Any], 
         values[name] = np.clip(values[name], low, high)
     data = {name: np.asarray(first.value(name)) for name in settings.data}
     objective = _Objective(program, inputs, options, of, names)
-    per_epoch, batch = _batches(data, settings) if data else (1, lambda step: {})
+    per_epoch, batch = _batches(data, settings) if data and settings.batch_size else (1, lambda step: {})
     steps = settings.steps
     stop_at_epochs = settings.epochs is not None and (steps is None or settings.epochs * per_epoch <= steps)
     if steps is None:
@@ -387,7 +393,7 @@ def _record(trace: list[dict[str, Any]], step: int, loss: float, norm: float, va
 
 def _result(objective: _Objective, settings: Settings, values: dict[str, Any], loss: float, norm: float,
             steps: int, stopped: str, trace: list[dict[str, Any]], explained: list[Explained]) -> Minimized:
-    shown = {"method": settings.method}
+    shown: dict[str, Any] = {"method": settings.method}
     if settings.method != "lbfgs":
         shown["lr"] = settings.lr if settings.lr is not None else DEFAULT_LR[settings.method]
     return Minimized(objective.of, settings.method, objective.wrt, values, loss, norm, steps, stopped, trace,
