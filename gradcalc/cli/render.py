@@ -807,7 +807,7 @@ def _index(at: tuple[int, ...]) -> str:
 
 STOPPED = {
     "steps": "--steps reached",
-    "epochs": "--epochs passes over the data made",
+    "epochs": "--epochs reached",
     "grad_norm": "the gradient's norm fell to --tol",
     "loss_change": "the loss changed by no more than --tol in a step",
     "max_time": "--max-time passed",
@@ -822,7 +822,7 @@ def minimize_view(result: Any, full: bool = False) -> RenderableType:
     """`minimize`: the step explained (--explain), the loss and gradient norm, why it stopped, the values."""
     parts: list[RenderableType] = []
     for shown in result.explained:
-        parts += [Text(shown.name, style="bold"), Text("  " + shown.rule)]
+        parts += [Text(shown.name, style="bold"), *(Text("  " + line) for line in shown.rule.split("\n"))]
         if shown.worked is not None:  # a scalar: the gradient, then the rule with its numbers
             label, gradient = shown.terms[1]
             parts += [Text(f"  {label} = {B.format_number(float(gradient))}"),

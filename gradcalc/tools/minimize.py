@@ -51,7 +51,7 @@ class Explained:
     """One parameter's step in full, for --explain: the rule, and each number it used."""
 
     name: str
-    rule: str  # in symbols: w ← w − lr·∂L/∂w
+    rule: str  # in symbols: w ← w − lr·∂L/∂w (lines)
     worked: str | None  # the same with the numbers, for a scalar: w = 3 − 0.01·(−4) = 3.04 (lines)
     terms: list[tuple[str, Any]]  # (label, value) in the order the rule uses them
 
@@ -276,9 +276,9 @@ class _Rule:
         correction1, correction2 = 1 - b1 ** t, 1 - b2 ** t
         denominator = np.sqrt(v) / math.sqrt(correction2) + ADAM_EPS
         new = old - (self.lr / correction1) * (m / denominator)
-        rule = (f"m ← β₁·m + (1 − β₁)·g;  v ← β₂·v + (1 − β₂)·g²;  {name} ← {name} − lr·m̂/(√v̂ + ε), "
-                f"m̂ = m/(1 − β₁ᵗ), v̂ = v/(1 − β₂ᵗ)   (g = ∂{self.of}/∂{name}, lr = {_n(self.lr)}, "
-                f"β₁ = {_n(b1)}, β₂ = {_n(b2)}, ε = {_n(ADAM_EPS)}, t = {t})")
+        rule = (f"m ← β₁·m + (1 − β₁)·g;  v ← β₂·v + (1 − β₂)·g²\n{name} ← {name} − lr·m̂/(√v̂ + ε),  "
+                f"m̂ = m/(1 − β₁ᵗ),  v̂ = v/(1 − β₂ᵗ)\n(g = ∂{self.of}/∂{name}, lr = {_n(self.lr)}, β₁ = {_n(b1)}, "
+                f"β₂ = {_n(b2)}, ε = {_n(ADAM_EPS)}, t = {t})")
         m_hat, v_hat = m / correction1, v / correction2
         return new, rule, lambda o, g_, n: (
             f"m = {_n(m)}, v = {_n(v)}, m̂ = {_n(m_hat)}, v̂ = {_n(v_hat)}\n"
