@@ -346,7 +346,7 @@ def _first_order(objective: _Objective, values: dict[str, Any], settings: Settin
             loss, grads = objective(values, batch(done) if batch else None)
             norm = _norm(grads)
             if batch is None and math.isfinite(loss) and (best is None or loss < best[0]):
-                best = (loss, {name: value.copy() for name, value in values.items()})
+                best = (loss, dict(values))  # a step makes new arrays, never writes into these
             _record(trace, done, loss, norm, values, settings.every)
             if not (math.isfinite(loss) and math.isfinite(norm)):
                 stopped = "not_finite"
@@ -387,7 +387,7 @@ def _record(trace: list[dict[str, Any]], step: int, loss: float, norm: float, va
             every: int | None) -> None:
     entry: dict[str, Any] = {"step": step, "loss": loss, "grad_norm": norm}
     if every is not None and step % every == 0:
-        entry["values"] = {name: value.copy() for name, value in values.items()}
+        entry["values"] = dict(values)
     trace.append(entry)
 
 
