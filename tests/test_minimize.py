@@ -275,3 +275,47 @@ def test_a_non_scalar_output_is_refused() -> None:
     assert "minimize needs a scalar output" in result.stderr and "sum(" in result.stderr
     result = run_cli("minimize", "-e", "w = [1, 2]; y = w^2", "--json")
     assert result.exit_code == EXIT_BAD_INPUT and "scalar" in strict_json(result.stderr)["error"]["message"]
+
+
+try:
+    import matplotlib  # noqa: F401
+    HAVE_MATPLOTLIB = True
+except ImportError:
+    HAVE_MATPLOTLIB = False
+
+needs_matplotlib = pytest.mark.skipif(not HAVE_MATPLOTLIB, reason="--plot needs Matplotlib: pip install "
+                                      "'gradcalc[plot]'")
+
+
+@needs_matplotlib
+def test_plot_draws_the_loss_curve_and_the_path(tmp_path: Path) -> None:
+    import struct
+    import xml.etree.ElementTree as ET
+
+    svg, png = tmp_path / "loss.svg", tmp_path / "path.png"
+    json_ok("minimize", "-e", ROSENBROCK, "--method", "adam", "--lr", "0.05", "--steps", "50", "--plot", str(svg))
+    root = ET.parse(svg).getroot()
+    assert root.tag.endswith("svg")
+    text = svg.read_text(encoding="utf-8")
+    assert "step" in text  # the axis labels are drawn as paths, named in comments and ids
+    json_ok("minimize", "-e", ROSENBROCK, "--steps", "20", "--lr", "0.001", "--plot", str(png))
+    header = png.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", header[16:24])
+    assert (width, height) == (1100, 480)  # two panels (x and y are two scalars) at 100 dpi
+
+
+def test_plot_refuses_an_unknown_format_or_a_missing_matplotlib(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    result = run_cli("minimize", "-e", "w = 3; L = (w - 1)^2", "--plot", str(tmp_path / "loss.txt"))
+    assert_bad_input(result)
+    assert ".svg, .png or .pdf" in result.stderr
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == "matplotlib" else real(name, *args))
+    result = run_cli("minimize", "-e", "w = 3; L = (w - 1)^2", "--plot", str(tmp_path / "loss.svg"))
+    assert_bad_input(result)
+    assert "pip install 'gradcalc[plot]'" in result.stderr
+    assert not (tmp_path / "loss.svg").exists()

@@ -1016,6 +1016,9 @@ def minimize(
                                                 "JSON), for --values FILE.", show_default=False)] = None,
     explain_: Annotated[bool, typer.Option("--explain", help="Show the step in full: each gradient, the rule with "
                                            "its numbers, old and new values (one step).")] = False,
+    plot: Annotated[Optional[str], typer.Option(metavar="FILE", help="Draw the loss at each step (and the path, for "
+                                                "two parameters) to FILE: .svg, .png or .pdf (pip install "
+                                                "'gradcalc[plot]').", show_default=False)] = None,
 ) -> None:
     """Minimise a scalar output over the program's leaves: gradient descent, momentum, Adam or L-BFGS-B."""
     from ..program.limits import seconds
@@ -1030,8 +1033,10 @@ def minimize(
         raise UsageError(f"--betas {betas!r} is not two numbers B1,B2", "for example --betas 0.9,0.999")
     settings = M.Settings(method.value, lr, momentum, (pair[0], pair[1]), steps, tol, seconds(max_time, "--max-time"),
                           _names(data), batch_size, epochs, shuffle, common.seed, every, M.parse_bounds(bounds),
-                          explain_)
+                          explain_, path=plot is not None)
     M.check_settings(settings)
+    if plot is not None:
+        M.check_plot(plot)
     if save is not None and save.strip() in ("", "-"):
         raise UsageError("--save needs a file name", "for example --save values.json or --save values.npz")
     program = _program(common)
@@ -1051,6 +1056,8 @@ def minimize(
             progress.close()
     if save is not None:
         _save_values(result.values, save)
+    if plot is not None:
+        M.draw(result, plot)
     common.out.result(lambda: jsonout.minimize_doc(result), lambda: _views().minimize_view(result, common.full))
 
 

@@ -44,6 +44,7 @@ class Settings:
     every: int | None = None
     bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
     explain: bool = False
+    path: bool = False  # keep each step's values (the path --plot draws), apart from --every's
 
 
 @dataclass
@@ -347,7 +348,7 @@ def _first_order(objective: _Objective, values: dict[str, Any], settings: Settin
             norm = _norm(grads)
             if batch is None and math.isfinite(loss) and (best is None or loss < best[0]):
                 best = (loss, dict(values))  # a step makes new arrays, never writes into these
-            _record(trace, done, loss, norm, values, settings.every)
+            _record(trace, done, loss, norm, values, settings)
             if not (math.isfinite(loss) and math.isfinite(norm)):
                 stopped = "not_finite"
                 break
@@ -384,10 +385,12 @@ def _first_order(objective: _Objective, values: dict[str, Any], settings: Settin
 
 
 def _record(trace: list[dict[str, Any]], step: int, loss: float, norm: float, values: dict[str, Any],
-            every: int | None) -> None:
+            settings: Settings) -> None:
     entry: dict[str, Any] = {"step": step, "loss": loss, "grad_norm": norm}
-    if every is not None and step % every == 0:
+    if settings.every is not None and step % settings.every == 0:
         entry["values"] = dict(values)
+    if settings.path:
+        entry["point"] = dict(values)
     trace.append(entry)
 
 
@@ -431,13 +434,13 @@ def _lbfgs(objective: _Objective, values: dict[str, Any], settings: Settings, st
             seen.clear()
         seen[np.asarray(x, dtype=float).tobytes()] = (loss, _norm(grads))
         if not trace:  # step 0: the starting point, as the other methods' traces begin
-            _record(trace, 0, loss, seen[np.asarray(x, dtype=float).tobytes()][1], unpack(x), settings.every)
+            _record(trace, 0, loss, seen[np.asarray(x, dtype=float).tobytes()][1], unpack(x), settings)
         return loss, np.concatenate([grads[name].ravel() for name in names])
 
     def callback(intermediate_result: Any) -> None:
         x = np.asarray(intermediate_result.x, dtype=float)
         loss, norm = seen.get(x.tobytes(), (float(intermediate_result.fun), math.nan))
-        _record(trace, len(trace), loss, norm, unpack(x), settings.every)
+        _record(trace, len(trace), loss, norm, unpack(x), settings)
         if progress is not None:
             progress(len(trace) - 1, steps, loss)
         if settings.max_time is not None and time.monotonic() - started >= settings.max_time:
@@ -462,3 +465,67 @@ def _lbfgs(objective: _Objective, values: dict[str, Any], settings: Settings, st
     final = unpack(x)
     loss, grads = objective(final)
     return _result(objective, settings, final, loss, _norm(grads), max(0, len(trace) - 1), stopped, trace, [])
+
+
+PLOT_HINT = "install Matplotlib for --plot: pip install 'gradcalc[plot]'"
+PLOT_FORMATS = (".svg", ".png", ".pdf")
+
+
+def check_plot(path: str) -> None:
+    """--plot FILE's format, from its suffix, before any step is taken."""
+    import importlib.util
+
+    if not path.lower().endswith(PLOT_FORMATS):
+        raise UsageError(f"--plot {path}: which format?", "end the file's name in .svg, .png or .pdf")
+    if importlib.util.find_spec("matplotlib") is None:  # said before the steps, not after them
+        raise UsageError("--plot needs Matplotlib, which is not installed", PLOT_HINT)
+
+
+def plot_path(result: Minimized) -> list[str] | None:
+    """The two scalar parameters whose path in the plane --plot draws beside the loss, or None."""
+    names = [name for name in result.wrt if np.ndim(result.values[name]) == 0]
+    return names if len(result.wrt) == 2 and len(names) == 2 else None
+
+
+def draw(result: Minimized, path: str) -> None:
+    """--plot FILE: the loss at each step (a log scale where it stays above 0), and for two scalar parameters
+    their path in the plane; SVG, PNG or PDF by the suffix. Matplotlib is imported here only."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # no window: a file
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("--plot needs Matplotlib, which is not installed", PLOT_HINT) from None
+    steps = [entry["step"] for entry in result.trace]
+    losses = [entry["loss"] for entry in result.trace]
+    plane = plot_path(result)
+    figure, axes = plt.subplots(1, 2 if plane else 1, figsize=(11 if plane else 6.4, 4.8), squeeze=False)
+    curve = axes[0][0]
+    curve.plot(steps, losses, label=f"{result.of} ({result.method})")
+    if losses and all(math.isfinite(loss) and loss > 0 for loss in losses):
+        curve.set_yscale("log")
+    curve.set_xlabel("step")
+    curve.set_ylabel(result.of)
+    curve.set_title(f"{result.of} at each step")
+    curve.legend()
+    if plane:
+        first, second = plane
+        xs = [float(entry["point"][first]) for entry in result.trace if "point" in entry]
+        ys = [float(entry["point"][second]) for entry in result.trace if "point" in entry]
+        ax = axes[0][1]
+        ax.plot(xs, ys, marker=".", markersize=3, label="path")
+        if xs:
+            ax.plot(xs[:1], ys[:1], "o", label="start")
+            ax.plot(xs[-1:], ys[-1:], "*", markersize=12, label="end")
+        ax.set_xlabel(first)
+        ax.set_ylabel(second)
+        ax.set_title(f"the path of ({first}, {second})")
+        ax.legend()
+    figure.tight_layout()
+    try:
+        figure.savefig(path)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}", "check the folder exists and is writable") from None
+    finally:
+        plt.close(figure)
