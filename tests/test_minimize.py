@@ -260,6 +260,11 @@ def test_the_table_fits_80_columns() -> None:
     (["--steps", "0"], "--steps must be 1 or more"),
     (["--batch-size", "2"], "need data to batch"),
     (["--explain", "--steps", "3"], "--explain shows one step"),
+    (["--explain", "--method", "lbfgs"], "--explain shows a step of gd, momentum or adam"),
+    (["--plot", "loss.txt"], ".svg, .png or .pdf"),
+    (["--method", "lbfgs", "--lr", "0.1"], "--lr does not apply to --method lbfgs"),
+    (["--tol", "-1"], "--tol must be a finite number, 0 or more"),
+    (["--max-time", "0"], "--max-time must be a number of seconds above 0"),
     (["--save", "-"], "--save needs a file name"),
     (["--data", "nope"], "'nope' is not a leaf or a constant"),
 ])

@@ -123,6 +123,9 @@ def check_settings(settings: Settings) -> None:
     if settings.batch_size and settings.tol is not None:
         raise UsageError("--tol compares whole-data losses and gradients: a minibatch's differ from batch to batch",
                          "drop --tol (stop with --steps, --epochs or --max-time), or drop --batch-size")
+    if settings.explain and settings.method == "lbfgs":
+        raise UsageError("--explain shows a step of gd, momentum or adam (L-BFGS-B's steps come from its line "
+                         "search)", "use --method gd, momentum or adam with --explain")
     if settings.explain and settings.steps not in (None, 1):
         raise UsageError("--explain shows one step", "use --steps 1 --explain")
 
@@ -295,10 +298,6 @@ def _p(value: Any) -> str:
     """A number as a factor: negative ones in brackets."""
     text = _n(value)
     return f"({text})" if text.startswith("-") else text
-
-
-class Interrupted(Exception):
-    """Raised inside SciPy's callback to stop L-BFGS-B at the user's Ctrl-C or --max-time."""
 
 
 def minimize(program: Program, inputs: dict[str, Any], options: dict[str, Any], of: str | None,
