@@ -973,7 +973,8 @@ class Method(str, Enum):
 
 
 @command(
-    "  gradcalc minimize -e 'x = 3; y = -1; L = (1 - x)^2 + 100*(y - x^2)^2' --method lbfgs\n\n"
+    "  gradcalc minimize -e 'x = -1.2; y = 1; L = (1 - x)^2 + 100*(y - x^2)^2' --method adam --lr 0.02 "
+    "--steps 5000\n\n"
     "  gradcalc minimize -e 'w = 3; L = (w - 1)^2' --steps 1 --explain      (one step in full)\n\n"
     "  gradcalc minimize fit.eq --data X,Y --batch-size 32 --epochs 5 --shuffle --method adam --save w.npz\n\n"
     "  gradcalc grad fit.eq --values w.npz       (the fitted values, read back)"
@@ -1063,17 +1064,14 @@ def minimize(
 
 def _save_values(values: dict[str, Any], path: str) -> None:
     """--save: the values as .npz (by the suffix) or a JSON object, both of which --values reads."""
+    from ..engine import backend
     from . import jsonout
 
     if path.lower().endswith(".npz"):
-        import numpy
-
         stream = io.BytesIO()
-        numpy.savez(stream, **values)
+        backend.numpy.savez(stream, **values)
         _write(stream.getvalue(), path)
         return
-    from ..engine import backend
-
     text = io.StringIO()
     jsonout.write({name: backend.to_json(value) for name, value in values.items()}, text)
     _write(text.getvalue().encode("utf-8"), path)

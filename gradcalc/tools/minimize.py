@@ -12,9 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from ..engine import backend as B
+from ..engine.backend import numpy as np  # the optimizers' arithmetic is on the host: run.grad's arrays
 from ..errors import UsageError
 from ..program.api import Program, Run
 
