@@ -989,12 +989,12 @@ def minimize(
         help="The parameters (repeatable or comma-separated; default: every leaf the output depends on, "
         "less --data; constants never).")] = [],  # noqa: B006
     method: Annotated[Method, typer.Option(help="gd, momentum (torch.optim.SGD's), adam (torch.optim.Adam's) or "
-                                           "lbfgs (SciPy's L-BFGS-B: pip install 'gradcalc[opt]').")] = Method.gd,
-    lr: Annotated[Optional[float], typer.Option(help="Learning rate [default: 0.01; adam 0.001].",
+                                           "lbfgs (SciPy's L-BFGS-B: pip install 'gradcalc\\[opt]').")] = Method.gd,
+    lr: Annotated[Optional[float], typer.Option(help="Learning rate \\[default: 0.01; adam 0.001].",
                                                 show_default=False)] = None,
     momentum: Annotated[float, typer.Option(help="momentum's μ.")] = 0.9,
     betas: Annotated[str, typer.Option(metavar="B1,B2", help="adam's β₁ and β₂.")] = "0.9,0.999",
-    steps: Annotated[Optional[int], typer.Option(help="Most steps [default: 1000, or what --epochs makes].",
+    steps: Annotated[Optional[int], typer.Option(help="Most steps \\[default: 1000, or what --epochs makes].",
                                                  show_default=False)] = None,
     tol: Annotated[Optional[float], typer.Option(help="Stop when the gradient's norm, or the change of the loss "
                                                  "in a step, is at most TOL.", show_default=False)] = None,
@@ -1003,7 +1003,7 @@ def minimize(
     data: Annotated[list[str], typer.Option(
         "--data", metavar="NAME", autocompletion=_complete_names,
         help="Data leaves or constants, batched over their first axis (repeatable or comma-separated).")] = [],  # noqa: B006
-    batch_size: Annotated[Optional[int], typer.Option(help="Examples per step [default: all of them].",
+    batch_size: Annotated[Optional[int], typer.Option(help="Examples per step \\[default: all of them].",
                                                       show_default=False)] = None,
     epochs: Annotated[Optional[int], typer.Option(help="Passes over the data.", show_default=False)] = None,
     shuffle: Annotated[bool, typer.Option("--shuffle", help="A new order of the examples each epoch "
@@ -1019,7 +1019,7 @@ def minimize(
                                            "its numbers, old and new values (one step).")] = False,
     plot: Annotated[Optional[str], typer.Option(metavar="FILE", help="Draw the loss at each step (and the path, for "
                                                 "two parameters) to FILE: .svg, .png or .pdf (pip install "
-                                                "'gradcalc[plot]').", show_default=False)] = None,
+                                                "'gradcalc\\[plot]').", show_default=False)] = None,
 ) -> None:
     """Minimise a scalar output over the program's leaves: gradient descent, momentum, Adam or L-BFGS-B."""
     from ..program.limits import seconds
