@@ -1044,6 +1044,118 @@ def gradcheck(
         raise typer.Exit(EXIT_WRONG)
 
 
+class Method(str, Enum):
+    gd = "gd"
+    momentum = "momentum"
+    adam = "adam"
+    lbfgs = "lbfgs"
+
+
+@command(
+    "  gradcalc minimize -e 'x = -1.2; y = 1; L = (1 - x)^2 + 100*(y - x^2)^2' --method adam --lr 0.02 "
+    "--steps 5000\n\n"
+    "  gradcalc minimize -e 'w = 3; L = (w - 1)^2' --steps 1 --explain      (one step in full)\n\n"
+    "  gradcalc minimize fit.eq --data X,Y --batch-size 32 --epochs 5 --shuffle --method adam --save w.npz\n\n"
+    "  gradcalc grad fit.eq --values w.npz       (the fitted values, read back)"
+)
+def minimize(
+    common: Common,
+    of: Annotated[Optional[str], typer.Option(
+        "--of", metavar="NAME", autocompletion=_complete_names,
+        help="The scalar output to minimise (default: the last variable assigned).")] = None,
+    wrt: Annotated[list[str], typer.Option(
+        "--wrt", metavar="NAME", autocompletion=_complete_names,
+        help="The parameters (repeatable or comma-separated; default: every leaf the output depends on, "
+        "less --data; constants never).")] = [],  # noqa: B006
+    method: Annotated[Method, typer.Option(help="gd, momentum (torch.optim.SGD's), adam (torch.optim.Adam's) or "
+                                           "lbfgs (SciPy's L-BFGS-B: pip install 'gradcalc\\[opt]').")] = Method.gd,
+    lr: Annotated[Optional[float], typer.Option(help="Learning rate \\[default: 0.01; adam 0.001].",
+                                                show_default=False)] = None,
+    momentum: Annotated[float, typer.Option(help="momentum's μ.")] = 0.9,
+    betas: Annotated[str, typer.Option(metavar="B1,B2", help="adam's β₁ and β₂.")] = "0.9,0.999",
+    steps: Annotated[Optional[int], typer.Option(help="Most steps \\[default: 1000, or what --epochs makes].",
+                                                 show_default=False)] = None,
+    tol: Annotated[Optional[float], typer.Option(help="Stop when the gradient's norm, or the change of the loss "
+                                                 "in a step, is at most TOL.", show_default=False)] = None,
+    max_time: Annotated[Optional[float], typer.Option(metavar="SECONDS", help="Stop after SECONDS.",
+                                                      show_default=False)] = None,
+    data: Annotated[list[str], typer.Option(
+        "--data", metavar="NAME", autocompletion=_complete_names,
+        help="Data leaves or constants, batched over their first axis (repeatable or comma-separated).")] = [],  # noqa: B006
+    batch_size: Annotated[Optional[int], typer.Option(help="Examples per step \\[default: all of them].",
+                                                      show_default=False)] = None,
+    epochs: Annotated[Optional[int], typer.Option(help="Passes over the data.", show_default=False)] = None,
+    shuffle: Annotated[bool, typer.Option("--shuffle", help="A new order of the examples each epoch "
+                                          "(seeded by --seed).")] = False,
+    bounds: Annotated[list[str], typer.Option(
+        "--bounds", metavar="NAME=LOW:HIGH", help="Keep a parameter within bounds (repeatable; either side may "
+        "be empty).")] = [],  # noqa: B006
+    every: Annotated[Optional[int], typer.Option(metavar="K", help="With --json: the values in the trace every "
+                                                 "K steps.", show_default=False)] = None,
+    save: Annotated[Optional[str], typer.Option(metavar="FILE", help="Write the values found to FILE (.npz, else "
+                                                "JSON), for --values FILE.", show_default=False)] = None,
+    explain_: Annotated[bool, typer.Option("--explain", help="Show the step in full: each gradient, the rule with "
+                                           "its numbers, old and new values (one step).")] = False,
+    plot: Annotated[Optional[str], typer.Option(metavar="FILE", help="Draw the loss at each step (and the path, for "
+                                                "two parameters) to FILE: .svg, .png or .pdf (pip install "
+                                                "'gradcalc\\[plot]').", show_default=False)] = None,
+) -> None:
+    """Minimise a scalar output over the program's leaves: gradient descent, momentum, Adam or L-BFGS-B."""
+    from ..program.limits import seconds
+    from ..tools import minimize as M
+    from . import jsonout
+
+    try:
+        pair = tuple(float(b) for b in betas.split(","))
+    except ValueError:
+        pair = ()
+    if len(pair) != 2:
+        raise UsageError(f"--betas {betas!r} is not two numbers B1,B2", "for example --betas 0.9,0.999")
+    settings = M.Settings(method.value, lr, momentum, (pair[0], pair[1]), steps, tol, seconds(max_time, "--max-time"),
+                          _names(data), batch_size, epochs, shuffle, common.seed, every, M.parse_bounds(bounds),
+                          explain_, path=plot is not None)
+    M.check_settings(settings)
+    if plot is not None:
+        M.check_plot(plot)
+    if save is not None and save.strip() in ("", "-"):
+        raise UsageError("--save needs a file name", "for example --save values.json or --save values.npz")
+    program = _program(common)
+    options = dict(seed=common.seed, dtype=common.dtype.value, device=common.device.value,
+                   max_elements=common.max_elements, max_iterations=common.max_iterations,
+                   max_recursion=common.max_recursion, allow_read=common.allow_read, max_file_size=common.file_limit)
+    progress = None
+    if not common.json and sys.stderr.isatty():  # a bar on a terminal only: never in a pipe, a log or --json
+        from .output import console
+
+        progress = _views().GradcheckProgress(functools.partial(console, sys.stderr, color=common.color),
+                                              label="minimize", note="loss {:.6g}")
+    try:
+        result = M.minimize(program, _inputs(common), options, of, _names(wrt) or None, settings, progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    if save is not None:
+        _save_values(result.values, save)
+    if plot is not None:
+        M.draw(result, plot)
+    common.out.result(lambda: jsonout.minimize_doc(result), lambda: _views().minimize_view(result, common.full))
+
+
+def _save_values(values: dict[str, Any], path: str) -> None:
+    """--save: the values as .npz (by the suffix) or a JSON object, both of which --values reads."""
+    from ..engine import backend
+    from . import jsonout
+
+    if path.lower().endswith(".npz"):
+        stream = io.BytesIO()
+        backend.numpy.savez(stream, **values)
+        _write(stream.getvalue(), path)
+        return
+    text = io.StringIO()
+    jsonout.write({name: backend.to_json(value) for name, value in values.items()}, text)
+    _write(text.getvalue().encode("utf-8"), path)
+
+
 @app.command(epilog="[bold]Examples[/bold]\n\n  gradcalc doctor\n\n  gradcalc doctor --json")
 def doctor(json_: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of a table.")] = False,
            color: _COLOR = Color.auto) -> None:

@@ -330,3 +330,25 @@ def _pieces(value: Any, ascii_only: bool) -> Iterator[str]:
 
 def _text(value: Any, ascii_only: bool) -> str:
     return json.dumps(value, allow_nan=False, ensure_ascii=ascii_only)
+
+
+def minimize_doc(result: Any) -> dict[str, Any]:
+    """`minimize --json`: the values found, their loss and gradient norm, why it stopped, and the trace."""
+
+    def number(value: float) -> Any:
+        return B.to_json(B.numpy.float64(value))
+
+    doc: dict[str, Any] = {
+        "of": result.of, "method": result.method,
+        "values": {name: B.to_json(value) for name, value in result.values.items()},
+        "loss": number(result.loss), "grad_norm": number(result.grad_norm), "steps": result.steps,
+        "stopped": result.stopped,
+        "trace": [{"step": entry["step"], "loss": number(entry["loss"]), "grad_norm": number(entry["grad_norm"]),
+                   **({"values": {name: B.to_json(value) for name, value in entry["values"].items()}}
+                      if "values" in entry else {})} for entry in result.trace],
+    }
+    if result.explained:
+        doc["explain"] = [{"name": shown.name, "rule": shown.rule,
+                           "terms": {label: B.to_json(value) for label, value in shown.terms}}
+                          for shown in result.explained]
+    return doc

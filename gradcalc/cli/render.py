@@ -768,30 +768,35 @@ def gradcheck_view(result: Any, full: bool = False) -> RenderableType:
 
 
 class GradcheckProgress:
-    """gradcheck's progress bar on standard error (a terminal): shown once the check has run `after` seconds."""
+    """A long command's progress bar on standard error (a terminal): shown once it has run `after` seconds.
+
+    gradcheck's (elements moved) and minimize's (steps, with `note` formatting the current loss)."""
 
     after = 1.0
 
-    def __init__(self, console: Callable[[], Console]) -> None:
+    def __init__(self, console: Callable[[], Console], label: str = "gradcheck: moving elements",
+                 note: str = "") -> None:
         self.started = time.monotonic()
         self.console = console  # made only if the bar is shown
+        self.label, self.note = label, note
         self.bar: Any = None
         self.task: Any = None
 
-    def __call__(self, done: int, total: int) -> None:
+    def __call__(self, done: int, total: int, *shown: Any) -> None:
         if self.bar is None:
             if time.monotonic() - self.started < self.after:
                 return
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-            self.bar = Progress(TextColumn("gradcheck: moving elements"), BarColumn(), MofNCompleteColumn(),
-                                TimeRemainingColumn(), console=self.console(), transient=True)
+            self.bar = Progress(TextColumn(self.label), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("{task.fields[note]}"), TimeRemainingColumn(), console=self.console(),
+                                transient=True)
             self.bar.start()
-            self.task = self.bar.add_task("gradcheck", total=total)
-        self.bar.update(self.task, completed=done, total=total)
+            self.task = self.bar.add_task(self.label, total=total, note="")
+        self.bar.update(self.task, completed=done, total=total, note=self.note.format(*shown) if self.note else "")
 
     def close(self) -> None:
-        """Take the bar off the screen (it was shown only if the check ran long enough)."""
+        """Take the bar off the screen (it was shown only if the command ran long enough)."""
         if self.bar is not None:
             self.bar.stop()
 
@@ -841,3 +846,39 @@ def batch_view(points: list[Any], method: str, full: bool = False) -> Renderable
              for row in rows]
     return FittedTable(tuple((inert(title), "left" if title in ("error", "#") else "right") for title in titles),
                        cells)
+
+
+STOPPED = {
+    "steps": "--steps reached",
+    "epochs": "--epochs reached",
+    "grad_norm": "the gradient's norm fell to --tol",
+    "loss_change": "the loss changed by no more than --tol in a step",
+    "max_time": "--max-time passed",
+    "interrupted": "interrupted (Ctrl-C): the best values so far",
+    "not_finite": "the loss or its gradient stopped being finite: the best values before that",
+    "converged": "L-BFGS-B converged",
+    "line_search": "L-BFGS-B's line search found no lower point",
+}
+
+
+def minimize_view(result: Any, full: bool = False) -> RenderableType:
+    """`minimize`: the step explained (--explain), the loss and gradient norm, why it stopped, the values."""
+    parts: list[RenderableType] = []
+    for shown in result.explained:
+        parts += [Text(shown.name, style="bold"), *(Text("  " + line) for line in shown.rule.split("\n"))]
+        if shown.worked is not None:  # a scalar: the gradient, then the rule with its numbers
+            label, gradient = shown.terms[1]
+            parts += [Text(f"  {label} = {B.format_number(float(gradient))}"),
+                      *(Text("  " + line) for line in shown.worked.split("\n"))]
+        else:
+            rows = [[label, shape_text(B.to_host(value).shape), Shown(value, full)] for label, value in shown.terms]
+            parts.append(FittedTable((("", "left"), ("shape", "left"), ("value", "right")), rows))
+        parts.append(Text(""))
+    settings = ", ".join(f"{key} {value}" if key != "method" else str(value) for key, value in result.settings.items())
+    steps = f"{result.steps} step{'s' * (result.steps != 1)}"
+    parts += [Text.assemble((result.of, "bold"), " = ", B.format_number(result.loss),
+                            (f"   after {steps} of {settings}: {STOPPED.get(result.stopped, result.stopped)}", "dim")),
+              Text(f"‖∇{result.of}‖ = {B.format_number(result.grad_norm)}"), Text("")]
+    rows = [[name, shape_text(B.to_host(value).shape), Shown(value, full)] for name, value in result.values.items()]
+    parts.append(FittedTable((("variable", "left"), ("shape", "left"), ("value", "right")), rows))
+    return Group(*parts)
