@@ -496,6 +496,62 @@ def jvp(
     common.out.result(lambda: jsonout.jvp_doc(result), lambda: _views().jvp_view(run, result, common.full))
 
 
+@command(
+    "  gradcalc hvp -e 'x = [1, 2, 3]; L = sum(x^4) + x[0]*x[1]' --wrt x --vector '[1, 0, 0]'\n\n"
+    "  gradcalc hvp -e 'x = [1, 2]; v = [0.5, -1]; L = sum(exp(x))' --wrt x --vector v      (v: a variable)"
+)
+def hvp(
+    common: Common,
+    wrt: Annotated[str, typer.Option("--wrt", metavar="NAME", autocompletion=_complete_names,
+                                     help="The variable x of the Hessian ∂²of/∂x².")],
+    vector: Annotated[str, typer.Option("--vector", metavar="V", help="The direction v: 'ones', a value as --set "
+                                        "takes it (a number, a JSON array, randn(3)) or a variable's name.")],
+    of: _OF = None,
+) -> None:
+    """Print H·v, the Hessian of a scalar output times v, without forming the Hessian (forward over reverse)."""
+    from . import jsonout
+
+    run = _run(common)
+    result = run.hvp(of, wrt, vector)
+    common.out.result(lambda: jsonout.hvp_doc(result), lambda: _views().hvp_view(run, result, common.full))
+
+
+@command(
+    "  gradcalc taylor -e 'y = exp(x)' --wrt x --at 0 --order 5\n\n"
+    "  gradcalc taylor -e 'y = log(x)' --wrt x --at 1 --order 4\n\n"
+    "  gradcalc taylor -e 'z = exp(x) * cos(y)' --wrt x,y --at 0,0 --order 3 --json"
+)
+def taylor(
+    common: Common,
+    wrt: _WRT = [],  # noqa: B006  (Typer reads the default)
+    at: Annotated[Optional[str], typer.Option(
+        "--at", metavar="A", help="The point: one value for every --wrt variable, or one each, comma-separated "
+        "(default: their values in the program).")] = None,
+    order: Annotated[int, typer.Option(min=0, help="The highest degree of the polynomial.")] = 3,
+    of: _OF = None,
+    decimal: Annotated[bool, typer.Option("--decimal", help="Coefficients as decimals (0.16666666666666666), "
+                                          "not fractions (1/6).")] = False,
+) -> None:
+    """Print the Taylor polynomial of a scalar output about a point: its coefficients and the polynomial."""
+    from . import jsonout
+
+    program = _program(common)
+    values = _inputs(common)
+    names = _names(wrt)
+    if at is not None:
+        points = _names([at])
+        if not names:
+            raise UsageError("--at needs --wrt: which variables does the point give?", "add --wrt x (or x,y)")
+        if len(points) not in (1, len(names)):
+            raise UsageError(f"--at gives {len(points)} values for {len(names)} variables ({', '.join(names)})",
+                             "give one value for all, or one each: --at 0,1")
+        values.update(zip(names, points * len(names) if len(points) == 1 else points))
+    run = _run(common, program, values)
+    result = run.taylor(of, names or None, order)
+    common.out.result(lambda: jsonout.taylor_doc(result, decimal),
+                      lambda: _views().taylor_view(run, result, decimal, common.full))
+
+
 class Terms(str, Enum):
     leaves = "leaves"
     intermediates = "intermediates"
@@ -506,14 +562,15 @@ class Terms(str, Enum):
     "  gradcalc diff -e 'a = 2; w = 3; L = (w*a - 1)^2' --of L --wrt w\n\n"
     "  gradcalc diff -e 'y = x^2 * sin(x)' --wrt x\n\n"
     "  gradcalc diff -e 'y = x^2 * sin(x)' --wrt x --order 2 --latex\n\n"
+    "  gradcalc diff -e 'z = x^3 * y^2' --wrt x,y,x        (∂³z/∂x∂y∂x)\n\n"
     "  gradcalc diff -e 'a = 2; h = tanh(3*a); L = h^2' --wrt a --in-terms-of intermediates --json"
 )
 def diff(
     common: Common,
     of: _OF = None,
     wrt: _WRT = [],  # noqa: B006
-    order: Annotated[int, typer.Option(min=1, max=2, help="1: first derivatives; 2: second derivatives "
-                                                        "∂²/∂a∂b (scalar variables).")] = 1,
+    order: Annotated[int, typer.Option(min=1, help="1: first derivatives; N: derivatives of order N (scalar "
+                                                 "variables; --wrt x,y,x names one mixed partial).")] = 1,
     keep: Annotated[list[str], typer.Option(
         "--keep", metavar="NAME", help="Keep the named intermediate as a symbol instead of expanding it "
         "(repeatable or comma-separated).")] = [],  # noqa: B006
