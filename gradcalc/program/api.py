@@ -376,7 +376,7 @@ class Run:
         with self._located(of):
             if output.shape != ():
                 raise UsageError(f"'{of}' has shape {tuple(output.shape)}: a Hessian-vector product needs a scalar "
-                                 "output", f"reduce it in the program (for example `L = sum(...)`)")
+                                 "output", "reduce it in the program (for example `L = sum(...)`)")
             direction = self._direction("--vector", vector, wrt, targets[0])
             with paused_gc(), B.errstate():
                 result = autodiff.hvp(output, targets[0], direction)
