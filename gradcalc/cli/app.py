@@ -508,7 +508,7 @@ def hvp(
                                         "takes it (a number, a JSON array, randn(3)) or a variable's name.")],
     of: _OF = None,
 ) -> None:
-    """Print H·v, the Hessian of a scalar output times v, without forming the Hessian (forward over reverse)."""
+    """Print H·v, the Hessian of a scalar output times v, without forming the Hessian (linear in the size of --wrt)."""
     from . import jsonout
 
     run = _run(common)

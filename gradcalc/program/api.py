@@ -371,7 +371,7 @@ class Run:
 
     @_in_own_state
     def hvp(self, of: str | None, wrt: str, vector: Any) -> Curvature:
-        """H·v, the Hessian of a scalar `of` by `wrt` times a direction v, without forming H (forward over reverse)."""
+        """H·v, the Hessian of a scalar `of` by `wrt` times a direction v, without forming H (autodiff.hvp)."""
         of, output, _, targets = self._select(of, [wrt])
         with self._located(of):
             if output.shape != ():
