@@ -62,21 +62,26 @@ def main() -> None:
           "| hvp per element |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for n in sizes:
-        rng = numpy.random.default_rng(0)
-        x, v = rng.standard_normal(n), rng.standard_normal(n)
-        run = program.run({"x": x})
-        result = run.hvp("L", "x", v).hvp
-        error = numpy.max(numpy.abs(result - closed_form(x, v)))
-        assert error < 1e-9 * max(1.0, numpy.max(numpy.abs(result))), f"hvp differs from the closed form by {error}"
-        grad = timed(lambda: run.grad(of="L", wrt=["x"]))
-        hvp = timed(lambda: run.hvp("L", "x", v))
-        fr = timed(lambda: forward_over_reverse(run, v))
-        whole_grad = timed(lambda: program.run({"x": x}).grad(of="L", wrt=["x"]), 3)
-        whole_hvp = timed(lambda: program.run({"x": x}).hvp("L", "x", v), 3)
-        print(f"| {n:,} | {grad * 1e3:.1f} ms | {hvp * 1e3:.1f} ms | {hvp / grad:.2f}x | {whole_grad * 1e3:.1f} ms "
-              f"| {whole_hvp * 1e3:.1f} ms | {whole_hvp / whole_grad:.2f}x | {fr * 1e3:.1f} ms "
-              f"| {hvp / n * 1e9:.0f} ns |", flush=True)
+        print(measure(program, n), flush=True)
     print(f"\n(load average {open('/proc/loadavg').read().split()[0]})", file=sys.stderr)
+
+
+def measure(program, n: int) -> str:
+    """One row of the table, for size n."""
+    rng = numpy.random.default_rng(0)
+    x, v = rng.standard_normal(n), rng.standard_normal(n)
+    run = program.run({"x": x})
+    result = run.hvp("L", "x", v).hvp
+    error = numpy.max(numpy.abs(result - closed_form(x, v)))
+    assert error < 1e-9 * max(1.0, numpy.max(numpy.abs(result))), f"hvp differs from the closed form by {error}"
+    grad = timed(lambda: run.grad(of="L", wrt=["x"]))
+    hvp = timed(lambda: run.hvp("L", "x", v))
+    fr = timed(lambda: forward_over_reverse(run, v))
+    whole_grad = timed(lambda: program.run({"x": x}).grad(of="L", wrt=["x"]), 3)
+    whole_hvp = timed(lambda: program.run({"x": x}).hvp("L", "x", v), 3)
+    return (f"| {n:,} | {grad * 1e3:.1f} ms | {hvp * 1e3:.1f} ms | {hvp / grad:.2f}x | {whole_grad * 1e3:.1f} ms "
+            f"| {whole_hvp * 1e3:.1f} ms | {whole_hvp / whole_grad:.2f}x | {fr * 1e3:.1f} ms "
+            f"| {hvp / n * 1e9:.0f} ns |")
 
 
 if __name__ == "__main__":
