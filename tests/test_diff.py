@@ -1014,7 +1014,7 @@ def test_non_scalar_output_exits_2_with_a_jacobian_hint() -> None:
     assert "jacobian" in json.dumps(body)
 
 
-@pytest.mark.parametrize("order", ["3", "0"])
+@pytest.mark.parametrize("order", ["0", "-1"])
 def test_unsupported_order_exits_2(order: str) -> None:
     result = run_cli("diff", "-e", "y = x^4", "--wrt", "x", "--order", order)
     assert result.exit_code == EXIT_BAD_INPUT, result.output
@@ -1025,7 +1025,7 @@ def test_unsupported_order_exits_2(order: str) -> None:
 def test_unsupported_order_through_the_api() -> None:
     run = gradcalc.parse_program("x = 0.5; y = x^4").run({})
     with pytest.raises(GradcalcError):
-        run.diff("y", ["x"], order=3)
+        run.diff("y", ["x"], order=0)
 
 
 def test_unknown_keep_exits_2_and_names_it() -> None:

@@ -165,6 +165,7 @@ class Common:
     max_file_size: str
     max_memory: str
     timeout: Optional[float]
+    anomaly: bool
 
     @cached_property
     def out(self) -> Output:
@@ -228,6 +229,9 @@ _COMMON_OPTIONS: dict[str, tuple[Any, Any]] = {
     "timeout": (Annotated[Optional[float], typer.Option(
         metavar="SECONDS", help="Stop the command after SECONDS (default: no limit; grading: 10 s per "
         "submission).", show_default=False, rich_help_panel="Limits")], None),
+    "anomaly": (Annotated[bool, typer.Option(
+        "--anomaly/--no-anomaly", help="When a value or a gradient is NaN or infinite, warn where it started "
+        "(checked only then).")], True),
 }
 
 
@@ -349,6 +353,23 @@ def _run(common: Common, program: Any = None, values: dict[str, Any] | None = No
     )
 
 
+def _anomalies(common: Common, run: Any, of: str | None = None, wrt: list[str] | None = None,
+               grads: dict[str, Any] | None = None, vector: Any = None) -> list[dict[str, Any]]:
+    """Where the run's (and the gradients') NaNs and infinities started, as warnings (program/anomaly.py);
+    the JSON entries for the document's "warnings". Nothing is looked at unless something is not finite."""
+    if not common.anomaly:
+        return []
+    from ..program import anomaly
+
+    found = anomaly.forward(run)
+    if grads is not None and of is not None and wrt is not None:
+        found += anomaly.backward(run, of, wrt, grads, vector)
+    filename = run.program.source.filename
+    for item in found:
+        common.out.warning(item.text(filename))
+    return [item.doc(filename) for item in found]
+
+
 def _names(options: list[str]) -> list[str]:
     """--wrt a --wrt b and --wrt a,b alike."""
     return [name.strip() for option in options for name in option.split(",") if name.strip()]
@@ -418,7 +439,9 @@ def eval_(common: Common) -> None:
     from . import jsonout
 
     run = _run(common)
-    common.out.result(lambda: jsonout.values_doc(run), lambda: _views().values_view(run, common.full))
+    warnings = _anomalies(common, run)
+    common.out.result(lambda: jsonout.warned(jsonout.values_doc(run), warnings),
+                      lambda: _views().values_view(run, common.full))
 
 
 @command(
@@ -440,7 +463,9 @@ def grad(
 
     run = _run(common)
     result = run.grad(of, _names(wrt) or None, vector, retain_graph=False)
-    common.out.result(lambda: jsonout.grad_doc(result), lambda: _views().grad_view(run, result, common.full))
+    warnings = _anomalies(common, run, result.of, list(result.grads), result.grads, vector)
+    common.out.result(lambda: jsonout.warned(jsonout.grad_doc(result), warnings),
+                      lambda: _views().grad_view(run, result, common.full))
 
 
 @command(
@@ -513,7 +538,9 @@ def hvp(
 
     run = _run(common)
     result = run.hvp(of, wrt, vector)
-    common.out.result(lambda: jsonout.hvp_doc(result), lambda: _views().hvp_view(run, result, common.full))
+    warnings = _anomalies(common, run, result.of, [wrt], {wrt: result.hvp})
+    common.out.result(lambda: jsonout.warned(jsonout.hvp_doc(result), warnings),
+                      lambda: _views().hvp_view(run, result, common.full))
 
 
 @command(
@@ -548,7 +575,8 @@ def taylor(
         values.update(zip(names, points * len(names) if len(points) == 1 else points))
     run = _run(common, program, values)
     result = run.taylor(of, names or None, order)
-    common.out.result(lambda: jsonout.taylor_doc(result, decimal),
+    warnings = _anomalies(common, run)
+    common.out.result(lambda: jsonout.warned(jsonout.taylor_doc(result, decimal), warnings),
                       lambda: _views().taylor_view(run, result, decimal, common.full))
 
 

@@ -277,3 +277,10 @@ def taylor_doc(result: Taylor, decimal: bool = False) -> dict[str, Any]:
             "coefficients": [{"powers": dict(zip(result.wrt, powers)), "coefficient": B.to_json(value)}
                              for powers, value in result.terms],
             "polynomial": result.polynomial(decimal)}
+
+
+def warned(doc: dict[str, Any], warnings: list[dict[str, Any]]) -> dict[str, Any]:
+    """The document with its "warnings" (where a NaN started: program/anomaly.py), when there are any."""
+    if warnings:
+        doc["warnings"] = warnings
+    return doc
