@@ -616,6 +616,9 @@ class Curvature:
     hvp: Any
 
 
+_FACTORIALS = [math.factorial(k) for k in range(2, 12)]
+
+
 @dataclass
 class Taylor:
     """The result of `Run.taylor`: one coefficient per monomial, its powers in the order of `wrt`."""
@@ -628,14 +631,18 @@ class Taylor:
 
     @staticmethod
     def coefficient(value: float, decimal: bool = False) -> str:
-        """A coefficient as a fraction where one small enough is exactly the double (1/120, not
-        0.008333333333333333: k! divides the derivative); else, or with decimal, its shortest digits."""
+        """A coefficient as a fraction where a small one is exactly the double (1/120, not 0.008333333333333333),
+        else, or with decimal, its shortest digits. Small: a denominator up to 10^6, or a factorial up to 11!
+        (k! divides the k-th derivative); a larger one would fit irrational numbers too (cos(1) = p/q)."""
         from ..engine.symbolic import number
 
         if not decimal and math.isfinite(value) and value != int(value):
-            exact = fractions.Fraction(value).limit_denominator(10**9)
-            if exact.numerator / exact.denominator == value:
-                return f"{exact.numerator}/{exact.denominator}"
+            exact = fractions.Fraction(value).limit_denominator(10**6)
+            for denominator in [exact.denominator, *_FACTORIALS]:
+                numerator = round(value * denominator)
+                if numerator / denominator == value:
+                    exact = fractions.Fraction(numerator, denominator)
+                    return f"{exact.numerator}/{exact.denominator}"
         return number(value)
 
     def polynomial(self, decimal: bool = False) -> str:
