@@ -83,6 +83,12 @@ def test_a_power_below_1_at_0_in_the_backward_pass() -> None:
     assert (found["pass"], found["operation"], found["value"]) == ("backward", "'^'", "inf")
 
 
+def test_a_vector_output_seeded_by_a_json_array() -> None:
+    (found,) = warnings_of("grad", "-e", "x = [0, 1]; y = where(x > 0, sqrt(x), 0)", "--vector", "[1, 2]")
+    assert (found["pass"], found["column"], found["operation"]) == ("backward", 30, "sqrt(…)")
+    assert found["gradient"] == "[0, 2]" and "double-where" in found["hint"]  # the entry where g is 0
+
+
 def test_a_nan_given_as_input_is_not_reported() -> None:
     # The inputs were not finite: nothing started inside the program.
     result = run_cli("grad", "-e", "y = 2*x", "--set", "x=nan")

@@ -463,7 +463,7 @@ def grad(
 
     run = _run(common)
     result = run.grad(of, _names(wrt) or None, vector, retain_graph=False)
-    warnings = _anomalies(common, run, result.of, list(result.grads), result.grads, vector)
+    warnings = _anomalies(common, run, result.of, list(result.grads), result.grads, result.vector)
     common.out.result(lambda: jsonout.warned(jsonout.grad_doc(result), warnings),
                       lambda: _views().grad_view(run, result, common.full))
 

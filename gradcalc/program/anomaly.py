@@ -188,7 +188,10 @@ def _backward(source: Source, made_by: dict[Node, S.Expr], node: Node, index: in
     parent = node.inputs[index]
     line, column = (expr.pos.line, expr.pos.column) if expr is not None else (0, 0)
     inputs = [_label(None, p) for p in node.inputs]
-    zero = not bool(B.xp.any(g != 0))
+    try:  # the where trap: a 0 gradient where the rule made NaN or inf (0·inf), entry by entry
+        zero = bool(B.xp.any((g == 0) & ~B.xp.isfinite(made)))
+    except ValueError:  # shapes that do not line up (a reduction's rule): all of g 0
+        zero = not bool(B.xp.any(g != 0))
     wrt = parent.name or (f"its input {index + 1}" if len(node.inputs) > 1 else "its input")
     return Anomaly("backward", _kind(made), line, column, source.line(line) if line else "", operation, inputs,
                    _shown(g), _backward_hint(op, [B.to_host(p.value) for p in node.inputs], zero, expr), wrt)
