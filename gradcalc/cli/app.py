@@ -606,6 +606,8 @@ def diff(
         help="leaves: expand everything; intermediates: keep every named intermediate; shortest: whichever "
         "of the two reads shorter.")] = Terms.leaves,
     latex: Annotated[bool, typer.Option("--latex", help="Print LaTeX instead of gradcalc syntax.")] = False,
+    decimal: Annotated[bool, typer.Option("--decimal", help="Numbers as decimals (0.5), not fractions (1/2); "
+                                          "only long ones (2/3) as fractions.")] = False,
 ) -> None:
     """Print each derivative as a simplified expression, and its value at the program's values."""
     from . import jsonout
@@ -617,7 +619,7 @@ def diff(
         values[name] = PLACEHOLDER
     run = _run(common, program, values)
     results = run.diff(of, _names(wrt) or None, order, _names(keep), in_terms_of is Terms.intermediates,
-                       shortest=in_terms_of is Terms.shortest)
+                       shortest=in_terms_of is Terms.shortest, decimal=decimal)
     common.out.result(lambda: jsonout.diff_doc(results, placeholders),
                       lambda: _views().diff_view(run, results, latex, placeholders, common.full))
 

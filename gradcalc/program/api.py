@@ -411,7 +411,7 @@ class Run:
     @_in_own_state
     def diff(self, of: str | None = None, wrt: Sequence[str] | None = None, order: int = 1,
              keep: Sequence[str] = (), intermediates: bool = False, budget: int | None = None,
-             shortest: bool = False) -> list[Derivative]:
+             shortest: bool = False, decimal: bool = False) -> list[Derivative]:
         """Each derivative as an expression: in the leaves, keeping named intermediates, or (shortest)
         in whichever of the two reads shorter.
 
@@ -441,7 +441,8 @@ class Run:
             if node.op is not None and (intermediates or shortest or name in keep) and name != of:
                 symbols[node] = name
         taken = set(self.frame) | set(self.state.leaves)
-        describe = functools.partial(symbolic.shortest, budget=budget) if shortest else symbolic.describe
+        describe = functools.partial(symbolic.shortest, budget=budget, decimal=decimal) if shortest else \
+            functools.partial(symbolic.describe, decimal=decimal)  # decimal: 0.5, not 1/2
         with self._located(of):
             if output.shape != ():
                 raise UsageError(f"'{of}' has shape {tuple(output.shape)}: diff differentiates a scalar output",
