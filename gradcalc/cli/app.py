@@ -165,6 +165,7 @@ class Common:
     max_file_size: str
     max_memory: str
     timeout: Optional[float]
+    anomaly: bool
 
     @cached_property
     def out(self) -> Output:
@@ -228,6 +229,9 @@ _COMMON_OPTIONS: dict[str, tuple[Any, Any]] = {
     "timeout": (Annotated[Optional[float], typer.Option(
         metavar="SECONDS", help="Stop the command after SECONDS (default: no limit; grading: 10 s per "
         "submission).", show_default=False, rich_help_panel="Limits")], None),
+    "anomaly": (Annotated[bool, typer.Option(
+        "--anomaly/--no-anomaly", help="When a value or a gradient is NaN or infinite, warn where it started "
+        "(checked only then).")], True),
 }
 
 
@@ -347,6 +351,23 @@ def _run(common: Common, program: Any = None, values: dict[str, Any] | None = No
         allow_read=common.allow_read,
         max_file_size=common.file_limit,
     )
+
+
+def _anomalies(common: Common, run: Any, of: str | None = None, wrt: list[str] | None = None,
+               grads: dict[str, Any] | None = None, vector: Any = None) -> list[dict[str, Any]]:
+    """Where the run's (and the gradients') NaNs and infinities started, as warnings (program/anomaly.py);
+    the JSON entries for the document's "warnings". Nothing is looked at unless something is not finite."""
+    if not common.anomaly:
+        return []
+    from ..program import anomaly
+
+    found = anomaly.forward(run)
+    if grads is not None and of is not None and wrt is not None:
+        found += anomaly.backward(run, of, wrt, grads, vector)
+    filename = run.program.source.filename
+    for item in found:
+        common.out.warning(item.text(filename))
+    return [item.doc(filename) for item in found]
 
 
 def _names(options: list[str]) -> list[str]:
@@ -476,7 +497,9 @@ def eval_(common: Common, at: _AT = None, ignore_extra: _IGNORE_EXTRA = False) -
     if at is not None:
         return _batch(common, at, ignore_extra, "values", {})
     run = _run(common)
-    common.out.result(lambda: jsonout.values_doc(run), lambda: _views().values_view(run, common.full))
+    warnings = _anomalies(common, run)
+    common.out.result(lambda: jsonout.warned(jsonout.values_doc(run), warnings),
+                      lambda: _views().values_view(run, common.full))
 
 
 @command(
@@ -502,7 +525,9 @@ def grad(
         return _batch(common, at, ignore_extra, "grad", dict(of=of, wrt=_names(wrt) or None, vector=vector))
     run = _run(common)
     result = run.grad(of, _names(wrt) or None, vector, retain_graph=False)
-    common.out.result(lambda: jsonout.grad_doc(result), lambda: _views().grad_view(run, result, common.full))
+    warnings = _anomalies(common, run, result.of, list(result.grads), result.grads, result.vector)
+    common.out.result(lambda: jsonout.warned(jsonout.grad_doc(result), warnings),
+                      lambda: _views().grad_view(run, result, common.full))
 
 
 @command(
@@ -569,6 +594,65 @@ def jvp(
     common.out.result(lambda: jsonout.jvp_doc(result), lambda: _views().jvp_view(run, result, common.full))
 
 
+@command(
+    "  gradcalc hvp -e 'x = [1, 2, 3]; L = sum(x^4) + x[0]*x[1]' --wrt x --vector '[1, 0, 0]'\n\n"
+    "  gradcalc hvp -e 'x = [1, 2]; v = [0.5, -1]; L = sum(exp(x))' --wrt x --vector v      (v: a variable)"
+)
+def hvp(
+    common: Common,
+    wrt: Annotated[str, typer.Option("--wrt", metavar="NAME", autocompletion=_complete_names,
+                                     help="The variable x of the Hessian ∂²of/∂x².")],
+    vector: Annotated[str, typer.Option("--vector", metavar="V", help="The direction v: 'ones', a value as --set "
+                                        "takes it (a number, a JSON array, randn(3)) or a variable's name.")],
+    of: _OF = None,
+) -> None:
+    """Print H·v, the Hessian of a scalar output times v, without forming the Hessian (linear in the size of --wrt)."""
+    from . import jsonout
+
+    run = _run(common)
+    result = run.hvp(of, wrt, vector)
+    warnings = _anomalies(common, run, result.of, [wrt], {wrt: result.hvp})
+    common.out.result(lambda: jsonout.warned(jsonout.hvp_doc(result), warnings),
+                      lambda: _views().hvp_view(run, result, common.full))
+
+
+@command(
+    "  gradcalc taylor -e 'y = exp(x)' --wrt x --at 0 --order 5\n\n"
+    "  gradcalc taylor -e 'y = log(x)' --wrt x --at 1 --order 4\n\n"
+    "  gradcalc taylor -e 'z = exp(x) * cos(y)' --wrt x,y --at 0,0 --order 3 --json"
+)
+def taylor(
+    common: Common,
+    wrt: _WRT = [],  # noqa: B006  (Typer reads the default)
+    at: Annotated[Optional[str], typer.Option(
+        "--at", metavar="A", help="The point: one value for every --wrt variable, or one each, comma-separated "
+        "(default: their values in the program).")] = None,
+    order: Annotated[int, typer.Option(min=0, help="The highest degree of the polynomial.")] = 3,
+    of: _OF = None,
+    decimal: Annotated[bool, typer.Option("--decimal", help="Coefficients as decimals (0.16666666666666666), "
+                                          "not fractions (1/6).")] = False,
+) -> None:
+    """Print the Taylor polynomial of a scalar output about a point: its coefficients and the polynomial."""
+    from . import jsonout
+
+    program = _program(common)
+    values = _inputs(common)
+    names = _names(wrt)
+    if at is not None:
+        points = _names([at])
+        if not names:
+            raise UsageError("--at needs --wrt: which variables does the point give?", "add --wrt x (or x,y)")
+        if len(points) not in (1, len(names)):
+            raise UsageError(f"--at gives {len(points)} values for {len(names)} variables ({', '.join(names)})",
+                             "give one value for all, or one each: --at 0,1")
+        values.update(zip(names, points * len(names) if len(points) == 1 else points))
+    run = _run(common, program, values)
+    result = run.taylor(of, names or None, order)
+    warnings = _anomalies(common, run)
+    common.out.result(lambda: jsonout.warned(jsonout.taylor_doc(result, decimal), warnings),
+                      lambda: _views().taylor_view(run, result, decimal, common.full))
+
+
 class Terms(str, Enum):
     leaves = "leaves"
     intermediates = "intermediates"
@@ -579,14 +663,15 @@ class Terms(str, Enum):
     "  gradcalc diff -e 'a = 2; w = 3; L = (w*a - 1)^2' --of L --wrt w\n\n"
     "  gradcalc diff -e 'y = x^2 * sin(x)' --wrt x\n\n"
     "  gradcalc diff -e 'y = x^2 * sin(x)' --wrt x --order 2 --latex\n\n"
+    "  gradcalc diff -e 'z = x^3 * y^2' --wrt x,y,x        (∂³z/∂x∂y∂x)\n\n"
     "  gradcalc diff -e 'a = 2; h = tanh(3*a); L = h^2' --wrt a --in-terms-of intermediates --json"
 )
 def diff(
     common: Common,
     of: _OF = None,
     wrt: _WRT = [],  # noqa: B006
-    order: Annotated[int, typer.Option(min=1, max=2, help="1: first derivatives; 2: second derivatives "
-                                                        "∂²/∂a∂b (scalar variables).")] = 1,
+    order: Annotated[int, typer.Option(min=1, help="1: first derivatives; N: derivatives of order N (scalar "
+                                                 "variables; --wrt x,y,x names one mixed partial).")] = 1,
     keep: Annotated[list[str], typer.Option(
         "--keep", metavar="NAME", help="Keep the named intermediate as a symbol instead of expanding it "
         "(repeatable or comma-separated).")] = [],  # noqa: B006
@@ -596,6 +681,8 @@ def diff(
     latex: Annotated[bool, typer.Option("--latex", help="Print LaTeX instead of gradcalc syntax.")] = False,
     at: _AT = None,
     ignore_extra: _IGNORE_EXTRA = False,
+    decimal: Annotated[bool, typer.Option("--decimal", help="Numbers as decimals (0.5), not fractions (1/2); "
+                                          "only long ones (2/3) as fractions.")] = False,
 ) -> None:
     """Print each derivative as a simplified expression, and its value at the program's values."""
     from . import jsonout
@@ -611,7 +698,7 @@ def diff(
         values[name] = PLACEHOLDER
     run = _run(common, program, values)
     results = run.diff(of, _names(wrt) or None, order, _names(keep), in_terms_of is Terms.intermediates,
-                       shortest=in_terms_of is Terms.shortest)
+                       shortest=in_terms_of is Terms.shortest, decimal=decimal)
     common.out.result(lambda: jsonout.diff_doc(results, placeholders),
                       lambda: _views().diff_view(run, results, latex, placeholders, common.full))
 

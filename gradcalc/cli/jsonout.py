@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..engine import backend as B
 from ..errors import error_json
 from ..inert import inert_json
-from ..program.api import Gradients, Hessians, Jacobians, Run, Tangents
+from ..program.api import Curvature, Gradients, Hessians, Jacobians, Run, Tangents, Taylor
 from .symbols import unicode_stream
 
 if TYPE_CHECKING:  # only their types: the grad and eval paths do not load the checking or symbolic modules
@@ -351,4 +351,23 @@ def minimize_doc(result: Any) -> dict[str, Any]:
         doc["explain"] = [{"name": shown.name, "rule": shown.rule,
                            "terms": {label: B.to_json(value) for label, value in shown.terms}}
                           for shown in result.explained]
+
+
+def hvp_doc(result: Curvature) -> dict[str, Any]:
+    return {"of": result.of, "wrt": result.wrt, "shape": list(result.hvp.shape), "value": B.to_json(result.value),
+            "vector": B.to_json(result.vector), "hvp": B.to_json(result.hvp)}
+
+
+def taylor_doc(result: Taylor, decimal: bool = False) -> dict[str, Any]:
+    """The polynomial and one entry per monomial: its powers by variable and its coefficient."""
+    return {"of": result.of, "wrt": result.wrt, "at": dict(zip(result.wrt, result.center)), "order": result.order,
+            "coefficients": [{"powers": dict(zip(result.wrt, powers)), "coefficient": B.to_json(value)}
+                             for powers, value in result.terms],
+            "polynomial": result.polynomial(decimal)}
+
+
+def warned(doc: dict[str, Any], warnings: list[dict[str, Any]]) -> dict[str, Any]:
+    """The document with its "warnings" (where a NaN started: program/anomaly.py), when there are any."""
+    if warnings:
+        doc["warnings"] = warnings
     return doc

@@ -391,6 +391,11 @@ def jvp_view(run: Run, result: Any, full: bool = False) -> RenderableType:
     return Group(heading, Text(""), table, *_loop_notes(run))
 
 
+def _superscript(power: int) -> str:
+    """A power as superscript digits (∂³), nothing for 1."""
+    return "" if power == 1 else str(power).translate(str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹"))
+
+
 def diff_view(run: Run, results: list[Any], latex: bool, placeholders: list[str], full: bool = False) -> RenderableType:
     """`diff`: each derivative as an expression, its shared parts, and its value here."""
     from ..engine.symbolic import latex_name
@@ -398,16 +403,15 @@ def diff_view(run: Run, results: list[Any], latex: bool, placeholders: list[str]
     parts: list[RenderableType] = []
     for result in results:
         of, wrt = result.of, result.wrt
+        runs = [(name, len(list(group))) for name, group in itertools.groupby(wrt)]  # x,x,y: ∂x²∂y
+        n = len(wrt)
         if latex:
-            bottom = " ".join(rf"\partial {latex_name(w)}" for w in wrt) if len(set(wrt)) == len(wrt) \
-                else rf"\partial {latex_name(wrt[0])}^{{2}}"
-            top = rf"\partial^{{2}} {latex_name(of)}" if len(wrt) == 2 else rf"\partial {latex_name(of)}"
+            bottom = " ".join(rf"\partial {latex_name(w)}" + (f"^{{{k}}}" if k > 1 else "") for w, k in runs)
+            top = rf"\partial^{{{n}}} {latex_name(of)}" if n > 1 else rf"\partial {latex_name(of)}"
             parts.append(Text(rf"\frac{{{top}}}{{{bottom}}} = {result.latex}"))
             parts += [Text(f"  {latex_name(name)} = {text}") for name, _, text in result.where]
         else:
-            label = f"∂²{of}/∂{wrt[0]}∂{wrt[1]}" if len(wrt) == 2 else f"∂{of}/∂{wrt[0]}"
-            if len(wrt) == 2 and wrt[0] == wrt[1]:
-                label = f"∂²{of}/∂{wrt[0]}²"
+            label = f"∂{_superscript(n)}{of}/" + "".join(f"∂{w}{_superscript(k)}" for w, k in runs)
             parts.append(Text.assemble((label, "bold"), f" = {result.text}"))
             for i, (name, text, _) in enumerate(result.where):
                 parts.append(Text(f"{'  where ' if i == 0 else '        '}{name} = {text}"))
@@ -882,3 +886,29 @@ def minimize_view(result: Any, full: bool = False) -> RenderableType:
     rows = [[name, shape_text(B.to_host(value).shape), Shown(value, full)] for name, value in result.values.items()]
     parts.append(FittedTable((("variable", "left"), ("shape", "left"), ("value", "right")), rows))
     return Group(*parts)
+
+
+def hvp_view(run: Run, result: Any, full: bool = False) -> RenderableType:
+    """`hvp`: H·v, the Hessian of the output times the direction v."""
+    table = FittedTable((("", "left"), ("shape", "left"), ("value", "right")), [
+        [f"{result.wrt} (direction v)", shape_text(tuple(result.vector.shape)), Shown(result.vector, full)],
+        [f"H·v = ∂²{result.of}/∂{result.wrt}²·v", shape_text(tuple(result.hvp.shape)), Shown(result.hvp, full)]])
+    heading = Text.assemble((result.of, "bold"), " = ", B.format_value(result.value, full))
+    return Group(heading, Text(""), table, *_loop_notes(run))
+
+
+def taylor_view(run: Run, result: Any, decimal: bool = False, full: bool = False) -> RenderableType:
+    """`taylor`: the polynomial about the point, then a table of its coefficients."""
+    from ..engine.symbolic import number
+
+    point = ", ".join(f"{name} = {number(center)}" for name, center in zip(result.wrt, result.center))
+    rows = []
+    for powers, value in result.terms:
+        monomial = "·".join(name + _superscript(power) for name, power in zip(result.wrt, powers) if power) or "1"
+        rows.append([monomial, str(sum(powers)), result.coefficient(value, decimal)])
+    table = FittedTable((("term", "left"), ("degree", "right"), ("coefficient", "right")), rows)
+    heading = Text.assemble((result.of, "bold"), f" ≈ {result.polynomial(decimal)}")
+    shifted = ", ".join(f"{name} - {number(center)}" for name, center in zip(result.wrt, result.center) if center)
+    about = f"  about {point}, to degree {result.order}" + (f"; the terms are powers of {shifted}" if shifted else "")
+    return Group(heading, Text(about, style="dim"), Text(""), table,
+                 *_loop_notes(run))

@@ -296,3 +296,56 @@ def _block(found: Any, out_shape: tuple[int, ...], in_shape: tuple[int, ...]) ->
         return B.xp.zeros(out_shape + in_shape, dtype=B.dtype)
     return B.xp.reshape(found.stack, out_shape + in_shape)
 
+
+
+def hvp(output: Node, target: Node, vector: Any) -> Any:
+    """H·v of a scalar output, never forming H: the gradient recorded as a graph (create_graph), then one
+    reverse pass through it seeded with v, ∇(vᵀ∇output) = Hᵀv = Hv.
+
+    Linear in the size of target, like jax.jvp(jax.grad(f)). Forward over reverse (`jvp` of the gradient)
+    gives the same numbers, but this engine's forward mode is itself two reverse passes (the transpose
+    trick), so it costs a third pass: 1.6x this at n = 10^6 (bench/bench_hvp.py).
+    """
+    first = backward(output, constant(B.xp.ones((), dtype=B.dtype)), [target], create_graph=True).get(target)
+    if first is None or not first.requires_grad:
+        return B.xp.zeros(target.shape, dtype=B.dtype)
+    found = backward(first, vector, [target]).get(target)
+    return B.xp.zeros(target.shape, dtype=B.dtype) if found is None else found
+
+
+def _finite(value: Any) -> bool:
+    return bool(B.xp.isfinite(value).all())
+
+
+def nonfinite_origins(output: Node, seed: Any, targets: Sequence[Node], limit: int = 5
+                      ) -> list[tuple[Node, int, Any, Any]]:
+    """Where a backward pass first makes a NaN or an infinity out of finite numbers: for each such rule,
+    (node, index of the input it differentiates by, the gradient g reaching node, what the rule made).
+
+    A slow twin of `backward` for diagnosis only (every contribution is checked): it runs after a pass
+    whose gradients were not finite, on a graph that kept every value.
+    """
+    steps, relevant = _plan(output, set(targets), frozenset(), None, None)
+    grads: dict[Node, Any] = {output: seed}
+    found: list[tuple[Node, int, Any, Any]] = []
+    ns: Any = ops.numeric
+    with graph.recording_as(False), B.errstate():
+        for node in steps:
+            g = grads.get(node)
+            if g is None:
+                continue
+            op: Primitive = node.op  # type: ignore[assignment]  # a plan holds no leaves
+            args = [*(parent.value for parent in node.inputs), *node.params]
+            clean = _finite(g) and _finite(node.value) and all(_finite(parent.value) for parent in node.inputs)
+            for i, parent in enumerate(node.inputs):
+                rule = op.vjps[i]
+                if rule is None or not (parent.requires_grad if relevant is None else parent in relevant):
+                    continue
+                contribution = rule(ns, g, node.value, *args)
+                if op.broadcasts and B.xp.shape(contribution) != parent.value.shape:
+                    contribution = ns.sum_to(contribution, parent.value.shape)
+                if clean and not _finite(contribution) and len(found) < limit:
+                    found.append((node, i, g, contribution))
+                total = grads.get(parent)
+                grads[parent] = contribution if total is None else total + contribution
+    return found

@@ -400,6 +400,7 @@ class Algebra:
 
 
 _DENOMINATORS = 100  # 2/3, 5/12, 1/99: a mean's 1/n and its multiples
+_DECIMAL_DENOMINATORS = frozenset({5, 10, 20, 25, 50, 100})
 _DISTRIBUTE_TERMS = 6  # a product over a longer sum is left alone: distributing it rarely shrinks it
 _INLINE_TRIES = 256  # kept nodes' gradients tried written in place, nearest the output first
 _DISTRIBUTE_CHOICES = 8  # ways of distributing a sum's products tried (each over one of its first two sums)
@@ -767,9 +768,11 @@ def number(value: float, latex: bool = False) -> str:
     return repr(value)
 
 
-def ratio(value: float) -> tuple[int, int] | None:
-    """(p, q) where value is exactly the double p/q gives, q small and the decimal long (2/3, not 0.5)."""
-    if not math.isfinite(value) or value == int(value) or len(repr(abs(value))) <= 8:
+def ratio(value: float, decimal: bool = False) -> tuple[int, int] | None:
+    """(p, q) where value is exactly the double p/q gives and q is small (1/2, 3/4, 2/3), except q a multiple of 5
+    dividing 100 (0.2, 0.1, 0.05, 0.03: decimals as programs write them); with decimal, only where the decimal
+    is long (2/3, not 0.5)."""
+    if not math.isfinite(value) or value == int(value) or (decimal and len(repr(abs(value))) <= 8):
         return None
     # The continued fraction's convergents p/q (Fraction.limit_denominator does the same, 4x slower).
     target, x = abs(value), abs(value)
@@ -780,6 +783,8 @@ def ratio(value: float) -> tuple[int, int] | None:
         if q1 > _DENOMINATORS:
             return None
         if p1 / q1 == target:
+            if q1 in _DECIMAL_DENOMINATORS:  # a decimal a program writes: 0.2, not 1/5
+                return None
             return (p1 if value > 0 else -p1), q1
         rest = x - whole
         if rest * (_DENOMINATORS + 1) <= 1:  # the next denominator would pass the limit (or 1/rest overflow)
@@ -787,16 +792,18 @@ def ratio(value: float) -> tuple[int, int] | None:
         x = 1 / rest
 
 
-def coefficient(value: float) -> str:
-    """A number as a factor: 2/3 rather than 0.6666666666666666 (it evaluates to the same double)."""
-    found = ratio(value)
+def coefficient(value: float, decimal: bool = False) -> str:
+    """A number as a factor: 1/2 and 2/3 rather than 0.5 and 0.6666666666666666 (the same doubles); with decimal,
+    0.5 (only long decimals as fractions)."""
+    found = ratio(value, decimal)
     return number(value) if found is None else f"{found[0]}/{found[1]}"
 
 
 class Printer:
     """gradcalc syntax: the printed text evaluates back to the same values with `gradcalc eval -e`."""
 
-    def __init__(self, names: dict[Expr, str], pulled: frozenset[str] = frozenset()) -> None:
+    def __init__(self, names: dict[Expr, str], pulled: frozenset[str] = frozenset(), decimal: bool = False) -> None:
+        self.decimal = decimal  # numbers as decimals (0.5), not fractions (1/2): diff --decimal
         self.names = names
         self.pulled = pulled  # symbols written once in front of a sum they are a factor of every term of
 
@@ -807,7 +814,7 @@ class Printer:
         """A value spread over a shape, written so that it evaluates to that shape."""
         ones = f"ones({', '.join(map(str, shape))})"
         if isinstance(value, Num):
-            return ones if value.value == 1 else f"{coefficient(value.value)}*{ones}"
+            return ones if value.value == 1 else f"{coefficient(value.value, self.decimal)}*{ones}"
         return f"{self.show(value, 2)}*{ones}"
 
     def show(self, expr: Expr, context: int, named: bool = True) -> str:
@@ -820,7 +827,7 @@ class Printer:
     def _text(self, expr: Expr) -> tuple[str, int]:
         if isinstance(expr, Num):
             alone = (expr.value >= 0 or math.isnan(expr.value)) and ratio(expr.value) is None  # 2, inf, nan
-            return coefficient(expr.value), (9 if alone else 2)
+            return coefficient(expr.value, self.decimal), (9 if alone else 2)
         if isinstance(expr, Sym):
             return expr.name, 9
         if isinstance(expr, Const) and expr.array.size == 0:  # no entries to write: its shape is all there is
@@ -846,10 +853,10 @@ class Printer:
         return self._call(expr)  # type: ignore[arg-type]
 
     def _number(self, value: float) -> str:
-        return coefficient(value)
+        return coefficient(value, self.decimal)
 
     def _scaled_sum(self, scale: float, inner: str) -> str:
-        return self._factored(coefficient(scale), inner)
+        return self._factored(coefficient(scale, self.decimal), inner)
 
     def _factored(self, factor: str, inner: str) -> str:
         return f"{factor}*({inner})"
@@ -921,7 +928,7 @@ class Printer:
     def _term(self, term: Expr, scale: float) -> str:
         if scale == 1 or term in self.names:
             body = self.show(term, 2)
-            return body if scale == 1 else f"{coefficient(scale)}*{body}"
+            return body if scale == 1 else f"{coefficient(scale, self.decimal)}*{body}"
         factors = term.factors if isinstance(term, Mul) else (term,)
         return self._product(Mul(scale * (term.coefficient if isinstance(term, Mul) else 1), factors))
 
@@ -930,7 +937,7 @@ class Printer:
         over, under = _fraction(expr)
         sign = "-" if expr.coefficient < 0 else ""
         magnitude = abs(expr.coefficient)
-        top = [coefficient(magnitude)] if magnitude != 1 or not over else []
+        top = [coefficient(magnitude, self.decimal)] if magnitude != 1 or not over else []
         top += [self.show(f, 2 if i == 0 and not top else 3) for i, f in enumerate(over)]
         text = "*".join(top) if top else "1"
         if under:
@@ -1115,8 +1122,8 @@ def _axes_under(axes: Sequence[int], keepdims: bool = False) -> str:
     return rf"_{{\text{{axis{'es' if len(axes) > 1 else ''} }} {', '.join(map(str, axes))}{kept}}}"
 
 
-def _latex_coefficient(value: float) -> str:
-    found = ratio(abs(value))
+def _latex_coefficient(value: float, decimal: bool = False) -> str:
+    found = ratio(abs(value), decimal)
     if found is None:
         return number(value, latex=True)
     return ("-" if value < 0 else "") + rf"\frac{{{found[0]}}}{{{found[1]}}}"
@@ -1136,7 +1143,7 @@ class LatexPrinter(Printer):
 
     def _text(self, expr: Expr) -> tuple[str, int]:
         if isinstance(expr, Num) and ratio(expr.value) is not None:
-            return _latex_coefficient(expr.value), 2
+            return _latex_coefficient(expr.value, self.decimal), 2
         if isinstance(expr, Num) and not math.isfinite(expr.value):  # \infty, -\infty, \mathrm{NaN}
             return number(expr.value, latex=True), 2 if expr.value < 0 else 9
         if isinstance(expr, Const) and expr.array.size == 0:
@@ -1155,10 +1162,10 @@ class LatexPrinter(Printer):
         return self._product(Mul(coefficient * scale, factors))
 
     def _number(self, value: float) -> str:
-        return _latex_coefficient(value)
+        return _latex_coefficient(value, self.decimal)
 
     def _scaled_sum(self, scale: float, inner: str) -> str:
-        return self._factored(_latex_coefficient(scale), inner)
+        return self._factored(_latex_coefficient(scale, self.decimal), inner)
 
     def _factored(self, factor: str, inner: str) -> str:
         return rf"{factor} \left({inner}\right)"
@@ -1168,7 +1175,7 @@ class LatexPrinter(Printer):
         over, under = _fraction(expr)
         magnitude = abs(expr.coefficient)
         sign = "-" if expr.coefficient < 0 else ""
-        top = [_latex_coefficient(magnitude)] if magnitude != 1 or not over else []
+        top = [_latex_coefficient(magnitude, self.decimal)] if magnitude != 1 or not over else []
         lone = not top and len(over) == 1 and not under  # a factor alone (a sum's term): no parentheses needed
         text = top[0] if top else ""
         shape: tuple[int, ...] | None = None  # of the factors so far, where known (made while printing: not)
@@ -1410,7 +1417,7 @@ def text_of(node: Node, symbols: dict[Node, str], taken: set[str]) -> str:
 
 
 def describe(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str], taken: set[str],
-             adjoints: dict[Node, str] | None = None, inline: bool = False) -> Derivative:
+             adjoints: dict[Node, str] | None = None, inline: bool = False, decimal: bool = False) -> Derivative:
     """Read a derivative's graph node as a simplified, printable expression.
 
     `adjoints` names the gradients of kept intermediates (dL_dd for ∂L/∂d): the
@@ -1427,12 +1434,13 @@ def describe(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str]
     expr = _as_computed(expr, node.value, algebra)
     names = shared([expr], taken)
     pulled = frozenset(named.values())  # ∂L/∂a = dL_dd*(...): the kept node's gradient in front
-    text_printer, latex_printer = Printer(names, pulled), LatexPrinter(names, pulled)
+    text_printer, latex_printer = Printer(names, pulled, decimal), LatexPrinter(names, pulled, decimal)
     where = [(name, text_printer.show(sub, 0, named=False), latex_printer.show(sub, 0, named=False))
              for sub, name in names.items()]
     by_name = {name: adjoint for adjoint, name in named.items()}
     order = sorted(definitions, key=lambda n: by_name[n].seq)  # made first = nearer the output: defined first
-    where = [(name, Printer({}).top(definitions[name]), LatexPrinter({}).top(definitions[name]))
+    where = [(name, Printer({}, decimal=decimal).top(definitions[name]),
+              LatexPrinter({}, decimal=decimal).top(definitions[name]))
              for name in order] + where
     text = text_printer.top(expr)
     latex = latex_printer.top(expr)
@@ -1443,7 +1451,8 @@ def describe(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str]
 
 
 def shortest(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str], taken: set[str],
-             adjoints: dict[Node, str] | None = None, budget: int | None = None) -> Derivative:
+             adjoints: dict[Node, str] | None = None, budget: int | None = None, decimal: bool = False
+             ) -> Derivative:
     """The derivative as it reads shortest (weight): in the leaves, in the program's intermediates with
     their gradients named (dL_dd) where they do not cancel, or with them all written in place; the first
     of these on a tie. `symbols` names the intermediates; the leaves' form is left out past the budget."""
@@ -1451,12 +1460,12 @@ def shortest(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str]
     candidates = []
     try:
         within(node, leaves, budget)
-        candidates.append(describe(of, wrt, node, leaves, taken))
+        candidates.append(describe(of, wrt, node, leaves, taken, decimal=decimal))
     except TooLong:
         pass
     if len(leaves) < len(symbols):
-        candidates += [describe(of, wrt, node, symbols, taken, adjoints),
-                       describe(of, wrt, node, symbols, taken, adjoints, inline=True)]
+        candidates += [describe(of, wrt, node, symbols, taken, adjoints, decimal=decimal),
+                       describe(of, wrt, node, symbols, taken, adjoints, inline=True, decimal=decimal)]
     return min(candidates, key=weight)
 
 

@@ -10,8 +10,10 @@
 from __future__ import annotations
 
 import contextlib
+import fractions
 import functools
 import gc
+import itertools
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -373,21 +375,67 @@ class Run:
         of, output, _, targets = self._select(of, [wrt])
         with self._located(of):
             target = targets[0]
-            if isinstance(tangent, str) and tangent == "ones":
-                direction = B.xp.ones(target.shape, dtype=B.dtype)
-            else:
-                direction = to_array("--tangent", tangent)
-            if tuple(direction.shape) != tuple(target.shape):
-                raise UsageError(f"--tangent has shape {tuple(direction.shape)} but '{wrt}' has shape "
-                                 f"{tuple(target.shape)}", f"give a JSON array of shape {list(target.shape)}")
+            direction = self._direction("--tangent", tangent, wrt, target)
             with paused_gc(), B.errstate():
                 result = autodiff.jvp(output, target, direction)
         return Tangents(of, B.to_host(output.value), wrt, B.to_host(direction), B.to_host(result))
 
+    def _direction(self, flag: str, given: Any, wrt: str, target: Node) -> Any:
+        """A direction of `wrt` (--tangent, --vector): 'ones', a value as --set takes it, or a variable's name."""
+        if isinstance(given, str) and given == "ones":
+            return B.xp.ones(target.shape, dtype=B.dtype)
+        if isinstance(given, str) and given.strip() in self.frame:
+            direction = self.frame[given.strip()].value
+        else:
+            direction = to_array(flag, given)
+        if tuple(direction.shape) != tuple(target.shape):
+            raise UsageError(f"{flag} has shape {tuple(direction.shape)} but '{wrt}' has shape "
+                             f"{tuple(target.shape)}", f"give a JSON array of shape {list(target.shape)}")
+        return direction
+
+    @_in_own_state
+    def hvp(self, of: str | None, wrt: str, vector: Any) -> Curvature:
+        """H·v, the Hessian of a scalar `of` by `wrt` times a direction v, without forming H (autodiff.hvp)."""
+        of, output, _, targets = self._select(of, [wrt])
+        with self._located(of):
+            if output.shape != ():
+                raise UsageError(f"'{of}' has shape {tuple(output.shape)}: a Hessian-vector product needs a scalar "
+                                 "output", "reduce it in the program (for example `L = sum(...)`)")
+            direction = self._direction("--vector", vector, wrt, targets[0])
+            with paused_gc(), B.errstate():
+                result = autodiff.hvp(output, targets[0], direction)
+        return Curvature(of, B.to_host(output.value), wrt, B.to_host(direction), B.to_host(result))
+
+    @_in_own_state
+    def taylor(self, of: str | None, wrt: Sequence[str] | None, order: int) -> Taylor:
+        """The Taylor polynomial of a scalar `of` to `order`, about the run's values of the scalar variables wrt:
+        each coefficient ∂ᵏof/∂x^i∂y^j… / (i! j! …), one per monomial of degree order or less."""
+        if order < 0:
+            raise UsageError(f"--order {order} is not supported", "give an order of 0 or more")
+        of, output, names, targets = self._select(of, list(dict.fromkeys(wrt or [])) or None)
+        with self._located(of):
+            if output.shape != ():
+                raise UsageError(f"'{of}' has shape {tuple(output.shape)}: a Taylor polynomial needs a scalar output",
+                                 "reduce it in the program (for example `L = sum(...)`)")
+            for name, target in zip(names, targets):
+                if target.shape != ():
+                    raise UsageError(f"a Taylor polynomial needs scalar variables; '{name}' has shape "
+                                     f"{tuple(target.shape)}", "pick scalar variables with --wrt, or index one")
+            memo: dict[tuple[int, ...], dict[Node, Any]] = {}
+            terms: list[tuple[tuple[int, ...], float]] = []
+            with paused_gc(), B.errstate():
+                for degree in range(order + 1):
+                    for partial in itertools.combinations_with_replacement(range(len(names)), degree):
+                        powers = tuple(partial.count(i) for i in range(len(names)))
+                        found = _partial(output, targets, partial, memo, names)
+                        terms.append((powers, float(B.to_host(found.value)) / math.prod(map(math.factorial, powers))))
+        center = [float(B.to_host(target.value)) for target in targets]
+        return Taylor(of, names, center, order, terms)
+
     @_in_own_state
     def diff(self, of: str | None = None, wrt: Sequence[str] | None = None, order: int = 1,
              keep: Sequence[str] = (), intermediates: bool = False, budget: int | None = None,
-             shortest: bool = False) -> list[Derivative]:
+             shortest: bool = False, decimal: bool = False) -> list[Derivative]:
         """Each derivative as an expression: in the leaves, keeping named intermediates, or (shortest)
         in whichever of the two reads shorter.
 
@@ -397,9 +445,16 @@ class Run:
         """
         from ..engine import symbolic
 
-        if order not in (1, 2):
-            raise UsageError(f"--order {order} is not supported", "use --order 1 or --order 2")
-        of, output, names, targets = self._select(of, wrt)
+        repeated = list(wrt or [])
+        sequence = len(set(repeated)) < len(repeated)  # --wrt x,y,x: one mixed partial, taken in that order
+        if sequence:
+            if order not in (1, len(repeated)):
+                raise UsageError(f"--wrt {','.join(repeated)} names one derivative of order {len(repeated)}, "
+                                 f"not {order}", f"drop --order, or give --order {len(repeated)}")
+            order = len(repeated)
+        if order < 1:
+            raise UsageError(f"--order {order} is not supported", "give an order of 1 or more")
+        of, output, names, targets = self._select(of, list(dict.fromkeys(repeated)) or None)
         unknown = [name for name in keep if name not in self.frame]
         if unknown:
             raise UsageError(f"--keep: the program has no variable '{unknown[0]}'",
@@ -410,7 +465,8 @@ class Run:
             if node.op is not None and (intermediates or shortest or name in keep) and name != of:
                 symbols[node] = name
         taken = set(self.frame) | set(self.state.leaves)
-        describe = functools.partial(symbolic.shortest, budget=budget) if shortest else symbolic.describe
+        describe = functools.partial(symbolic.shortest, budget=budget, decimal=decimal) if shortest else \
+            functools.partial(symbolic.describe, decimal=decimal)  # decimal: 0.5, not 1/2
         with self._located(of):
             if output.shape != ():
                 raise UsageError(f"'{of}' has shape {tuple(output.shape)}: diff differentiates a scalar output",
@@ -424,21 +480,26 @@ class Run:
                     if node in first and node not in targets and isinstance(first[node], Node):
                         adjoints.setdefault(first[node], _adjoint_name(of, symbols[node], taken))
                 results = []
-                for name, target in zip(names, targets):
-                    gradient = first.get(target, constant(B.xp.zeros(target.shape, dtype=B.dtype)))
-                    symbolic.within(gradient, symbols, budget)
-                    if order == 1:
+                if order == 1:
+                    for name, target in zip(names, targets):
+                        gradient = first.get(target, constant(B.xp.zeros(target.shape, dtype=B.dtype)))
+                        symbolic.within(gradient, symbols, budget)
                         results.append(describe(of, (name,), gradient, symbols, taken, adjoints))
-                        continue
-                    if gradient.shape != ():
-                        raise UsageError(f"--order 2 needs scalar variables; '{name}' has shape "
-                                         f"{tuple(target.shape)}", f"use `gradcalc hessian --wrt {name}`")
-                    second = autodiff.backward(gradient, constant(B.scalar(1.0)), targets, create_graph=True) \
-                        if gradient.requires_grad else {}
-                    for other_name, other in zip(names, targets):
-                        found = second.get(other, constant(B.xp.zeros(other.shape, dtype=B.dtype)))
-                        symbolic.within(found, symbols, budget)
-                        results.append(describe(of, (name, other_name), found, symbols, taken))
+                    return results
+                # Order 2 lists every ordered pair, as a Hessian's entries; past it, mixed partials do not depend
+                # on the order they are taken in (Schwarz), so each is listed once: x,x,y but not x,y,x.
+                indices = range(len(names))
+                if sequence:
+                    partials = [tuple(names.index(name) for name in repeated)]
+                elif order == 2:
+                    partials = list(itertools.product(indices, repeat=2))
+                else:
+                    partials = list(itertools.combinations_with_replacement(indices, order))
+                memo: dict[tuple[int, ...], dict[Node, Any]] = {(): first}
+                for partial in partials:
+                    found = _partial(output, targets, partial, memo, names)
+                    symbolic.within(found, symbols, budget)
+                    results.append(describe(of, tuple(names[i] for i in partial), found, symbols, taken))
         return results
 
     @_in_own_state
@@ -506,6 +567,28 @@ def differentiable_inputs(node: Node) -> set[Node]:
     return seen
 
 
+def _partial(output: Node, targets: Sequence[Node], partial: tuple[int, ...], memo: dict[tuple[int, ...], dict],
+             names: Sequence[str]) -> Node:
+    """∂ⁿoutput/∂targets[partial[0]]…∂targets[partial[-1]] as a graph node, by differentiating the derivatives again
+    (create_graph); `memo` holds each differentiated prefix's first derivatives, so shared prefixes are taken once."""
+    node = output
+    for depth, index in enumerate(partial):
+        prefix = partial[:depth]
+        found = memo.get(prefix)
+        if found is None:
+            if node.shape != ():  # a derivative by a tensor variable, differentiated again
+                name = names[partial[depth - 1]]
+                raise UsageError(f"--order {len(partial)} needs scalar variables; '{name}' has shape "
+                                 f"{tuple(node.shape)}", f"use `gradcalc hessian --wrt {name}`")
+            found = autodiff.backward(node, constant(B.scalar(1.0)), targets, create_graph=True) \
+                if node.requires_grad else {}
+            memo[prefix] = found
+        target = targets[index]
+        derivative = found.get(target)
+        node = constant(B.xp.zeros(target.shape, dtype=B.dtype)) if derivative is None else derivative
+    return node
+
+
 def _adjoint_name(of: str, name: str, taken: set[str]) -> str:
     """d{of}_d{name}, a valid name the program does not use."""
     candidate = f"d{of}_d{name}"
@@ -545,6 +628,68 @@ class Tangents:
     wrt: str
     tangent: Any
     jvp: Any
+
+
+@dataclass
+class Curvature:
+    """The result of `Run.hvp`: H·v, the Hessian of `of` by `wrt` times the direction v."""
+
+    of: str
+    value: Any
+    wrt: str
+    vector: Any
+    hvp: Any
+
+
+_FACTORIALS = [math.factorial(k) for k in range(2, 12)]
+
+
+@dataclass
+class Taylor:
+    """The result of `Run.taylor`: one coefficient per monomial, its powers in the order of `wrt`."""
+
+    of: str
+    wrt: list[str]
+    center: list[float]
+    order: int
+    terms: list[tuple[tuple[int, ...], float]]
+
+    @staticmethod
+    def coefficient(value: float, decimal: bool = False) -> str:
+        """A coefficient as a fraction where a small one is exactly the double (1/120, not 0.008333333333333333),
+        else, or with decimal, its shortest digits. Small: a denominator up to 10^6, or a factorial up to 11!
+        (k! divides the k-th derivative); a larger one would fit irrational numbers too (cos(1) = p/q)."""
+        from ..engine.symbolic import number
+
+        if not decimal and math.isfinite(value) and value != int(value):
+            exact = fractions.Fraction(value).limit_denominator(10**6)
+            for denominator in [exact.denominator, *_FACTORIALS]:
+                numerator = round(value * denominator)
+                if numerator / denominator == value:
+                    exact = fractions.Fraction(numerator, denominator)
+                    return f"{exact.numerator}/{exact.denominator}"
+        return number(value)
+
+    def polynomial(self, decimal: bool = False) -> str:
+        """The polynomial in gradcalc syntax, lowest degree first: 1 + x + 1/2*x^2 (about 0), (x - 1) about 1."""
+        from ..engine.symbolic import number
+
+        shown = []
+        for powers, value in self.terms:
+            if value == 0:
+                continue
+            factors = []
+            for name, center, power in zip(self.wrt, self.center, powers):
+                if power:
+                    base = name if center == 0 else f"({name} {'-' if center > 0 else '+'} {number(abs(center))})"
+                    factors.append(base if power == 1 else f"{base}^{power}")
+            size = self.coefficient(abs(value), decimal)
+            term = "*".join(factors) if factors and size == "1" else "*".join([size, *factors])
+            shown.append(("- " if value < 0 else "+ ") + term)
+        if not shown:
+            return "0"
+        text = " ".join(shown)
+        return text[2:] if text.startswith("+ ") else "-" + text[2:]
 
 
 def load(path: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Program:

@@ -561,16 +561,18 @@ class Executed:
 
 
 def execute(module: S.Module, inputs: Mapping[str, Any], context: Context, limits: Limits,
-            keep_values: bool = False, checker: Checker | None = None) -> Executed:
+            keep_values: bool = False, checker: Checker | None = None,
+            interpreter_class: type[Interpreter] = Interpreter) -> Executed:
     """Check and run a program; inputs are already arrays in the working dtype.
 
     keep_values keeps every intermediate's value (the graph view shows them all). `checker`, the
     module already checked for these inputs' names and limits.max_depth, spares checking it again.
+    `interpreter_class`: the interpreter (anomaly.Locating notes where each value was made).
     """
     if checker is None:
         checker = check(module, inputs, limits.max_depth)
     state = State(loops={pos: Loop(pos.line, kind, column=pos.column) for pos, kind in checker.loops.items()})
-    interpreter = Interpreter(module, inputs, context, limits, state, checker)
+    interpreter = interpreter_class(module, inputs, context, limits, state, checker)
     frame = interpreter.globals
     # Free variables given by --set: leaves that exist before the first statement.
     for name, value in inputs.items():
