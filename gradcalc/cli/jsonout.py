@@ -351,6 +351,7 @@ def minimize_doc(result: Any) -> dict[str, Any]:
         doc["explain"] = [{"name": shown.name, "rule": shown.rule,
                            "terms": {label: B.to_json(value) for label, value in shown.terms}}
                           for shown in result.explained]
+    return doc
 
 
 def hvp_doc(result: Curvature) -> dict[str, Any]:
