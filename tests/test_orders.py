@@ -240,3 +240,11 @@ def test_hvp_time_is_linear_in_n() -> None:
     small, large = best(20_000), best(200_000)
     # Linear: about 10x for 10x the size; a Hessian formed (n²) would be 100x. Generous: a shared machine.
     assert large / small < 35, (small, large)
+
+
+def test_taylor_names_a_negative_centre_as_a_sum() -> None:
+    """About w = -1 the terms are powers of w + 1 (as the polynomial writes them), never w - -1."""
+    result = run_cli("taylor", "-e", "w = -1; y = w^3", "--wrt", "w", "--order", "3")
+    assert result.exit_code == 0, result.output
+    assert "powers of w + 1" in result.stdout and "- -" not in result.stdout, result.stdout
+    assert "y ≈ -1 + 3*(w + 1) - 3*(w + 1)^2 + (w + 1)^3" in result.stdout, result.stdout

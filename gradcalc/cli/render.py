@@ -908,7 +908,8 @@ def taylor_view(run: Run, result: Any, decimal: bool = False, full: bool = False
         rows.append([monomial, str(sum(powers)), result.coefficient(value, decimal)])
     table = FittedTable((("term", "left"), ("degree", "right"), ("coefficient", "right")), rows)
     heading = Text.assemble((result.of, "bold"), f" ≈ {result.polynomial(decimal)}")
-    shifted = ", ".join(f"{name} - {number(center)}" for name, center in zip(result.wrt, result.center) if center)
+    shifted = ", ".join(f"{name} {'+' if center < 0 else '-'} {number(abs(center))}"  # w2 + 1, not w2 - -1
+                        for name, center in zip(result.wrt, result.center) if center)
     about = f"  about {point}, to degree {result.order}" + (f"; the terms are powers of {shifted}" if shifted else "")
     return Group(heading, Text(about, style="dim"), Text(""), table,
                  *_loop_notes(run))
