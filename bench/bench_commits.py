@@ -38,9 +38,9 @@ from benchkit import REPO, describe_tree, log, med, worktree
 DEFAULT_BASE_COMMIT = "b47a4bf"  # the last commit before #18 moved the modules into folders
 
 CHAIN = """
-import time
+import sys, time
 from gradcalc import Program
-text = "y = 0.5\\n" + "y = sin(y)*0.999 + 0.01*y*y\\n" * 10000
+text = "y = 0.5\\n" + "y = sin(y)*0.999 + 0.01*y*y\\n" * int(sys.argv[1])
 t0 = time.process_time()
 program = Program(text)
 t1 = time.process_time()
@@ -70,7 +70,7 @@ def workloads(samples: Path) -> dict[str, tuple[list[str], bool]]:
     """name -> (arguments after `python`, whether the wall clock is the measure; else the first number printed)."""
     return {
         "start-up": (["-m", "gradcalc", "grad", str(samples / "neuron.eq"), "--json"], True),
-        "chain 10^4": (["-c", CHAIN], False),
+        "chain 10^4": (["-c", CHAIN, "10000"], False),
         "hessian n=100": (["-c", HESSIAN], False),
         "check": (["-m", "gradcalc", "check", str(samples / "homework.eq"), str(samples / "answers.txt"), "--json"],
                   True),

@@ -29,25 +29,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_commits import run_once
+from bench_commits import CHAIN, run_once  # the chain script: parse, build, backward of n statements
 from benchkit import REPO, describe_tree, log, med, worktree
 
 DEFAULT_BASE_COMMIT = "3e34b7d"  # the last commit before the parser ran Lark's tables as plain data
 LINE = "y = sin(y)*0.999 + 0.01*y*y"
-
-CHAIN = """
-import sys, time
-from gradcalc import Program
-text = "y = 0.5\\n" + "y = sin(y)*0.999 + 0.01*y*y\\n" * int(sys.argv[1])
-t0 = time.process_time()
-program = Program(text)
-t1 = time.process_time()
-run = program.run()
-t2 = time.process_time()
-g = run.grad(of="y", wrt=["y"])
-t3 = time.process_time()
-print(t3 - t0, t1 - t0, t2 - t1, t3 - t2, repr(float(g.grads["y"])))
-"""
 
 TORCH_LOOP = """
 import sys
