@@ -30,10 +30,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from benchkit import REPO, describe_tree, log, med, worktree
+from benchkit import REPO, base_against_current, log, worktree
 
 DEFAULT_BASE_COMMIT = "b47a4bf"  # the last commit before #18 moved the modules into folders
 
@@ -123,16 +122,7 @@ def measure(trees: dict[str, Path], cwd: Path, repeats: int) -> None:
                 seconds, _ = run_once(sys.executable, trees[side], cwd, command, wall)
                 times[name][side].append(seconds)
             log(f"{name} {repeat + 1}/{repeats}: " + ", ".join(f"{s} {times[name][s][-1]:.3f}" for s in trees))
-    print(f"## Base against current — {time.strftime('%Y-%m-%d %H:%M')}\n")
-    print(f"base {describe_tree(trees['base'])}, current {describe_tree(trees['current'])}; median of {repeats}, "
-          f"sides interleaved; {os.cpu_count()} CPUs, load average {load_before:.2f} before, "
-          f"{os.getloadavg()[0]:.2f} after.\n")
-    print("| workload | base (CPU ms) | current (CPU ms) | current / base |")
-    print("| --- | ---: | ---: | ---: |")
-    for name in works:
-        b, c = med(times[name]["base"]), med(times[name]["current"])
-        print(f"| {name} | {b * 1e3:.1f} | {c * 1e3:.1f} | {c / b:.2f} |")
-
+    base_against_current("## Base against current", trees, works, times, repeats, load_before)
 
 if __name__ == "__main__":
     main()

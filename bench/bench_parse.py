@@ -26,11 +26,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from bench_commits import CHAIN, run_once  # the chain script: parse, build, backward of n statements
-from benchkit import REPO, describe_tree, log, med, worktree
+from benchkit import REPO, base_against_current, log, med, worktree
 
 DEFAULT_BASE_COMMIT = "3e34b7d"  # the last commit before the parser ran Lark's tables as plain data
 LINE = "y = sin(y)*0.999 + 0.01*y*y"
@@ -125,15 +124,8 @@ def measure(trees: dict[str, Path], cwd: Path, args: argparse.Namespace) -> None
 def report(trees: dict[str, Path], works: dict[str, tuple[list[str], bool]], times: dict[str, dict[str, list[float]]],
            parts: dict[str, dict[str, list[list[float]]]], torch_times: list[float], sizes: list[int], repeats: int,
            load_before: float) -> None:
-    print(f"### Parser and start-up, base against current — {time.strftime('%Y-%m-%d %H:%M')}\n")
-    print(f"base {describe_tree(trees['base'])}, current {describe_tree(trees['current'])}; CPU time, median of "
-          f"{repeats}, sides interleaved; {os.cpu_count()} CPUs, load average {load_before:.2f} before, "
-          f"{os.getloadavg()[0]:.2f} after.\n")
-    print("| workload | base (CPU ms) | current (CPU ms) | current / base |")
-    print("| --- | ---: | ---: | ---: |")
-    for name in works:
-        b, c = med(times[name]["base"]), med(times[name]["current"])
-        print(f"| {name} | {b * 1e3:.1f} | {c * 1e3:.1f} | {c / b:.2f} |")
+    base_against_current("### Parser and start-up, base against current", trees, works, times, repeats,
+                         load_before)
     print("\n| measure | base | current | target |")
     print("| --- | ---: | ---: | --- |")
     ratio = {side: med(times["start-up"][side]) / med(times["floor"][side]) for side in trees}

@@ -36,6 +36,20 @@ def med(values: list[float]) -> float:
     return statistics.median(values)
 
 
+def base_against_current(title: str, trees: dict[str, Path], works: Any, times: dict[str, dict[str, list[float]]],
+                         repeats: int, load_before: float) -> None:
+    """The A/B table bench_commits and bench_parse print: each workload's median CPU time on both sides."""
+    print(f"{title} — {time.strftime('%Y-%m-%d %H:%M')}\n")
+    print(f"base {describe_tree(trees['base'])}, current {describe_tree(trees['current'])}; CPU time, median of "
+          f"{repeats}, sides interleaved; {os.cpu_count()} CPUs, load average {load_before:.2f} before, "
+          f"{os.getloadavg()[0]:.2f} after.\n")
+    print("| workload | base (CPU ms) | current (CPU ms) | current / base |")
+    print("| --- | ---: | ---: | ---: |")
+    for name in works:
+        b, c = med(times[name]["base"]), med(times[name]["current"])
+        print(f"| {name} | {b * 1e3:.1f} | {c * 1e3:.1f} | {c / b:.2f} |")
+
+
 def fmt_time(seconds: float | None, digits: int = 1, micro_digits: int = 0) -> str:
     """Seconds in s, ms (`digits` decimals) or µs (`micro_digits` decimals); None reads "n/a"."""
     if seconds is None:
