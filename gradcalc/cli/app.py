@@ -858,14 +858,16 @@ def check(
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, max=256, help="Grading: submissions judged "
                                       "in parallel.")] = 1,
     in_terms_of: Annotated[Terms, typer.Option(
-        help="How a correct derivative is written, as diff's --in-terms-of: shortest (the leaves or the "
-        "program's intermediates, whichever is shorter), leaves, or intermediates.")] = Terms.shortest,
+        metavar="FORM", help="How a correct derivative is written, as diff's --in-terms-of: shortest (the leaves "
+        "or the program's intermediates, whichever is shorter), leaves, or intermediates.")] = Terms.shortest,
     reveal: Annotated[Reveal, typer.Option(
-        help="What the table, JSON, gradebooks and feedback show: none (right or wrong, and points), verdict "
-        "(and the diagnosis), answer (and the correct value), all (and the correct expression).")] = Reveal.all,
+        metavar="LEVEL", help="What the table, JSON, gradebooks and feedback show: none (right or wrong, and "
+        "points), verdict (and the diagnosis), answer (and the correct value), all (and the correct "
+        "expression).")] = Reveal.all,
     format_: Annotated[Optional[GradeFormat], typer.Option(
-        "--format", help="A gradebook: csv (a row per student, a column per question) or gradescope (one "
-        "submission's results.json), on standard output or into -o FILE.", show_default=False)] = None,
+        "--format", metavar="FORMAT", help="A gradebook: csv (a row per student, a column per question) or "
+        "gradescope (one submission's results.json), on standard output or into -o FILE.",
+        show_default=False)] = None,
     output: Annotated[Optional[str], typer.Option(
         "--output", "-o", metavar="FILE", help="Write the --format gradebook to FILE (replaced if it exists); "
         "the table (or --json) still goes to standard output.", show_default=False)] = None,
