@@ -137,3 +137,21 @@ def test_the_locating_rerun_notes_every_recorded_node() -> None:
     # '*', sin, '+', exp and '/', counted by hand
     assert sorted({located.made_by[node].pos.column for node in recorded}) == [15, 16, 23, 25, 31]
     assert np.isfinite(float(located.globals["y"].value))
+
+
+@pytest.mark.parametrize("args", [
+    ["jacobian", "--of", "y", "--wrt", "x"],
+    ["hessian", "--of", "L", "--wrt", "x"],
+    ["jvp", "--of", "y", "--wrt", "x", "--tangent", "ones"],
+])
+def test_jacobians_hessians_and_jvp_say_where_a_value_s_nan_started(args: list[str]) -> None:
+    """sqrt of -1 on line 2, column 5: the value's NaN, named by the commands that trace no derivative's yet."""
+    program = "x = [1, -1]\ny = sqrt(x)\nL = sum(y)"
+    doc = json_ok(args[0], "-e", program, *args[1:])
+    (warning,) = doc["warnings"]
+    assert (warning["pass"], warning["line"], warning["column"], warning["operation"]) == \
+        ("forward", 2, 5, "sqrt(…)"), warning
+    finite = json_ok(args[0], "-e", program.replace("-1", "4"), *args[1:])
+    assert "warnings" not in finite, finite
+    quiet = json_ok(args[0], "-e", program, *args[1:], "--no-anomaly")
+    assert "warnings" not in quiet, quiet

@@ -551,7 +551,9 @@ def jacobian(
         return _batch(common, at, ignore_extra, "jacobian", dict(of=of, wrt=_names(wrt) or None, mode=mode.value))
     run = _run(common)
     result = run.jacobian(of, _names(wrt) or None, mode.value)
-    common.out.result(lambda: jsonout.jacobian_doc(result), lambda: _views().jacobian_view(run, result, common.full))
+    warnings = _anomalies(common, run)  # the values' NaNs (a Jacobian's are not traced backward yet)
+    common.out.result(lambda: jsonout.warned(jsonout.jacobian_doc(result), warnings),
+                      lambda: _views().jacobian_view(run, result, common.full))
 
 
 @command(
@@ -567,7 +569,9 @@ def hessian(common: Common, of: _OF = None, wrt: _WRT = [],  # noqa: B006
         return _batch(common, at, ignore_extra, "hessian", dict(of=of, wrt=_names(wrt) or None))
     run = _run(common)
     result = run.hessian(of, _names(wrt) or None)
-    common.out.result(lambda: jsonout.hessian_doc(result), lambda: _views().hessian_view(run, result, common.full))
+    warnings = _anomalies(common, run)  # the values' NaNs (a Hessian's are not traced backward yet)
+    common.out.result(lambda: jsonout.warned(jsonout.hessian_doc(result), warnings),
+                      lambda: _views().hessian_view(run, result, common.full))
 
 
 @command(
@@ -591,7 +595,9 @@ def jvp(
         return _batch(common, at, ignore_extra, "jvp", dict(of=of, wrt=wrt, tangent=tangent))
     run = _run(common)
     result = run.jvp(of, wrt, tangent)
-    common.out.result(lambda: jsonout.jvp_doc(result), lambda: _views().jvp_view(run, result, common.full))
+    warnings = _anomalies(common, run)  # the values' NaNs (J·v's are not traced yet)
+    common.out.result(lambda: jsonout.warned(jsonout.jvp_doc(result), warnings),
+                      lambda: _views().jvp_view(run, result, common.full))
 
 
 @command(
