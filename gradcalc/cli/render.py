@@ -384,9 +384,14 @@ def hessian_view(run: Run, result: Any, full: bool = False) -> RenderableType:
 
 def jvp_view(run: Run, result: Any, full: bool = False) -> RenderableType:
     """`jvp`: J·v, the output's change along the tangent."""
-    table = FittedTable((("", "left"), ("shape", "left"), ("value", "right")), [
-        [f"{result.wrt} (tangent v)", shape_text(tuple(result.tangent.shape)), Shown(result.tangent, full)],
-        [f"J·v = ∂{result.of}/∂{result.wrt}·v", shape_text(tuple(result.jvp.shape)), Shown(result.jvp, full)]])
+    return _product_view(run, result, [(f"{result.wrt} (tangent v)", result.tangent),
+                                       (f"J·v = ∂{result.of}/∂{result.wrt}·v", result.jvp)], full)
+
+
+def _product_view(run: Run, result: Any, rows: list[tuple[str, Any]], full: bool) -> RenderableType:
+    """A product with a vector (jvp's J·v, hvp's H·v): the output's value, then the vector and the product."""
+    table = FittedTable((("", "left"), ("shape", "left"), ("value", "right")),
+                        [[label, shape_text(tuple(value.shape)), Shown(value, full)] for label, value in rows])
     heading = Text.assemble((result.of, "bold"), " = ", B.format_value(result.value, full))
     return Group(heading, Text(""), table, *_loop_notes(run))
 
@@ -890,11 +895,8 @@ def minimize_view(result: Any, full: bool = False) -> RenderableType:
 
 def hvp_view(run: Run, result: Any, full: bool = False) -> RenderableType:
     """`hvp`: H·v, the Hessian of the output times the direction v."""
-    table = FittedTable((("", "left"), ("shape", "left"), ("value", "right")), [
-        [f"{result.wrt} (direction v)", shape_text(tuple(result.vector.shape)), Shown(result.vector, full)],
-        [f"H·v = ∂²{result.of}/∂{result.wrt}²·v", shape_text(tuple(result.hvp.shape)), Shown(result.hvp, full)]])
-    heading = Text.assemble((result.of, "bold"), " = ", B.format_value(result.value, full))
-    return Group(heading, Text(""), table, *_loop_notes(run))
+    return _product_view(run, result, [(f"{result.wrt} (direction v)", result.vector),
+                                       (f"H·v = ∂²{result.of}/∂{result.wrt}²·v", result.hvp)], full)
 
 
 def taylor_view(run: Run, result: Any, decimal: bool = False, full: bool = False) -> RenderableType:
