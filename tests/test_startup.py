@@ -55,3 +55,11 @@ def test_a_syntax_error_is_explained_by_lark(tmp_path: Path) -> None:
     _, status, modules = loaded_by("grad", str(path), "--json")
     assert status == 2
     assert "lark" in modules  # the error's words come from Lark's parser, loaded for it alone
+
+
+def test_a_finite_run_loads_no_nan_locator() -> None:
+    """Where a NaN started is looked for only when something is not finite: the locator is no start-up cost."""
+    _, status, modules = loaded_by("grad", str(SAMPLES / "neuron.eq"), "--json")
+    assert status == 0 and "gradcalc.program.anomaly" not in modules
+    _, status, modules = loaded_by("grad", "-e", "x = 1; y = sqrt(x - 2)", "--json")
+    assert status == 0 and "gradcalc.program.anomaly" in modules

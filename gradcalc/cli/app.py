@@ -357,8 +357,12 @@ def _anomalies(common: Common, run: Any, of: str | None = None, wrt: list[str] |
                grads: dict[str, Any] | None = None, vector: Any = None) -> list[dict[str, Any]]:
     """Where the run's (and the gradients') NaNs and infinities started, as warnings (program/anomaly.py);
     the JSON entries for the document's "warnings". Nothing is looked at unless something is not finite."""
-    if not common.anomaly:
-        return []
+    from ..engine import backend as B
+    from ..engine.graph import finite
+
+    if not common.anomaly or (all(finite(node.value) for node in run.frame.values())
+                              and all(finite(B.asarray(g)) for g in (grads or {}).values())):
+        return []  # nothing to trace: the locator's module is not even loaded (it is on every run's path)
     from ..program import anomaly
 
     found = anomaly.forward(run)

@@ -239,6 +239,11 @@ class Released:
         return len(self.shape)
 
 
+def finite(value: Any) -> bool:
+    """No NaN and no infinity in the value (a released one has nothing left to look at: finite)."""
+    return value.__class__ is not Released and bool(B.xp.isfinite(value).all())
+
+
 # On only while the interpreter runs a program: there an unnamed node is a temporary with
 # exactly one user. Nodes made elsewhere (by a differentiable backward, or by hand
 # through the API) may be shared, so their values are never freed.

@@ -58,10 +58,6 @@ class Anomaly:
                 "gradient": self.gradient, "wrt": self.wrt, "hint": self.hint, "message": self.text(filename)}
 
 
-def _finite(value: Any) -> bool:
-    return value.__class__ is not graph.Released and bool(B.xp.isfinite(value).all())
-
-
 def _kind(value: Any) -> str:
     if bool(B.xp.isnan(value).any()):
         return "NaN"
@@ -105,8 +101,8 @@ class Locating(Interpreter):
         if tape is not None:
             for made in tape[start:]:
                 self.made_by.setdefault(made, expr)
-        if (operands and kind is not S.Tensor and len(self.found) < LIMIT and not _finite(node.value)
-                and all(_finite(operand.value) for _, operand in operands)
+        if (operands and kind is not S.Tensor and len(self.found) < LIMIT and not graph.finite(node.value)
+                and all(graph.finite(operand.value) for _, operand in operands)
                 and all(seen is not expr for seen, _, _ in self.found)):
             self.found.append((expr, node, operands))
         return node
@@ -126,7 +122,7 @@ def _rerun(run: Run) -> Locating:
 
 def forward(run: Run) -> list[Anomaly]:
     """Where the run's NaNs and infinities started, if any of its variables holds one."""
-    if all(_finite(node.value) for node in run.frame.values()):
+    if all(graph.finite(node.value) for node in run.frame.values()):
         return []
     source = run.program.source
     try:
@@ -139,7 +135,7 @@ def forward(run: Run) -> list[Anomaly]:
 
 def backward(run: Run, of: str, wrt: Sequence[str], grads: Mapping[str, Any], vector: Any = None) -> list[Anomaly]:
     """Where a gradient's NaNs and infinities started, if any gradient holds one (vector: as grad's --vector)."""
-    if all(_finite(B.asarray(gradient)) for gradient in grads.values()):
+    if all(graph.finite(B.asarray(gradient)) for gradient in grads.values()):
         return []
     source = run.program.source
     try:
