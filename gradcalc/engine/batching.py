@@ -32,6 +32,7 @@ from .primitives import (
     DIV,
     EQ,
     INDEX,
+    INDEX_PUT,
     MATMUL,
     MUL,
     NE,
@@ -363,7 +364,27 @@ def _scatter(g: Any, key: tuple, shape: tuple[int, ...]) -> Any:
         return SCATTER.forward(g, key, shape)
     _check(g.stack.shape[:1] + tuple(shape))
     out = B.xp.zeros(g.stack.shape[:1] + tuple(shape), dtype=g.dtype)
-    out[(slice(None), *key)] = g.stack
+    if any(isinstance(k, tuple) for k in key):  # entries picked twice add up (the forward _index kept the axes)
+        B.xp.add.at(out, (slice(None), *key), g.stack)
+    else:
+        out[(slice(None), *key)] = g.stack
+    return Batched(out)
+
+
+@_own(INDEX_PUT)
+def _index_put(x: Any, value: Any, key: tuple) -> Any:
+    """y[key] = value for a batch: each point's y written with its own value (or the one value)."""
+    if not isinstance(x, Batched) and not isinstance(value, Batched):
+        return INDEX_PUT.forward(x, value, key)
+    if any(isinstance(k, Batched) for k in key):
+        raise Unbatchable("an index that differs between points")
+    count = (x if isinstance(x, Batched) else value).stack.shape[0]
+    out = B.xp.array(x.stack if isinstance(x, Batched) else B.xp.broadcast_to(x, (count, *x.shape)), copy=True)
+    written = out[(slice(None), *key)]
+    expected = B.xp.broadcast_to(B.xp.zeros((), dtype=out.dtype), out.shape[1:])[key].shape
+    if tuple(written.shape) != (count, *expected):
+        raise Unbatchable("array indices that move the batch axis")
+    out[(slice(None), *key)] = _aligned(value, len(expected))
     return Batched(out)
 
 

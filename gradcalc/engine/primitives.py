@@ -113,8 +113,13 @@ def _reduction_name(base: str, dim_suffix: str = "1", all_suffix: str = "0") -> 
 
 def _index_name(node: Node) -> str:
     key = node.params[0]
-    if all(isinstance(k, int) or k == slice(None) for k in key) and any(isinstance(k, int) for k in key):
+    if any(isinstance(k, tuple) for k in key):  # an array index or a mask (read as the entries it picks)
+        return "IndexBackward0"
+    if all(isinstance(k, int) or k == slice(None) or k is Ellipsis for k in key) and any(
+            isinstance(k, int) for k in key):
         return "SelectBackward0"
+    if any(k is None for k in key) and all(k is None or k == slice(None) or k is Ellipsis for k in key):
+        return "UnsqueezeBackward0"  # x[None]
     return "SliceBackward0"
 
 
@@ -153,7 +158,10 @@ def _sum_to(x: Any, shape: tuple[int, ...]) -> Any:
 
 def _scatter(g: Any, key: tuple, shape: tuple[int, ...]) -> Any:
     out = B.xp.zeros(shape, dtype=g.dtype)
-    out[key] = g
+    if any(isinstance(k, tuple) for k in key):
+        B.xp.add.at(out, key, g)  # an entry picked twice (x[[0, 0]]) gets both gradients, as index_add
+    else:
+        out[key] = g
     return out
 
 
@@ -343,6 +351,42 @@ INV = Primitive("inv", LINEAR_ALGEBRA, lambda x: B.xp.linalg.inv(x), (
     lambda ns, g, ans, x: -(swap(ns, ans) @ g @ swap(ns, ans)),
 ), reads="x ans", check=_square, grad_fn="LinalgInvExBackward0", batching=UNBATCHED,
     builtin="matrix inverse")
+
+
+# --- Statements and indexing (issue 25): a % b, a // b, and writing into a tensor (y[0] = 5) ---------
+
+class Indices(tuple):
+    """An array index inside a key (x[[0, 2]], a mask's entries): hashable as a key's parts must be (symbolic
+    interns nodes by them), an integer array to the library, even when empty (a mask that picks nothing)."""
+
+    __slots__ = ()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy
+
+        return numpy.asarray(tuple(self), dtype=numpy.intp)
+
+
+def _index_put(x: Any, value: Any, key: tuple) -> Any:
+    out = B.xp.array(x, copy=True)
+    out[key] = value
+    return out
+
+
+# Python's and PyTorch's remainder (the divisor's sign); d/db = -floor(a/b), as PyTorch's RemainderBackward0.
+REMAINDER = Primitive("remainder", BROADCASTING, "remainder", (
+    lambda ns, g, ans, x, y: g,
+    lambda ns, g, ans, x, y: -g * ns.floor(x / y),
+), reads="a b", inputs="a b", operator="%", dunder="mod", fold=lambda a, b: a % b, builtin=None)
+# Integer-valued: no gradient, as PyTorch's floor_divide (its result does not require grad).
+FLOOR_DIVIDE = Primitive("floor_divide", BROADCASTING, "floor_divide", None, inputs="a b", operator="//",
+                         dunder="floordiv", fold=lambda a, b: a // b, builtin=None)
+# y[key] = value as a new tensor: the gradient reaches the value written, and y only where it was not written.
+INDEX_PUT = Primitive("index_put", SHAPE, _index_put, (
+    lambda ns, g, ans, x, v, key: ns.index_put(g, ns.zeros_like(ns.index(g, key)), key),
+    lambda ns, g, ans, x, v, key: ns.sum_to(ns.index(g, key), v.shape),
+), reads="", inputs="x value", params=("key",), batching=OWN_BATCH,
+    grad_fn=lambda n: "IndexPutBackward0" if any(isinstance(k, tuple) for k in n.params[0]) else "CopySlices")
 
 
 # Every record above, in the order written: the one list every table is made from.

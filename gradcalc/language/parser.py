@@ -35,7 +35,7 @@ _PAIR = {"(": ")", "[": "]", "{": "}"}
 _NO_SUCH_FUNCTION = "gradcalc has no function of that name: see the list with gradcalc --help"
 _MODULES = {"torch", "np", "numpy", "math", "jnp", "jax", "F", "nn", "tf", "sp", "sympy", "scipy", "cmath"}
 _KEYWORDS = {"while", "if", "else", "for", "in", "no_grad", "return", "or", "and", "not", "override", "check",
-             "const"}
+             "const", "elif", "break", "continue"}
 _TOKEN_WORDS = {
     "NAME": "a name",
     "NUMBER": "a number",
@@ -45,7 +45,8 @@ _TOKEN_WORDS = {
     "$END": "the end of the program",
     "EQUALS": "'='",
     "APPROX": "'≈'",
-    "AUG_OP": "'+=', '-=', '*=' or '/='",
+    "AUG_OP": "'+=', '-=', '*=', '/=' or '**='",
+    "ELLIPSIS": "'...'",
     "COMP_OP": "a comparison",
     "ADD_OP": "'+' or '-'",
     "MUL_OP": "'*', '/' or '@'",
@@ -143,7 +144,7 @@ class _Brackets:
                     pending_newline = pending_newline or token
                 continue
             if pending_newline is not None:
-                if kind != "ELSE":
+                if kind != "ELSE" and kind != "ELIF":
                     if claim is not None:
                         yield from claim.feed(pending_newline, len(stack))
                         if claim.ended:  # a check statement ends at its line's end: the next may be another
@@ -237,34 +238,82 @@ class _ToSyntax:
     def assign(self, name: Token, op: Token, value: S.Expr) -> S.Assign:
         return S.Assign(sys.intern(str(name)), sys.intern(str(op)), value, token_pos(name))
 
+    def unpack(self, *children: object) -> S.Unpack:
+        """`a, b = 1, 2` (a value for each name) or `u, v = f(x)` (one call returning as many)."""
+        split = next(i for i, c in enumerate(children) if isinstance(c, Token) and c.type == "EQUALS")
+        names, values = children[:split], [c for c in children[split + 1:] if isinstance(c, S.Expr)]
+        seen: set[str] = set()
+        for name in names:
+            if str(name) in seen:
+                raise GradcalcSyntaxError(f"'{name}' is assigned twice in one statement", "give each value its own name",
+                                          token_pos(name))  # type: ignore[arg-type]
+            seen.add(str(name))
+        first = token_pos(names[0])  # type: ignore[arg-type]
+        if len(values) == 1 and isinstance(values[0], S.Call):
+            call = values[0]
+            parts = [S.Assign(sys.intern(str(n)), "=", call, token_pos(n)) for n in names]  # type: ignore[arg-type]
+            return S.Unpack(parts, call, first)
+        if len(values) != len(names):
+            raise GradcalcSyntaxError(
+                f"{len(names)} names but {len(values)} value{'s' if len(values) != 1 else ''} to unpack",
+                "give one value for each name (a, b = 1, 2), or call a function that returns as many "
+                "(u, v = f(x))", values[0].pos if len(values) == 1 else values[min(len(names), len(values) - 1)].pos)
+        parts = [S.Assign(sys.intern(str(n)), "=", v, token_pos(n))  # type: ignore[arg-type]
+                 for n, v in zip(names, values)]
+        return S.Unpack(parts, None, first)
+
+    def index_assign(self, name: Token, bracket: Token, subscripts: list[S.Expr], op: Token,
+                     value: S.Expr) -> S.IndexAssign:
+        target = S.Index(S.Name(sys.intern(str(name)), token_pos(name)), subscripts, token_pos(bracket))
+        return S.IndexAssign(target, sys.intern(str(op)), value, token_pos(name))
+
+    def jump(self, keyword: Token) -> S.Jump:
+        return S.Jump(str(keyword), token_pos(keyword))
+
     def const_stmt(self, keyword: Token, name: Token, _eq: Token, value: S.Expr) -> S.Const:
         return S.Const(sys.intern(str(name)), value, token_pos(name))
 
-    def params(self, *names: Token) -> list[str]:
+    def params(self, *params: tuple[Token, S.Expr | None]) -> tuple[list[str], dict[str, S.Expr]]:
         seen: set[str] = set()
-        for name in names:
+        defaults: dict[str, S.Expr] = {}
+        for name, default in params:
             if str(name) in seen:
                 raise GradcalcSyntaxError(f"parameter '{name}' appears twice", "give each parameter its own name",
                                           token_pos(name))
             seen.add(str(name))
-        return [str(n) for n in names]
+            if default is not None:
+                defaults[str(name)] = default
+            elif defaults:
+                raise GradcalcSyntaxError(f"parameter '{name}' without a default follows one with a default",
+                                          f"give '{name}' a default too, or move it before "
+                                          f"'{next(iter(defaults))}'", token_pos(name))
+        return [str(name) for name, _ in params], defaults
 
-    def funcdef(self, override: Token | None, name: Token, params: list[str] | None, _eq: Token,
-                body: S.Expr) -> S.FuncDef:
-        return S.FuncDef(str(name), params or [], [S.Return(body, body.pos)], token_pos(name), override is not None)
+    def param(self, name: Token, _eq: Token | None, default: S.Expr | None) -> tuple[Token, S.Expr | None]:
+        return name, default
 
-    def funcblock(self, override: Token | None, name: Token, params: list[str] | None,
+    def funcdef(self, override: Token | None, name: Token, params: tuple[list[str], dict[str, S.Expr]] | None,
+                _eq: Token, body: S.Expr) -> S.FuncDef:
+        names, defaults = params or ([], {})
+        return S.FuncDef(str(name), names, [S.Return(body, body.pos)], token_pos(name), override is not None,
+                         defaults)
+
+    def funcblock(self, override: Token | None, name: Token, params: tuple[list[str], dict[str, S.Expr]] | None,
                   body: list[S.Stmt]) -> S.FuncDef:
-        return S.FuncDef(str(name), params or [], body, token_pos(name), override is not None)
+        names, defaults = params or ([], {})
+        return S.FuncDef(str(name), names, body, token_pos(name), override is not None, defaults)
 
     def while_stmt(self, keyword: Token, cond: S.Expr, body: list[S.Stmt]) -> S.While:
         return S.While(cond, body, token_pos(keyword))
 
-    def if_stmt(self, keyword: Token, cond: S.Expr, body: list[S.Stmt], _else: Token | None = None,
-                orelse: S.If | list[S.Stmt] | None = None) -> S.If:
+    def if_stmt(self, keyword: Token, cond: S.Expr, body: list[S.Stmt], *rest: object) -> S.If:
+        """`rest`: nothing, `else` and its if or block, or an elif (an If already)."""
+        orelse = rest[-1] if rest else []
         if isinstance(orelse, S.If):
             orelse = [orelse]
-        return S.If(cond, body, orelse or [], token_pos(keyword))
+        return S.If(cond, body, orelse, token_pos(keyword))  # type: ignore[arg-type]
+
+    elif_stmt = if_stmt
 
     def for_stmt(self, keyword: Token, var: Token, _in: Token, iterable: S.Expr, body: list[S.Stmt]) -> S.For:
         return S.For(sys.intern(str(var)), iterable, body, token_pos(keyword))
@@ -272,7 +321,9 @@ class _ToSyntax:
     def no_grad(self, keyword: Token, body: list[S.Stmt]) -> S.NoGrad:
         return S.NoGrad(body, token_pos(keyword))
 
-    def return_stmt(self, keyword: Token, value: S.Expr) -> S.Return:
+    def return_stmt(self, keyword: Token, value: S.Expr, *more: S.Expr) -> S.Return:
+        if more:  # return x, y
+            value = S.Tuple([value, *more], value.pos)
         return S.Return(value, token_pos(keyword))
 
     def claims(self, *children: object) -> list[S.Claim]:
@@ -368,6 +419,12 @@ class _ToSyntax:
             raise GradcalcSyntaxError(f"'{token}' is not a derivative's part",
                                       "write the derivative as dL/dw1 or ∂L/∂w1", token_pos(token))
         return str(token)[1:]
+
+    def conditional(self, then: S.Expr, keyword: Token, cond: S.Expr, _else: Token, orelse: S.Expr) -> S.Conditional:
+        return S.Conditional(cond, then, orelse, token_pos(keyword))
+
+    def ellipsis(self, token: Token) -> S.Ellipsis_:
+        return S.Ellipsis_(token_pos(token))
 
     def boolop(self, left: S.Expr, op: Token, right: S.Expr) -> S.BoolOp:
         return S.BoolOp(str(op), left, right, token_pos(op))

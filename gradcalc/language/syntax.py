@@ -165,6 +165,37 @@ class Attribute(Expr):
         self.pos = pos
 
 
+class Conditional(Expr):
+    """`a if cond else b`: one of two values by a single true/false condition (Python's; where() is elementwise)."""
+
+    __slots__ = ("cond", "then", "orelse", "pos")
+
+    def __init__(self, cond: Expr, then: Expr, orelse: Expr, pos: Pos) -> None:
+        self.cond = cond
+        self.then = then
+        self.orelse = orelse
+        self.pos = pos
+
+
+class Ellipsis_(Expr):
+    """`...` in a subscript: every dimension not indexed otherwise (x[..., 0])."""
+
+    __slots__ = ("pos",)
+
+    def __init__(self, pos: Pos) -> None:
+        self.pos = pos
+
+
+class Tuple(Expr):
+    """`x, y` after return or on the right of `a, b = ...`: several values, never one expression's operand."""
+
+    __slots__ = ("items", "pos")
+
+    def __init__(self, items: list[Expr], pos: Pos) -> None:
+        self.items = items
+        self.pos = pos
+
+
 class Stmt(_Node):
     """A statement. Each kind names the fields that are program code, which the walkers below read
     and nothing else: the expressions it evaluates and the blocks of statements it holds."""
@@ -199,17 +230,59 @@ class Const(Assign):
         super().__init__(name, "=", value, pos)
 
 
+class IndexAssign(Assign):
+    """`y[0] = 5`: a new value of y with those entries written (PyTorch's in-place write, as a graph records
+    it). An Assign of y too, so what reads assignments sees y assigned here; never a leaf."""
+
+    __slots__ = ("target",)
+    expressions = ("target", "value")
+    blocks = ()
+
+    def __init__(self, target: Index, op: str, value: Expr, pos: Pos) -> None:
+        assert isinstance(target.target, Name)
+        super().__init__(target.target.name, op, value, pos)
+        self.target = target
+
+
+class Unpack(Stmt):
+    """`a, b = 1, 2` or `u, v = f(x)`: each name's own assignment in `parts` (for what reads assignments),
+    every right side computed before any name is assigned; `value` is the one call of the second form."""
+
+    __slots__ = ("parts", "value", "pos")
+    expressions = ()  # the parts hold the expressions
+    blocks = ("parts",)
+
+    def __init__(self, parts: list[Assign], value: Expr | None, pos: Pos) -> None:
+        self.parts = parts
+        self.value = value
+        self.pos = pos
+
+
+class Jump(Stmt):
+    """`break` or `continue` in a loop."""
+
+    __slots__ = ("kind", "pos")
+    expressions = ()
+    blocks = ()
+
+    def __init__(self, kind: str, pos: Pos) -> None:
+        self.kind = kind
+        self.pos = pos
+
+
 class FuncDef(Stmt):
-    __slots__ = ("name", "params", "body", "pos", "override")
+    __slots__ = ("name", "params", "body", "pos", "override", "defaults")
     expressions = ()
     blocks = ("body",)
 
-    def __init__(self, name: str, params: list[str], body: list[Stmt], pos: Pos, override: bool = False) -> None:
+    def __init__(self, name: str, params: list[str], body: list[Stmt], pos: Pos, override: bool = False,
+                 defaults: dict[str, Expr] | None = None) -> None:
         self.name = name
         self.params = params
         self.body = body
         self.pos = pos
         self.override = override  # `override sigmoid(z) = ...` replaces a builtin on purpose
+        self.defaults = defaults or {}  # f(x, y=2): the trailing parameters' defaults, computed at each call
 
 
 class Return(Stmt):

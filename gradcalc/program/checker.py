@@ -38,6 +38,7 @@ class Function:
     body: list[S.Stmt]
     pos: Pos
     local: set[str]  # its parameters and every name it assigns: local throughout its body, as in Python
+    defaults: dict[str, S.Expr] = field(default_factory=dict)  # f(x, y=2): computed at each call
     reads: set[str] = field(default_factory=set)  # the names its body reads that are not its own
     reads_globals: bool = False  # reads a program variable, itself or through the functions it calls
     callees: set[str] = field(default_factory=set)
@@ -68,6 +69,7 @@ class Checker:
         # By id of a syntax node, which is kept too: an id is reused once its node is freed.
         self.leaf_statements: dict[int, tuple[S.Assign, bool]] = {}  # whether an assignment reads no variable
         self.constants: dict[str, S.Const] = {}  # the `const` declarations, by name
+        self.unpacked: set[int] = set()  # by id: the calls whose values `u, v = f(x)` unpacks (the nodes are kept)
 
     @cached_property
     def assigned(self) -> dict[str, list[S.Assign]]:
@@ -101,10 +103,13 @@ class Checker:
                 raise NameNotFound(f"function '{stmt.name}' is defined twice (first at line "
                                    f"{self.functions[stmt.name].pos.line})", "delete one, or rename it", stmt.pos)
             local = set(stmt.params) | set(assigned_names(stmt.body))
-            self.functions[stmt.name] = Function(stmt.name, stmt.params, stmt.body, stmt.pos, local)
+            self.functions[stmt.name] = Function(stmt.name, stmt.params, stmt.body, stmt.pos, local,
+                                                 stmt.defaults)
         for stmt in defs:
             function = self.functions[stmt.name]
             try:
+                for default in stmt.defaults.values():  # over the program's top-level names
+                    self.check_expr(default, None)
                 self.check_block(stmt.body, function)
             except GradcalcError as exc:
                 raise exc.at(stmt.pos) from None
@@ -112,13 +117,14 @@ class Checker:
                 # a path that ends without one is an error when it runs
                 raise GradcalcSyntaxError(f"function '{stmt.name}' never returns a value",
                                           "end its block with `return <expression>`", stmt.pos)
-            for node in S.code(stmt.body):
+            for node in [*S.code(stmt.body), *(n for d in stmt.defaults.values() for n in S.walk(d))]:
                 if isinstance(node, S.Name) and node.name not in function.local:
                     function.reads.add(node.name)
                 elif isinstance(node, S.Call) and node.name in self.functions:
                     function.callees.add(node.name)
             function.reads_globals = any(self.variable(name) for name in function.reads)
         _close_over_calls(self.functions)
+        _check_jumps(self.module.body, False)
         if self.constants:
             self.check_constants()
         self.check_block(blocks, None)
@@ -178,7 +184,7 @@ class Checker:
         known = self.leaf_statements.get(id(stmt))
         if known is not None and known[0] is stmt:
             return known[1]
-        leaf = type(stmt) is S.Const or (stmt.op == "=" and not any(
+        leaf = type(stmt) is S.Const or (stmt.op == "=" and type(stmt) is not S.IndexAssign and not any(
             (isinstance(node, S.Name) and self.variable(node.name))
             or (isinstance(node, S.Call) and node.name in self.functions and self.functions[node.name].reads_globals)
             for node in S.walk(stmt.value)))
@@ -194,16 +200,25 @@ class Checker:
                                               f"{'function' if function is not None else 'block'}",
                                               "declare constants at the top level of the program, outside any "
                                               "block or function", stmt.pos)
-                if isinstance(stmt, S.Assign):
+                if isinstance(stmt, S.IndexAssign):
+                    self.check_written(stmt, function)
+                    self.check_expr(stmt.target, function)
+                    self.check_expr(stmt.value, function)
+                elif isinstance(stmt, S.Assign):
                     if stmt.op != "=":
                         self.check_expr(S.Name(stmt.name, stmt.pos), function)
                     self.check_expr(stmt.value, function)
+                elif isinstance(stmt, S.Unpack):
+                    if stmt.value is not None:
+                        self.check_unpacked(stmt, stmt.value)
+                        self.unpacked.add(id(stmt.value))
                 elif isinstance(stmt, S.Return):
                     if function is None:
                         raise GradcalcSyntaxError("'return' outside a function",
                                                   "return belongs in a function block: f(x) { ...; return x }",
                                                   stmt.pos)
-                    self.check_expr(stmt.value, function)
+                    for value in (stmt.value.items if isinstance(stmt.value, S.Tuple) else [stmt.value]):
+                        self.check_expr(value, function)
                 elif isinstance(stmt, (S.While, S.If)):
                     self.check_expr(stmt.cond, function)
                     if isinstance(stmt, S.While):
@@ -227,6 +242,35 @@ class Checker:
             except GradcalcError as exc:
                 raise exc.at(stmt.pos) from None
 
+    def check_written(self, stmt: S.IndexAssign, function: Function | None) -> None:
+        """`y[0] = 5` writes into a y that has a value: assigned another way, a parameter, or given by --set."""
+        name = stmt.name
+        if function is not None:
+            has_value = name in function.params or any(
+                type(s) is not S.IndexAssign for s in assigned_names(function.body).get(name, []))
+        else:
+            has_value = name in self.inputs or any(type(s) is not S.IndexAssign for s in self.assigned.get(name, []))
+        if not has_value:
+            raise NameNotFound(f"'{name}' is written into but never given a value",
+                               f"make it first, such as `{name} = zeros(3)`, then write its entries", stmt.pos)
+
+    def check_unpacked(self, stmt: S.Unpack, call: S.Expr) -> None:
+        """`u, v = f(x)`: f is the program's function, and returns as many values wherever it returns."""
+        assert isinstance(call, S.Call)
+        function = self.functions.get(call.name)
+        if function is None:
+            self.call_operands(call)  # an unknown function is that mistake first
+            raise ArgumentError(f"{len(stmt.parts)} names to unpack, but {call.name}(...) gives one value",
+                                "unpack a function of the program that returns as many values (return x, y)",
+                                call.pos)
+        for inner in S.statements(function.body):
+            if isinstance(inner, S.Return):
+                given = len(inner.value.items) if isinstance(inner.value, S.Tuple) else 1
+                if given != len(stmt.parts):
+                    raise ArgumentError(f"{len(stmt.parts)} names to unpack, but {call.name} returns {given} "
+                                        f"value{'s' if given != 1 else ''} at line {inner.pos.line}",
+                                        "give as many names as it returns values", call.pos)
+
     def check_expr(self, expr: S.Expr, function: Function | None, depth: int = 0) -> None:
         """An expression's mistakes that need no values: the checks the run makes as it goes, made ahead
         (`depth`: the unbracketed nesting the expression starts at)."""
@@ -245,10 +289,18 @@ class Checker:
                 continue
             if kind is S.Call:
                 children = list(self.call_operands(node))
+                if node.name in self.functions and id(node) not in self.unpacked:
+                    self.check_single(node)
             elif kind is S.Index:
                 children = [node.target]
                 for sub in node.subscripts:
+                    if type(sub) is S.Ellipsis_ or (type(sub) is S.Name and sub.name in ("None", "newaxis")
+                                                   and not self.defined(sub.name, function)):
+                        continue  # x[..., 0], x[None]
                     children.extend([sub.start, sub.stop, sub.step] if type(sub) is S.Slice else [sub])
+            elif kind is S.Conditional:
+                depth = deeper(node, depth, self.max_depth)
+                children = [node.cond, node.then, node.orelse]
             elif kind is S.Binary:
                 if node.op == "^":
                     self.check_transpose(node, function)
@@ -256,7 +308,7 @@ class Checker:
             elif kind is S.Attribute:
                 check_attribute(node)
                 children = [node.target]
-            elif kind is S.String or kind is S.Slice:
+            elif kind is S.String or kind is S.Slice or kind is S.Ellipsis_ or kind is S.Tuple:
                 raise misplaced(node)
             elif kind is S.Unary or kind is S.Not:
                 children = [node.operand]
@@ -267,6 +319,15 @@ class Checker:
             else:
                 children = node.items
             stack.extend((child, depth) for child in children if child is not None)
+
+    def check_single(self, call: S.Call) -> None:
+        """A call used as one value of a function that returns several at every return is a mistake."""
+        returns = [inner for inner in S.statements(self.functions[call.name].body) if isinstance(inner, S.Return)]
+        if returns and all(isinstance(r.value, S.Tuple) for r in returns):
+            given = len(returns[0].value.items)  # type: ignore[attr-defined]
+            raise ArgumentError(f"{call.name}(...) returns {given} values, used here as one",
+                                f"unpack them first: {', '.join('uvwxyz'[:given]) if given <= 6 else 'u, v, ...'} "
+                                f"= {call.name}(...)", call.pos)
 
     def defined(self, name: str, function: Function | None) -> bool:
         """Whether reading `name` is a variable or a constant (assigned in time or not, which only a run tells)."""
@@ -323,6 +384,23 @@ class Checker:
             raise NameNotFound(f"unknown function '{expr.name}'",
                                hint or "see the list of builtins with gradcalc --help", expr.pos)
         return builtin
+
+
+def _check_jumps(body: list[S.Stmt], in_loop: bool) -> None:
+    """`break` and `continue` belong in a loop's block (not in a function's outside one)."""
+    for stmt in body:
+        if isinstance(stmt, S.Jump) and not in_loop:
+            raise GradcalcSyntaxError(f"'{stmt.kind}' outside a loop",
+                                      f"{stmt.kind} belongs in a for or while loop's block", stmt.pos)
+        if isinstance(stmt, S.FuncDef):
+            _check_jumps(stmt.body, False)
+        elif isinstance(stmt, (S.For, S.While)):
+            _check_jumps(stmt.body, True)
+        elif isinstance(stmt, S.If):
+            _check_jumps(stmt.body, in_loop)
+            _check_jumps(stmt.orelse, in_loop)
+        elif isinstance(stmt, S.NoGrad):
+            _check_jumps(stmt.body, in_loop)
 
 
 def _close_over_calls(functions: dict[str, Function]) -> None:
@@ -396,14 +474,44 @@ def range_bounds(stmt: S.For) -> list[S.Expr]:
 
 
 def check_user_call(function: Function, expr: S.Call) -> None:
-    if expr.keywords:
-        raise ArgumentError(f"{expr.name} takes no keyword arguments", "pass its arguments in order",
-                            expr.keywords[0].pos)
-    if len(expr.args) != len(function.params):
-        raise ArgumentError(
-            f"{expr.name} takes {len(function.params)} argument{'s' if len(function.params) != 1 else ''} "
-            f"({', '.join(function.params)}), got {len(expr.args)}",
-            f"defined at line {function.pos.line}", expr.pos)
+    if not expr.keywords and len(expr.args) == len(function.params):
+        return  # the usual call: f(x, y)
+    bind_user_arguments(function, expr)
+
+
+def bind_user_arguments(function: Function, expr: S.Call) -> list[tuple[S.Expr, bool]]:
+    """Each parameter's expression and whether it is the default: the arguments in order, then by name."""
+    params, defaults = function.params, function.defaults
+    if not expr.keywords and len(expr.args) == len(params):
+        return [(arg, False) for arg in expr.args]
+    required = len(params) - len(defaults)
+    takes = f"{len(params)} argument{'s' if len(params) != 1 else ''}" if not defaults else \
+        f"{required} to {len(params)} arguments"
+    signature = ", ".join(f"{p}={'…'}" if p in defaults else p for p in params)
+    if len(expr.args) > len(params):
+        raise ArgumentError(f"{expr.name} takes {takes} ({signature}), got {len(expr.args)}",
+                            f"defined at line {function.pos.line}", expr.pos)
+    slots: list[S.Expr | None] = [*expr.args, *[None] * (len(params) - len(expr.args))]
+    for keyword in expr.keywords:
+        if keyword.name not in params:
+            hint = did_you_mean(keyword.name, params)
+            raise ArgumentError(f"{expr.name} has no parameter '{keyword.name}'",
+                                hint or f"its parameters: {signature}", keyword.pos)
+        i = params.index(keyword.name)
+        if slots[i] is not None:
+            raise ArgumentError(f"{expr.name} got '{keyword.name}' twice", f"its parameters: {signature}",
+                                keyword.pos)
+        slots[i] = keyword.value
+    bound: list[tuple[S.Expr, bool]] = []
+    for param, slot in zip(params, slots):
+        if slot is not None:
+            bound.append((slot, False))
+        elif param in defaults:
+            bound.append((defaults[param], True))
+        else:
+            raise ArgumentError(f"{expr.name} takes {takes} ({signature}), got {len(expr.args) + len(expr.keywords)}",
+                                f"'{param}' has no default; defined at line {function.pos.line}", expr.pos)
+    return bound
 
 
 def load_names(expr: S.Call) -> list[str]:

@@ -20,7 +20,9 @@ from typing import Any
 from ..engine import backend as B
 from ..engine import graph, ops
 from ..engine.graph import Node, constant, leaf
+from ..engine.primitives import Indices
 from ..errors import (
+    ArgumentError,
     GradcalcError,
     LimitExceeded,
     NameNotFound,
@@ -35,6 +37,7 @@ from .checker import (
     Checker,
     Function,
     bind_arguments,
+    bind_user_arguments,
     check,
     check_attribute,
     check_user_call,
@@ -53,11 +56,12 @@ DEFAULT_MAX_RECURSION = 200
 
 _BINARY: dict[str, Callable[[Any, Any], Node]] = {
     "+": ops.add, "-": ops.sub, "*": ops.mul, "/": ops.div, "@": ops.matmul, "^": ops.power,
+    "%": ops.remainder, "//": ops.floor_divide,
 }
 _COMPARE: dict[str, Callable[[Any, Any], Node]] = {
     "<": ops.lt, "<=": ops.le, ">": ops.gt, ">=": ops.ge, "==": ops.eq, "!=": ops.ne,
 }
-_AUGMENTED = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
+_AUGMENTED = {"+=": "+", "-=": "-", "*=": "*", "/=": "/", "**=": "^", "^=": "^", "%=": "%", "//=": "//"}
 
 
 @dataclass
@@ -99,8 +103,21 @@ class State:
 class _Returned:
     __slots__ = ("value",)
 
-    def __init__(self, value: Node) -> None:
-        self.value = value
+    def __init__(self, value: Node | tuple[Node, ...]) -> None:
+        self.value = value  # a tuple for `return x, y`
+
+
+class _Jump:
+    """What a block hands up at `break` or `continue`: its loop stops, or goes on to the next iteration."""
+
+    __slots__ = ("kind",)
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+
+_BREAK, _CONTINUE = _Jump("break"), _Jump("continue")
+_Ran = _Returned | _Jump | None  # what a block hands up
 
 
 def _calls_random(expr: S.Expr) -> bool:
@@ -132,8 +149,8 @@ class Interpreter:
 
     # --- the run: statements ------------------------------------------------------------------
 
-    def run(self, body: list[S.Stmt], frame: Frame) -> _Returned | None:
-        """Run a block's statements; a `return` inside stops it and is handed up."""
+    def run(self, body: list[S.Stmt], frame: Frame) -> _Ran:
+        """Run a block's statements; a `return`, `break` or `continue` inside stops it and is handed up."""
         for stmt in body:
             try:
                 if type(stmt) is S.Assign:
@@ -179,6 +196,74 @@ class Interpreter:
         state.last_assigned = name
         state.final[name] = stmt
 
+    def bind(self, stmt: S.Assign, node: Node, frame: Frame) -> None:
+        """Give `stmt`'s name the value computed for it (an unpacking's part): `assign` without the computing."""
+        name = stmt.name
+        if self.function is None:
+            state = self.state
+            if name in self.inputs and self.checker.is_leaf(stmt):
+                node = leaf(self.inputs[name], name)
+                state.add_leaf(name, node)
+            elif not node.requires_grad and self.checker.is_leaf(stmt):
+                node = leaf(node.value, name)
+                state.add_leaf(name, node)
+            state.last_assigned = name
+            state.final[name] = stmt
+        if node.name is None:
+            node.name = name
+        frame[name] = node
+
+    def stmt_unpack(self, stmt: S.Unpack, frame: Frame) -> None:
+        """`a, b = 1, 2` or `u, v = f(x)`: every value computed before any name is assigned (a, b = b, a swaps)."""
+        count = len(stmt.parts)
+        if stmt.value is not None:
+            function = self.functions.get(stmt.value.name) if isinstance(stmt.value, S.Call) else None
+            if function is None:
+                raise ValueProblem(f"{count} names to unpack, but {stmt.value.name}(...) gives one value",
+                                   "unpack a function of the program that returns as many values (return x, y)",
+                                   stmt.value.pos)
+            result = self.user_call(function, stmt.value, frame, count)
+            values = result if isinstance(result, tuple) else (result,)
+        else:
+            values = tuple(self.value(part.value, frame) for part in stmt.parts)
+        for part, node in zip(stmt.parts, values):
+            self.bind(part, node, frame)
+
+    def stmt_indexassign(self, stmt: S.IndexAssign, frame: Frame) -> None:
+        """`y[key] = value`: y becomes a new value with those entries written (PyTorch's CopySlices, functionally:
+        the gradient reaches the value written, and the old y only where it was not overwritten)."""
+        name, index = stmt.name, stmt.target
+        if self.function is not None and name not in frame and name not in self.function.local:
+            raise ValueProblem(f"a function cannot write into the program's variable '{name}'",
+                               f"copy it first (y = {name}), or return the new value and assign it outside",
+                               stmt.pos)
+        target = self.value(index.target, frame)
+        try:
+            key = self.key(index, target, frame)
+            value = self.value(stmt.value, frame)
+            if stmt.op != "=":  # y[0] += x: the entries read, then written
+                value = _BINARY[_AUGMENTED[stmt.op]](ops.index(target, key), value)
+            written = B.xp.broadcast_to(B.xp.zeros((), dtype=B.dtype), target.shape)[key].shape
+            if value.shape != written:
+                try:
+                    fits = B.broadcast_shapes(value.shape, written) == written
+                except ValueError:
+                    fits = False
+                if not fits:
+                    raise ShapeError(f"cannot write a value of shape {value.shape} into entries of shape {written}",
+                                     "the value must have the shape of what the index picks, or broadcast to it")
+            node = ops.index_put(target, value, key)
+        except GradcalcError as exc:
+            raise exc.at(index.pos) from None
+        node.name = name
+        frame[name] = node
+        if self.function is None:
+            self.state.last_assigned = name
+            self.state.final[name] = stmt
+
+    def stmt_jump(self, stmt: S.Jump, frame: Frame) -> _Jump:
+        return _BREAK if stmt.kind == "break" else _CONTINUE
+
     def stmt_const(self, stmt: S.Const, frame: Frame) -> None:
         """`const N = 4`: a leaf that does not require grad (the checker saw it reads only constants)."""
         name = stmt.name
@@ -202,12 +287,15 @@ class Interpreter:
         state.final[name] = stmt
 
     def stmt_return(self, stmt: S.Return, frame: Frame) -> _Returned:
-        return _Returned(self.value(stmt.value, frame))
+        value = stmt.value
+        if type(value) is S.Tuple:  # return x, y
+            return _Returned(tuple(self.value(item, frame) for item in value.items))
+        return _Returned(self.value(value, frame))
 
     def stmt_skipped(self, stmt: S.Stmt, frame: Frame) -> None:
         """A function definition or a check statement: nothing to run (checked and defined beforehand)."""
 
-    def stmt_while(self, stmt: S.While, frame: Frame) -> _Returned | None:
+    def stmt_while(self, stmt: S.While, frame: Frame) -> _Ran:
         loop = self.state.loops[stmt.pos]
         limit = self.limits.max_iterations
         pos = stmt.pos
@@ -224,14 +312,16 @@ class Interpreter:
                                             pos)
                     iteration.step(count)  # the graph view groups iterations
                     result = self.run(stmt.body, frame)
-                    if result is not None:
+                    if result is not None and result is not _CONTINUE:
+                        if result is _BREAK:
+                            break
                         return result
                     iteration.pause()  # the condition belongs to the loop's context
         finally:
             loop.iterations += count
         return None
 
-    def stmt_for(self, stmt: S.For, frame: Frame) -> _Returned | None:
+    def stmt_for(self, stmt: S.For, frame: Frame) -> _Ran:
         loop = self.state.loops[stmt.pos]
         limit = self.limits.max_iterations
         pos = stmt.pos
@@ -257,7 +347,9 @@ class Interpreter:
                     if read:  # a number, not differentiated; made each time only for a body that reads it
                         frame[var] = leaf(B.scalar(i), var, requires_grad=False)
                     result = self.run(stmt.body, frame)
-                    if result is not None:
+                    if result is not None and result is not _CONTINUE:
+                        if result is _BREAK:
+                            break
                         return result
         finally:
             loop.iterations += done
@@ -265,19 +357,21 @@ class Interpreter:
             frame[var] = leaf(B.scalar(steps[done - 1]), var, requires_grad=False)  # its last value, as Python
         return None
 
-    def stmt_if(self, stmt: S.If, frame: Frame) -> _Returned | None:
+    def stmt_if(self, stmt: S.If, frame: Frame) -> _Ran:
         return self.run(stmt.body if self.condition(stmt.cond, frame, "if") else stmt.orelse, frame)
 
-    def stmt_nograd(self, stmt: S.NoGrad, frame: Frame) -> _Returned | None:
+    def stmt_nograd(self, stmt: S.NoGrad, frame: Frame) -> _Ran:
         with graph.no_grad():
             return self.run(stmt.body, frame)
 
     def condition(self, expr: S.Expr, frame: Frame, keyword: str) -> bool:
         host = graph.host_value(self.value(expr, frame))
         if host.shape != ():
+            where = "where(cond, a, b) for elementwise choice" if keyword != "if-else" else \
+                "where(cond, a, b) to choose entry by entry (a if c else b picks by one true/false value)"
             raise ValueProblem(
                 f"the {keyword} condition is a tensor of shape {host.shape}, not a single true/false value",
-                "use all(...) or any(...) to combine its entries, or where(cond, a, b) for elementwise choice",
+                f"use all(...) or any(...) to combine its entries, or {where}",
                 expr.pos,
             )
         number = float(host)
@@ -357,7 +451,12 @@ class Interpreter:
     def expr_string(self, expr: S.String, frame: Frame) -> Node:
         raise misplaced(expr)
 
-    expr_slice = expr_string
+    expr_slice = expr_ellipsis_ = expr_tuple = expr_string
+
+    def expr_conditional(self, expr: S.Conditional, frame: Frame) -> Node:
+        """`a if c else b`: only the branch taken runs and is recorded, as Python's (and an if statement's)."""
+        chosen = expr.then if self.condition(expr.cond, frame, "if-else") else expr.orelse
+        return self.nested(expr, chosen, frame)
 
     def expr_tensor(self, expr: S.Tensor, frame: Frame) -> Node:
         known = self.literals.get(id(expr))
@@ -439,15 +538,55 @@ class Interpreter:
     def expr_index(self, expr: S.Index, frame: Frame) -> Node:
         try:
             x = self.nested(expr, expr.target, frame)
-            key: list[int | slice] = []
-            for sub in expr.subscripts:
-                if type(sub) is S.Slice:
-                    key.append(self.slice(expr, sub, frame))
-                else:
-                    key.append(as_int(self.nested(expr, sub, frame), "an index"))
-            return ops.checked_index(x, tuple(key))
+            return ops.index(x, self.key(expr, x, frame))
         except GradcalcError as exc:
             raise exc.at(expr.pos) from None
+
+    def key(self, expr: S.Index, x: Node, frame: Frame) -> tuple:
+        """What x[...] picks as the array library reads it, checked against x's shape: numbers, slices, None (a
+        new axis), `...` (written out as the slices it stands for) and array indices (Indices): a tensor of
+        whole numbers, or a mask made by a comparison (the entries where it is true)."""
+        shape = x.shape
+        subs = expr.subscripts
+        if sum(type(sub) is S.Ellipsis_ for sub in subs) > 1:
+            raise ValueProblem("an index can have only one '...'", "keep one '...'")
+        key: list[Any] = []
+        axis = 0  # the dimension of x the next subscript indexes
+        for i, sub in enumerate(subs):
+            kind = type(sub)
+            if kind is S.Ellipsis_:  # every dimension the subscripts after it do not index
+                after = sum(1 for s in subs[i + 1:] if not _is_new_axis(s, frame))
+                spanned = max(0, len(shape) - axis - after)
+                key.extend([slice(None)] * spanned)
+                axis += spanned
+                continue
+            if _is_new_axis(sub, frame):
+                key.append(None)
+                continue
+            if axis >= len(shape):
+                taken = sum(1 for s in subs if not _is_new_axis(s, frame) and type(s) is not S.Ellipsis_)
+                raise ValueProblem(f"too many indices ({taken}) for a tensor of shape {shape}",
+                                   f"it has {len(shape)} dimension{'s' if len(shape) != 1 else ''}")
+            if kind is S.Slice:
+                key.append(self.slice(expr, sub, frame))
+                axis += 1
+                continue
+            node = self.nested(expr, sub, frame)
+            if node.shape == ():
+                k = as_int(node, "an index")
+                if not -shape[axis] <= k < shape[axis]:
+                    raise ValueProblem(f"index {k} is out of range for dimension {axis} of size {shape[axis]}",
+                                       f"use an index from 0 to {shape[axis] - 1} (or negative, from the end)",
+                                       sub.pos)
+                key.append(k)
+                axis += 1
+            elif _is_mask(node):
+                key.extend(_mask_indices(node, shape, axis, sub.pos))
+                axis += node.ndim
+            else:
+                key.append(_whole_indices(node, shape, axis, sub.pos))
+                axis += 1
+        return tuple(key)
 
     def slice(self, index: S.Index, sub: S.Slice, frame: Frame) -> slice:
         bounds = [as_int(self.nested(index, b, frame), "a slice bound") if b is not None else None
@@ -491,9 +630,14 @@ class Interpreter:
         except GradcalcError as exc:
             raise exc.at(expr.pos) from None
 
-    def user_call(self, function: Function, expr: S.Call, frame: Frame) -> Node:
+    def user_call(self, function: Function, expr: S.Call, frame: Frame, unpacked: int = 0) -> Any:
+        """The value of a call of the program's function; `unpacked`: the number of names its values go to
+        (u, v = f(x)), else 0, where it must return one value."""
         check_user_call(function, expr)
-        local: Frame = dict(zip(function.params, [self.value(arg, frame) for arg in expr.args]))
+        local: Frame = {}
+        for param, (arg, default) in zip(function.params, bind_user_arguments(function, expr)):
+            # a default is computed at each call, over the program's top-level variables
+            local[param] = self.value(arg, self.globals if default else frame)
         for param, node in local.items():
             if node.name is None:
                 node.name = param  # a parameter may be read many times: never freed as a temporary
@@ -510,13 +654,24 @@ class Interpreter:
         finally:
             state.call_depth -= 1
             self.function, self.depth = caller, depth
-        if result is None:
+        if not isinstance(result, _Returned):
             raise NameNotFound(f"function '{expr.name}' ended without returning a value",
                                "make every path through it end in `return ...`", function.pos)
-        return result.value
+        value = result.value
+        given = len(value) if isinstance(value, tuple) else 1
+        if unpacked and given != unpacked:
+            raise ValueProblem(f"{unpacked} names to unpack, but {expr.name}(...) returned {given} "
+                               f"value{'s' if given != 1 else ''}", "give as many names as it returns values",
+                               expr.pos)
+        if not unpacked and isinstance(value, tuple):
+            raise ValueProblem(f"{expr.name}(...) returns {given} values, used here as one",
+                               f"unpack them first: {', '.join('uvwxyz'[:given]) if given <= 6 else 'u, v, ...'} "
+                               f"= {expr.name}(...)", expr.pos)
+        return value
 
 
-_STATEMENTS: dict[type, Callable[[Interpreter, Any, Frame], _Returned | None]] = {
+_STATEMENTS: dict[type, Callable[[Interpreter, Any, Frame], _Ran]] = {
+    S.Unpack: Interpreter.stmt_unpack, S.IndexAssign: Interpreter.stmt_indexassign, S.Jump: Interpreter.stmt_jump,
     S.Return: Interpreter.stmt_return, S.Const: Interpreter.stmt_const, S.While: Interpreter.stmt_while,
     S.For: Interpreter.stmt_for,
     S.If: Interpreter.stmt_if, S.NoGrad: Interpreter.stmt_nograd,
@@ -525,8 +680,57 @@ _STATEMENTS: dict[type, Callable[[Interpreter, Any, Frame], _Returned | None]] =
 _EXPRESSIONS: dict[type, Callable[[Interpreter, Any, Frame], Node]] = {
     kind: getattr(Interpreter, f"expr_{kind.__name__.lower()}")
     for kind in (S.String, S.Tensor, S.Unary, S.Binary, S.Compare, S.BoolOp, S.Not, S.Call, S.Slice, S.Index,
-                 S.Attribute)
+                 S.Attribute, S.Conditional, S.Ellipsis_, S.Tuple)
 }
+
+
+# --- indexing by arrays and masks ----------------------------------------------------------------
+
+_NEW_AXIS = ("None", "newaxis")
+
+
+def _is_new_axis(sub: S.Expr, frame: Frame) -> bool:
+    """x[None], x[newaxis]: a new axis of length 1 (unless the program has a variable of that name)."""
+    return type(sub) is S.Name and sub.name in _NEW_AXIS and sub.name not in frame
+
+
+def _is_mask(node: Node) -> bool:
+    """A mask is what a comparison or a logic operation made (PyTorch's bool tensors): x[x > 0]."""
+    op = node.op
+    return op is not None and op.kind.name in ("comparison", "logic")
+
+
+def _mask_indices(mask: Node, shape: tuple[int, ...], axis: int, pos: Pos) -> list[Indices]:
+    """The entries a mask picks, as one array index for each dimension it covers."""
+    covered = shape[axis:axis + mask.ndim]
+    if tuple(mask.shape) != covered:
+        raise ShapeError(f"a mask of shape {mask.shape} for dimensions of shape {covered}",
+                         "a mask has the shape of what it indexes: x[x > 0] (or of x's first dimensions)", pos)
+    host = graph.host_value(mask)
+    return [Indices(int(i) for i in picked) for picked in host.nonzero()]
+
+
+def _whole_indices(node: Node, shape: tuple[int, ...], axis: int, pos: Pos) -> Indices:
+    """A tensor of whole numbers as an array index into `axis` (x[[0, 2]], eye(4)[labels]), checked in range."""
+    host = graph.host_value(node)
+    if axis >= len(shape):
+        raise ValueProblem(f"too many indices for a tensor of shape {shape}",
+                           f"it has {len(shape)} dimension{'s' if len(shape) != 1 else ''}", pos)
+    flat = [float(v) for v in host.reshape(-1)]
+    size = shape[axis]
+    for v in flat:
+        if not math.isfinite(v) or v != int(v):
+            raise ArgumentError(f"an index array holds {v:g}, not a whole number",
+                                "index with whole numbers (x[[0, 2]]), or with a comparison for a mask (x[x > 0])",
+                                pos)
+        if not -size <= v < size:
+            raise ValueProblem(f"index {int(v)} is out of range for dimension {axis} of size {size}",
+                               f"use indices from 0 to {size - 1} (or negative, from the end)", pos)
+
+    def nest(values: Any) -> Any:
+        return tuple(nest(v) for v in values) if getattr(values, "ndim", 0) > 1 else tuple(int(v) for v in values)
+
+    return Indices(nest(host))
 
 
 def _literal(expr: S.Tensor) -> Any:
