@@ -378,6 +378,8 @@ class Algebra:
             return args[1]
         if fn == "broadcast_to" and isinstance(args[0], Call) and args[0].fn == "broadcast_to":
             args = args[0].args
+        if fn in _FOLD_SHAPES and (values := _constants(args)) is not None:  # a mask's scatter of ones: a literal
+            return self.const(PRIMITIVES[fn].forward(*values, *params))
         if fn == "sum" and self._sums_to_one(args[0], params[0]):  # softmax's backward meets sum(p) and sum(Y)
             return self.broadcast(self.num(1.0), shape)
         if fn == "matmul" or (fn in ("sum", "mean", "sum_to") and isinstance(_unbroadcast(args[0]), Add)):
@@ -479,6 +481,24 @@ def _size(expr: Expr, cap: int = _SIZE_CAP) -> int:
         elif isinstance(node, Call):
             stack.extend(node.args)
     return count
+
+
+# Indexing with arrays, and writing into a tensor: of constants, a constant (`diff` writes it as a literal).
+_FOLD_SHAPES = ("index", "scatter", "index_put")
+
+
+def _constants(args: tuple[Expr, ...]) -> list[Any] | None:
+    """Each argument's array if every one is a number or a tensor constant (broadcast or not), else None."""
+    values = []
+    for arg in args:
+        inner = arg.args[0] if isinstance(arg, Call) and arg.fn == "broadcast_to" else arg
+        if isinstance(inner, Num):
+            values.append(B.xp.broadcast_to(B.xp.asarray(inner.value, dtype=B.dtype), arg.shape))
+        elif isinstance(inner, Const) and inner is arg:
+            values.append(B.xp.asarray(inner.array))
+        else:
+            return None
+    return values
 
 
 def _fold(compute: Any) -> float | None:
@@ -970,6 +990,12 @@ class Printer:
             return self._broadcast(args[0], params[0]), 9 if isinstance(args[0], Num) and args[0].value == 1 else 2
         if fn == "index":
             return f"{self.show(args[0], 9)}[{_key(params[0])}]", 9
+        if fn == "remainder":
+            return f"{self.show(args[0], 3)} % {self.show(args[1], 3)}", 2
+        if fn == "floor_divide":
+            return f"{self.show(args[0], 3)} // {self.show(args[1], 3)}", 2
+        if fn == "index_put":  # y with y[key] = value written: no gradcalc expression says it
+            return f"index_put({self.show(args[0], 0)}, [{_key(params[0])}], {self.show(args[1], 0)})", 9
         if fn == "transpose":
             axes = params[0]
             if axes is None:
@@ -997,6 +1023,8 @@ class Printer:
             return f"{fn}({self.show(args[0], 0)}{extra})", 9
         if fn == "softmax":
             return f"softmax({self.show(args[0], 0)}, axis={params[0]})", 9
+        if fn == "scatter" and any(isinstance(k, tuple) for k in params[0]):  # an array index's, as written
+            return f"scatter({self.show(args[0], 0)}, [{_key(params[0])}], {list(params[1])})", 9
         inner = ", ".join(self.show(a, 0) for a in args)
         extra = "".join(f", {p!r}" for p in params)
         return f"{fn}({inner}{extra})", 9
@@ -1039,7 +1067,9 @@ class _Positive(Pow):
 def _key(key: tuple) -> str:
     parts = []
     for k in key:
-        if isinstance(k, slice):
+        if isinstance(k, tuple):  # an array index (Indices), as the list it was written as
+            parts.append(_literal(list(k)))
+        elif isinstance(k, slice):
             text = ("" if k.start is None else str(k.start)) + ":" + ("" if k.stop is None else str(k.stop))
             parts.append(text + (f":{k.step}" if k.step is not None else ""))
         else:
@@ -1095,7 +1125,7 @@ def _one_hot(expr: Call) -> list | None:
 
 
 def _literal(value: Any) -> str:
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_literal(v) for v in value) + "]"
     return number(float(value))
 
@@ -1230,6 +1260,10 @@ class LatexPrinter(Printer):
         if fn == "sum_to":  # unbroadcasting: a sum over the axes the value was broadcast along
             under = _axes_under(B.summed_axes(args[0].shape, expr.params[0])) if expr.params[0] else ""
             return rf"\sum{under} {self.show(args[0], 3)}", 2
+        if fn == "remainder":
+            return rf"{self.show(args[0], 3)} \bmod {self.show(args[1], 3)}", 2
+        if fn == "floor_divide":
+            return rf"\left\lfloor \frac{{{self.show(args[0], 0)}}}{{{self.show(args[1], 0)}}} \right\rfloor", 9
         if fn in _COMPARE:  # 1 where it holds, else 0: Iverson's bracket, so a = b reads as no equation
             symbol = _COMPARE[fn].latex
             return rf"\left[{self.show(args[0], 2)} {symbol} {self.show(args[1], 2)}\right]", 9
@@ -1445,7 +1479,7 @@ def describe(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str]
     text = text_printer.top(expr)
     latex = latex_printer.top(expr)
     where = _written(text, latex, where)
-    evaluable = "scatter(" not in text and not any("scatter(" in w[1] for w in where)
+    evaluable = not any(f"{fn}(" in t for fn in ("scatter", "index_put") for t in [text, *(w[1] for w in where)])
     return Derivative(of, wrt, text, latex, where, B.to_host(node.value), evaluable,
                       tuple(algebra.given[name] for name in sorted(algebra.given)))
 

@@ -27,6 +27,8 @@ from ..errors import (
 from ..language import syntax as S
 from .builtins import BUILTINS, CONSTANTS, Builtin
 
+NEW_AXIS = ("None", "newaxis")  # x[None], x[newaxis]: a new axis of length 1, where no variable has the name
+
 # What nests without brackets (the parser bounds brackets): each level counts toward --max-depth.
 _NESTING = (S.Unary, S.Not, S.BoolOp, S.Attribute, S.Index)
 
@@ -294,7 +296,7 @@ class Checker:
             elif kind is S.Index:
                 children = [node.target]
                 for sub in node.subscripts:
-                    if type(sub) is S.Ellipsis_ or (type(sub) is S.Name and sub.name in ("None", "newaxis")
+                    if type(sub) is S.Ellipsis_ or (type(sub) is S.Name and sub.name in NEW_AXIS
                                                    and not self.defined(sub.name, function)):
                         continue  # x[..., 0], x[None]
                     children.extend([sub.start, sub.stop, sub.step] if type(sub) is S.Slice else [sub])
@@ -434,9 +436,12 @@ def free_names(module: S.Module) -> list[str]:
             local.update(assigned_names(stmt.body))  # a function's locals, in its branches and loops too
             local.add(stmt.name)
     found: dict[str, None] = {}
-    for node in S.code(module.body, functions=True):
+    nodes = list(S.code(module.body, functions=True))
+    new_axes = {id(sub) for node in nodes if isinstance(node, S.Index) for sub in node.subscripts
+                if isinstance(sub, S.Name) and sub.name in NEW_AXIS}  # x[None]: no input
+    for node in nodes:
         if isinstance(node, S.Name) and node.name not in assigned and node.name not in local \
-                and node.name not in CONSTANTS and node.name not in BUILTINS:
+                and node.name not in CONSTANTS and node.name not in BUILTINS and id(node) not in new_axes:
             found.setdefault(node.name, None)
     return list(found)
 

@@ -35,6 +35,7 @@ from ..language import syntax as S
 from .builtins import BUILTINS, CONSTANTS, RANDOM, Context, as_int
 from .checker import (
     Checker,
+    NEW_AXIS,
     Function,
     bind_arguments,
     bind_user_arguments,
@@ -686,12 +687,9 @@ _EXPRESSIONS: dict[type, Callable[[Interpreter, Any, Frame], Node]] = {
 
 # --- indexing by arrays and masks ----------------------------------------------------------------
 
-_NEW_AXIS = ("None", "newaxis")
-
-
 def _is_new_axis(sub: S.Expr, frame: Frame) -> bool:
     """x[None], x[newaxis]: a new axis of length 1 (unless the program has a variable of that name)."""
-    return type(sub) is S.Name and sub.name in _NEW_AXIS and sub.name not in frame
+    return type(sub) is S.Name and sub.name in NEW_AXIS and sub.name not in frame
 
 
 def _is_mask(node: Node) -> bool:
