@@ -20,6 +20,7 @@ import gradcalc  # noqa: F401  (installs the derivative table)
 from gradcalc.engine import ops, rules
 from gradcalc.engine.autodiff import backward, hessian, jacobian_fwd, jacobian_rev
 from gradcalc.engine.graph import Node, constant, leaf
+from gradcalc.engine.primitives import Indices
 
 RNG = np.random.default_rng(20240611)
 
@@ -157,6 +158,19 @@ def _index_cases() -> list[Case]:
         Case("m[1, 2]", at((1, 2)), (normal(3, 4),)),
         Case("m[1:, ::2]", at((slice(1, None), slice(None, None, 2))), (normal(3, 4),)),
         Case("t[0]", at((0,)), (normal(2, 3, 4),)),
+        *_array_index_cases(at),
+    ]
+
+
+def _array_index_cases(at: Callable[[tuple], Callable[[Node], Node]]) -> list[Case]:
+    """x[[0, 2, 2]], masks (read as the entries they pick), x[None]: entries picked twice get both gradients."""
+    full = slice(None)
+    return [
+        Case("x[[0, 2, 2]]", at((Indices((0, 2, 2)),)), (normal(4),)),
+        Case("m[[1, 0]]", at((Indices((1, 0)),)), (normal(3, 4),)),
+        Case("m[:, [[0, 1], [3, 3]]]", at((full, Indices(((0, 1), (3, 3))))), (normal(3, 4),)),
+        Case("m[mask] (two array indices)", at((Indices((0, 1, 2)), Indices((2, 0, 3)))), (normal(3, 4),)),
+        Case("m[None, 1]", at((None, 1)), (normal(3, 4),)),
     ]
 
 
@@ -172,6 +186,31 @@ def _scatter_cases() -> list[Case]:
         Case("into m[0, :]", into((0, full), (3, 4)), (normal(4),)),
         Case("into m[:, 1]", into((full, 1), (3, 4)), (normal(3),)),
         Case("into m[1, 2]", into((1, 2), (3, 4)), (normal(),)),
+        Case("into x[[0, 2, 2]]", into((Indices((0, 2, 2)),), (4,)), (normal(3),)),
+        Case("into m[:, [1, 1]]", into((full, Indices((1, 1))), (3, 4)), (normal(3, 2),)),
+    ]
+
+
+def _remainder_cases() -> list[Case]:
+    """a % b where a/b is away from whole numbers (the jumps)."""
+    b, row = uniform(1.0, 2.0, 2, 3), signed(3)
+    return [
+        Case("same shape", ops.remainder, (off_jumps(2, 3) * b, b)),
+        Case("matrix with a row of both signs", ops.remainder, (off_jumps(2, 3) * row, row)),
+        Case("constant divisor", ops.remainder, (off_jumps(2, 3) * b, b), (True, False)),
+    ]
+
+
+def _index_put_cases() -> list[Case]:
+    def put(key: tuple) -> Callable[[Node, Node], Node]:
+        return lambda x, v: ops.index_put(x, v, key)
+
+    return [
+        Case("x[1:3] = v", put((slice(1, 3),)), (normal(5), normal(2))),
+        Case("m[1, 2] = s", put((1, 2)), (normal(3, 4), normal())),
+        Case("m[[0, 2]] = row (broadcast)", put((Indices((0, 2)),)), (normal(3, 4), normal(4))),
+        Case("x[[3, 0]] = v", put((Indices((3, 0)),)), (normal(4), normal(2))),
+        Case("into a constant", put((0,)), (normal(3), normal()), (False, True)),
     ]
 
 
@@ -282,6 +321,8 @@ CASES: dict[str, list[Case]] = {
     ],
     "index": _index_cases(),
     "scatter": _scatter_cases(),
+    "remainder": _remainder_cases(),
+    "index_put": _index_put_cases(),
     "stack": [
         Case("two vectors", ops.stack, (normal(3), normal(3))),
         Case("three matrices", ops.stack, (normal(2, 2), normal(2, 2), normal(2, 2))),

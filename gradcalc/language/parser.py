@@ -50,6 +50,7 @@ _TOKEN_WORDS = {
     "COMP_OP": "a comparison",
     "ADD_OP": "'+' or '-'",
     "MUL_OP": "'*', '/' or '@'",
+    "MOD_OP": "'%' or '//'",
     "POW_OP": "'^'",
     "LPAR": "'('",
     "RPAR": "')'",
