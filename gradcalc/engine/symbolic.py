@@ -378,8 +378,8 @@ class Algebra:
             return args[1]
         if fn == "broadcast_to" and isinstance(args[0], Call) and args[0].fn == "broadcast_to":
             args = args[0].args
-        if fn in _FOLD_SHAPES and (values := _constants(args)) is not None:  # a mask's scatter of ones: a literal
-            return self.const(PRIMITIVES[fn].forward(*values, *params))
+        if fn in _FOLD_SHAPES and (arrays := _constants(args)) is not None:  # a mask's scatter of ones: a literal
+            return self.const(PRIMITIVES[fn].forward(*arrays, *params))
         if fn == "sum" and self._sums_to_one(args[0], params[0]):  # softmax's backward meets sum(p) and sum(Y)
             return self.broadcast(self.num(1.0), shape)
         if fn == "matmul" or (fn in ("sum", "mean", "sum_to") and isinstance(_unbroadcast(args[0]), Add)):

@@ -145,7 +145,7 @@ class _Brackets:
                     pending_newline = pending_newline or token
                 continue
             if pending_newline is not None:
-                if kind != "ELSE" and kind != "ELIF":
+                if kind not in ("ELSE", "ELIF"):
                     if claim is not None:
                         yield from claim.feed(pending_newline, len(stack))
                         if claim.ended:  # a check statement ends at its line's end: the next may be another
@@ -246,8 +246,8 @@ class _ToSyntax:
         seen: set[str] = set()
         for name in names:
             if str(name) in seen:
-                raise GradcalcSyntaxError(f"'{name}' is assigned twice in one statement", "give each value its own name",
-                                          token_pos(name))  # type: ignore[arg-type]
+                raise GradcalcSyntaxError(f"'{name}' is assigned twice in one statement",
+                                          "give each value its own name", token_pos(name))  # type: ignore[arg-type]
             seen.add(str(name))
         first = token_pos(names[0])  # type: ignore[arg-type]
         if len(values) == 1 and isinstance(values[0], S.Call):

@@ -208,7 +208,7 @@ class Stmt(_Node):
 
 class Assign(Stmt):
     __slots__ = ("name", "op", "value", "pos")
-    expressions = ("value",)
+    expressions: ClassVar[tuple[str, ...]] = ("value",)
     blocks = ()
 
     def __init__(self, name: str, op: str, value: Expr, pos: Pos) -> None:
@@ -252,7 +252,7 @@ class Unpack(Stmt):
     expressions = ()  # the parts hold the expressions
     blocks = ("parts",)
 
-    def __init__(self, parts: list[Assign], value: Expr | None, pos: Pos) -> None:
+    def __init__(self, parts: list[Assign], value: Call | None, pos: Pos) -> None:
         self.parts = parts
         self.value = value
         self.pos = pos

@@ -256,9 +256,8 @@ class Checker:
             raise NameNotFound(f"'{name}' is written into but never given a value",
                                f"make it first, such as `{name} = zeros(3)`, then write its entries", stmt.pos)
 
-    def check_unpacked(self, stmt: S.Unpack, call: S.Expr) -> None:
+    def check_unpacked(self, stmt: S.Unpack, call: S.Call) -> None:
         """`u, v = f(x)`: f is the program's function, and returns as many values wherever it returns."""
-        assert isinstance(call, S.Call)
         function = self.functions.get(call.name)
         if function is None:
             self.call_operands(call)  # an unknown function is that mistake first

@@ -34,8 +34,8 @@ from ..files import DEFAULT_MAX_FILE_SIZE
 from ..language import syntax as S
 from .builtins import BUILTINS, CONSTANTS, RANDOM, Context, as_int
 from .checker import (
-    Checker,
     NEW_AXIS,
+    Checker,
     Function,
     bind_arguments,
     bind_user_arguments,
@@ -218,7 +218,7 @@ class Interpreter:
         """`a, b = 1, 2` or `u, v = f(x)`: every value computed before any name is assigned (a, b = b, a swaps)."""
         count = len(stmt.parts)
         if stmt.value is not None:
-            function = self.functions.get(stmt.value.name) if isinstance(stmt.value, S.Call) else None
+            function = self.functions.get(stmt.value.name)
             if function is None:
                 raise ValueProblem(f"{count} names to unpack, but {stmt.value.name}(...) gives one value",
                                    "unpack a function of the program that returns as many values (return x, y)",
@@ -568,7 +568,7 @@ class Interpreter:
                 taken = sum(1 for s in subs if not _is_new_axis(s, frame) and type(s) is not S.Ellipsis_)
                 raise ValueProblem(f"too many indices ({taken}) for a tensor of shape {shape}",
                                    f"it has {len(shape)} dimension{'s' if len(shape) != 1 else ''}")
-            if kind is S.Slice:
+            if type(sub) is S.Slice:
                 key.append(self.slice(expr, sub, frame))
                 axis += 1
                 continue
