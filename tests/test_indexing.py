@@ -64,6 +64,12 @@ def test_a_mask_picks_where_it_is_true() -> None:
     assert result.grads["x"].tolist() == [2.0, 1.0, 6.0, 1.0]  # 2x where positive, 1 where negative
 
 
+def test_a_mask_of_numbers_only_is_still_a_mask() -> None:
+    """m = [1, 0, 1] > 0 reads no variable (a leaf), and is a mask still: x[m] is x[[0, 2]], not x[[1, 0, 1]]."""
+    result = run("x = [1., -2, 3]\nm = [1., 0, 1] > 0\ny = sum(x[m])").grad(of="y", wrt=["x"])
+    assert float(result.value) == 4.0 and result.grads["x"].tolist() == [1.0, 0.0, 1.0]
+
+
 def test_a_mask_that_picks_nothing_is_empty_with_no_gradient() -> None:
     result = run("x = [1., 2]\ny = sum(x[x > 5]) + 0*sum(x)").grad(of="y", wrt=["x"])
     assert float(result.value) == 0.0 and result.grads["x"].tolist() == [0.0, 0.0]

@@ -147,6 +147,7 @@ class Interpreter:
         # By id of a syntax node, which is kept too: an id is reused once its node is freed (a claim's).
         self.literals: dict[int, tuple[S.Tensor, Node]] = {}  # a tensor literal's constant
         self.depth = 0  # unbracketed nesting (the parser bounds brackets)
+        self.masks: set[int] = set()  # by id: the leaves made of a comparison's value, masks still (kept by the run)
 
     # --- the run: statements ------------------------------------------------------------------
 
@@ -183,13 +184,13 @@ class Interpreter:
             self.checker.check_expr(expr, None, self.depth)
             if _calls_random(expr):
                 self.value(expr, frame)
-            node = leaf(self.inputs[name], name)
+            node = self.leaf_of(self.inputs[name], name, expr)
             state.add_leaf(name, node)
         else:
             node = self.value(expr, frame)
             # A result that requires grad came from a variable: only the others may be leaves.
             if not node.requires_grad and self.checker.is_leaf(stmt):
-                node = leaf(node.value, name)
+                node = self.leaf_of(node.value, name, expr)
                 state.add_leaf(name, node)
             elif node.name is None:
                 node.name = name
@@ -197,16 +198,23 @@ class Interpreter:
         state.last_assigned = name
         state.final[name] = stmt
 
+    def leaf_of(self, value: Any, name: str, expr: S.Expr) -> Node:
+        """The leaf a top-level value computed from no variable becomes; a mask (m = [1, 0] > 0) stays one."""
+        made = leaf(value, name)
+        if type(expr) in _MASKING:
+            self.masks.add(id(made))
+        return made
+
     def bind(self, stmt: S.Assign, node: Node, frame: Frame) -> None:
         """Give `stmt`'s name the value computed for it (an unpacking's part): `assign` without the computing."""
         name = stmt.name
         if self.function is None:
             state = self.state
             if name in self.inputs and self.checker.is_leaf(stmt):
-                node = leaf(self.inputs[name], name)
+                node = self.leaf_of(self.inputs[name], name, stmt.value)
                 state.add_leaf(name, node)
             elif not node.requires_grad and self.checker.is_leaf(stmt):
-                node = leaf(node.value, name)
+                node = self.leaf_of(node.value, name, stmt.value)
                 state.add_leaf(name, node)
             state.last_assigned = name
             state.final[name] = stmt
@@ -581,7 +589,7 @@ class Interpreter:
                                        sub.pos)
                 key.append(k)
                 axis += 1
-            elif _is_mask(node):
+            elif _is_mask(node) or id(node) in self.masks:
                 key.extend(_mask_indices(node, shape, axis, sub.pos))
                 axis += node.ndim
             else:
@@ -690,6 +698,9 @@ _EXPRESSIONS: dict[type, Callable[[Interpreter, Any, Frame], Node]] = {
 def _is_new_axis(sub: S.Expr, frame: Frame) -> bool:
     """x[None], x[newaxis]: a new axis of length 1 (unless the program has a variable of that name)."""
     return type(sub) is S.Name and sub.name in NEW_AXIS and sub.name not in frame
+
+
+_MASKING = (S.Compare, S.BoolOp, S.Not)  # what writes a mask: m = [1, 0] > 0 is one, as a leaf too
 
 
 def _is_mask(node: Node) -> bool:
