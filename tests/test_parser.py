@@ -54,6 +54,16 @@ check dL/da = 2*a
 check ∂L/∂b = 1
 check L = 15
 check dL/db ≈ 0.39
+# statements and indexing as Python, NumPy and PyTorch write them
+if a > 1 { y = 1 } elif a < 0 { y = 2 }
+elif a == 0 { y = 4 } else { y = 3 }
+z = a if a > b else b if b > 0 else -b
+m = a % 2 + a // 2 * 3; m **= 2; m //= 2; m %= 5; m ^= 1
+p, q = 1, 2; p, q, = q, p
+pair(x, k=2, c=-1,) { for i in range(3) { if i == k { break }; continue }; return x*k, c }
+u, v = pair(a, k=3)
+W[0, 1] = 5; W[[0, 1]] += v; W[W > 2] = 0; W[..., 0] *= 2
+r = W[None, ..., [1, 0]] + W[:, newaxis][0]
 check dy/dx = 2x sin(x) + x^2 cos(x) + 3x²(a + 1)(a - 1)√x + 1/2 x
 """
 
@@ -132,7 +142,10 @@ def test_juxtaposition_errors_are_lark_s_errors(text: str) -> None:
 @pytest.mark.parametrize("text", ["y ≈ 2", "y = x ≈ 2",
                                   "y = 2 x", "y = (1 + 2", "y = 1 +\n", "f(x) = ", "if a { y = 1 } else", "y = 1 ]",
                                   "y == 2", "3 = y", "y = a = 2", "while { }", "y = 1\nelse { }", "y = $",
-                                  "const N += 1", "const = 3", "const N", "y = const"])
+                                  "const N += 1", "const = 3", "const N", "y = const",
+                                  "a, = 1", "a, b = 1, 2, 3", "a, a = f(x)", "return x,", "f(x, y=1, z) = x",
+                                  "y = a if b", "y = a if b else", "y = x[...]...", "W[0] == 1 = 2", "elif a { }",
+                                  "break = 1", "y = 2 %% 3", "y = 1 //= 2", "a, b += 1, 2"])
 def test_errors_are_lark_s_errors(text: str) -> None:
     assert_same(text, valid=False)
 

@@ -782,6 +782,14 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start",
     if token.type in ("EQUALS", "AUG_OP") and "EQUALS" not in expected:
         return GradcalcSyntaxError(f"cannot assign with '{token}' here",
                                    "only a plain name can be assigned: `y = ...`", pos)
+    names = re.search(r"[^\W\d]\w*\s*,\s*(?:[^\W\d]\w*\s*,?\s*)*$", before) if token.type == "AUG_OP" else None
+    if names is not None:  # a, b += 1, 2
+        each = "; ".join(f"{name} {token} ..." for name in re.findall(r"[^\W\d]\w*", names.group()))
+        return GradcalcSyntaxError(f"several names are assigned with '=', not '{token}'",
+                                   f"write each on its own: {each}", pos)
+    if token.type == "ELIF":
+        return GradcalcSyntaxError("'elif' without 'if'", "put it after an if block's closing '}': "
+                                   "if a { ... } elif b { ... }", pos)
     if token.type != "NAME" and str(token) in _KEYWORDS and token.type != "ELSE":
         return GradcalcSyntaxError(f"'{token}' is a keyword and cannot be used here",
                                    f"expected {words}" if words else "a keyword cannot be a variable's name", pos)
