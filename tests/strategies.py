@@ -59,10 +59,11 @@ def scalar_cases(draw: Callable[..., Any], powers: bool = False) -> tuple[str, l
 
 # Token soups: the language's tokens, keywords, junk and gaps in random order (mostly not a program).
 SOUP_NAMES = ["x", "y", "a", "w1", "L", "θ", "_t", "sin", "sum", "ones", "randn", "load", "range", "f", "maximum", "T"]
-KEYWORDS = ["if", "else", "while", "for", "in", "no_grad", "return", "and", "or", "not", "check", "const"]
+KEYWORDS = ["if", "else", "while", "for", "in", "no_grad", "return", "and", "or", "not", "check", "const", "elif",
+            "break", "continue", "None"]
 NUMBERS = ["0", "1", "2", "2.5", ".5", "1e-3", "3", "1e3", "7."]
 OPERATORS = ["+", "-", "*", "/", "@", "^", "**", "<", "<=", ">", ">=", "==", "!=", "=", "+=", "-=", "*=", "/=",
-             "−", "·", "×", "÷"]
+             "−", "·", "×", "÷", "%", "//", "**=", "//=", "%=", "..."]
 PUNCTUATION = ["(", ")", "[", "]", "{", "}", ",", ":", ".", ";", "\n", "\n\n", "#", "\\\n", "\t"]
 STRINGS = ['"x.npy"', "'d.npz'", '"', "'"]
 JUNK = ["$", "!", "&", "|", "`", "~", "?", "\\", "\r", "\x00", "é", "∂", "½", "٣"]

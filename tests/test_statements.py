@@ -6,11 +6,15 @@ from what gradcalc just computed. Misuse is an error in the language's style: fi
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
 import pytest
 from helpers import EXIT_OK, central_difference, json_ok, located_error, run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import expressions
 
 import gradcalc
 
@@ -270,3 +274,35 @@ def test_keywords_are_no_names(tmp_path: Any) -> None:
         path = write(tmp_path, f"{word} = 1\n")
         error = located_error(run_cli("eval", path), line=1, column=1)
         assert "keyword" in error.message or "statement" in error.message, error.message
+
+
+# --- random programs: each statement form against the plain program it stands for -----------------------------
+
+POINT = st.tuples(*[st.floats(-1.5, 1.5, allow_nan=False).map(lambda v: round(v, 3))] * 2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(expressions(["x", "y"]), expressions(["x", "y"]), POINT)
+def test_random_statements_give_the_plain_programs_gradients(a: str, b: str, point: tuple[float, float]) -> None:
+    """`c = A if x > y else B` is the branch taken; `p, q = A, B` and `return A, B` are A and B; `elif` is else-if."""
+    x, y = point
+    start = f"x = {x!r}\ny = {y!r}\n"
+    chosen = a if x > y else b
+    renamed = re.sub(r"\bx\b", "s", re.sub(r"\by\b", "t", a))  # a over f's parameters
+    forms = {
+        f"c = ({a}) if x > y else ({b})": f"c = {chosen}",
+        f"p, q = {a}, {b}\nc = p * q + p": f"c = ({a}) * ({b}) + ({a})",
+        f"f(s, t=y) {{ return {renamed}, s }}\nu, v = f(x)\nc = u - v":
+            f"c = ({a}) - x",
+        f"if x > 1 {{ c = {a} }} elif x > y {{ c = {b} }} else {{ c = x }}":
+            f"c = {a if x > 1 else b if x > y else 'x'}",
+        f"c = 0\nfor i in range(4) {{ if i == 1 {{ continue }}; if i == 3 {{ break }}; c += ({a}) * i }}":
+            f"c = ({a}) * 2",
+    }
+    for written, plain in forms.items():
+        got = run(start + written).grad(of="c", wrt=["x", "y"])
+        expected = run(start + plain).grad(of="c", wrt=["x", "y"])
+        np.testing.assert_allclose(float(got.value), float(expected.value), rtol=1e-12, err_msg=written)
+        for name in ("x", "y"):
+            np.testing.assert_allclose(float(got.grads[name]), float(expected.grads[name]), rtol=1e-9, atol=1e-12,
+                                       err_msg=written)

@@ -787,7 +787,7 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start",
         each = "; ".join(f"{name} {token} ..." for name in re.findall(r"[^\W\d]\w*", names.group()))
         return GradcalcSyntaxError(f"several names are assigned with '=', not '{token}'",
                                    f"write each on its own: {each}", pos)
-    if token.type == "ELIF":
+    if token.type == "ELIF" and not re.match(r"\s*=(?!=)", text[(token.start_pos or 0) + len(token):]):
         return GradcalcSyntaxError("'elif' without 'if'", "put it after an if block's closing '}': "
                                    "if a { ... } elif b { ... }", pos)
     if token.type != "NAME" and str(token) in _KEYWORDS and token.type != "ELSE":
