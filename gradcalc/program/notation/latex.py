@@ -24,7 +24,7 @@ _WORDS = {
     "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "varepsilon": "ε", "eta": "η",
     "theta": "θ", "lambda": "λ", "mu": "μ", "sigma": "σ", "tau": "τ", "phi": "φ", "varphi": "φ", "omega": "ω",
     ",": " ", ";": " ", ":": " ", " ": " ", "!": "", "quad": " ", "qquad": " ", "left": "", "right": "",
-    "nonumber": "", "notag": "",
+    "nonumber": "", "notag": "", "bmod": "%", "lfloor": "floor(", "rfloor": ")",  # what diff --latex writes
 }
 # Functions, whose powers (\tanh^{2}{x}) are the powers of their values.
 _FUNCTIONS = {"sin", "cos", "tan", "sec", "csc", "cot", "sinh", "cosh", "tanh", "coth", "sech", "csch", "arcsin",
