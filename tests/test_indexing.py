@@ -125,6 +125,23 @@ def test_grad_fn_names_are_pytorchs(text: str, name: str, grad_fn: str) -> None:
     assert made_by(text, name) == grad_fn
 
 
+INDEXED = "x = [1., -2, 3]\nw = 2\ny = x * w\ny[[0, 2]] = w^2\nz = sum(y[y > 0]) + sum(x[[1, 1]]) + x[None][0, 0]\n"
+
+
+@pytest.mark.parametrize("command", [["eval"], ["grad"], ["diff", "--wrt", "w"], ["graph"], ["explain", "--wrt", "x"],
+                                     ["jacobian", "--of", "y"], ["hessian", "--wrt", "w"], ["diff", "--latex"]])
+def test_every_command_runs_indexing_and_writes(tmp_path: Any, command: list[str]) -> None:
+    out = run_cli(command[0], write(tmp_path, INDEXED), *command[1:])
+    assert out.exit_code == EXIT_OK, out.stderr
+
+
+def test_explain_shows_the_write_as_index_put(tmp_path: Any) -> None:
+    out = run_cli("explain", write(tmp_path, INDEXED), "--wrt", "x")
+    assert "index_put(g, [[0, 2]], 0)" in out.stdout  # the overwritten entries get no gradient
+    # z = 2w² + x1·2 + x0: ∂z/∂x = [1, 2, 0] (y[1] = -2w < 0 is masked out; y[0], y[2] overwritten)
+    assert "[1, 2, 0]" in out.stdout
+
+
 def test_diff_writes_the_scattered_gradient_as_a_literal(tmp_path: Any) -> None:
     out = run_cli("diff", write(tmp_path, "x = [1., 2, 3]\ny = sum(x[[0, 2]]) * 2"), "--wrt", "x")
     assert out.exit_code == EXIT_OK, out.stderr

@@ -995,7 +995,10 @@ class Printer:
         if fn == "floor_divide":
             return f"{self.show(args[0], 3)} // {self.show(args[1], 3)}", 2
         if fn == "index_put":  # y with y[key] = value written: no gradcalc expression says it
-            return f"index_put({self.show(args[0], 0)}, [{_key(params[0])}], {self.show(args[1], 0)})", 9
+            value = args[1]  # a number written into every entry picked: the number (broadcasting says the rest)
+            if isinstance(value, Call) and value.fn == "broadcast_to" and isinstance(value.args[0], Num):
+                value = value.args[0]
+            return f"index_put({self.show(args[0], 0)}, [{_key(params[0])}], {self.show(value, 0)})", 9
         if fn == "transpose":
             axes = params[0]
             if axes is None:
