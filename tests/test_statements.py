@@ -143,6 +143,14 @@ def test_unpacked_numbers_are_leaves() -> None:
     assert float(result.grads["w"]) == 3.0 and float(result.grads["b"]) == 1.0 and float(result.grads["x"]) == 2.0
 
 
+def test_a_tensor_unpacks_by_rows() -> None:
+    """a, b = x takes x's rows, as Python iterates a NumPy array; each row's gradient goes back to its place."""
+    text = "x = [[1., 2], [3, 4]]\nr0, r1 = x\ny = sum(r0 * r1)"
+    result = run(text).grad(of="y", wrt=["x"])
+    assert float(result.value) == 1 * 3 + 2 * 4
+    assert result.grads["x"].tolist() == [[3.0, 4.0], [1.0, 2.0]]  # ∂/∂r0 = r1, ∂/∂r1 = r0
+
+
 FUNCTION_PAIR = """
 polar(x, y) {
     r = sqrt(x^2 + y^2)
@@ -250,11 +258,13 @@ def test_loop_matches_finite_differences() -> None:
     ("x = 1\nbreak\n", 2, 1, "'break' outside a loop"),
     ("f(x) {\n  continue\n  return x\n}\n", 2, 3, "'continue' outside a loop"),
     ("a, b = 1, 2, 3\n", 1, 14, "2 names but 3 values"),
-    ("a, b = 1\n", 1, 8, "2 names but 1 value"),
+    ("a, b = 1\n", 1, 8, "2 names to unpack, but the value is a single number"),
+    ("a, b = [1., 2, 3]\n", 1, 8, "the value is a tensor of shape (3,)"),
     ("a, a = 1, 2\n", 1, 4, "assigned twice"),
-    ("f(x) = x\nu, v = f(1)\n", 2, 8, "f returns 1 value"),
+    ("f(x) = x\nu, v = f(1)\n", 2, 8, "the value is a single number"),
+    ("f(x) { return x, x }\nu, v, w = f(1)\n", 2, 11, "f returns 2 values at line 1"),
     ("f(x) { return x, x }\ny = f(1) + 1\n", 2, 5, "returns 2 values, used here as one"),
-    ("u, v = sin(1)\n", 1, 8, "sin(...) gives one value"),
+    ("u, v = sin(1)\n", 1, 8, "the value is a single number"),
     ("f(x, y=2, z) = x\n", 1, 11, "without a default follows one with a default"),
     ("f(x, y=2) = x + y\na = f()\n", 2, 5, "takes 1 to 2 arguments (x, y=…), got 0"),
     ("f(x, y=2) = x + y\na = f(1, w=3)\n", 2, 10, "no parameter 'w'"),

@@ -240,7 +240,8 @@ class _ToSyntax:
         return S.Assign(sys.intern(str(name)), sys.intern(str(op)), value, token_pos(name))
 
     def unpack(self, *children: object) -> S.Unpack:
-        """`a, b = 1, 2` (a value for each name) or `u, v = f(x)` (one call returning as many)."""
+        """`a, b = 1, 2` (a value for each name), or `u, v = f(x)` (one value unpacked: a function's values, or
+        a tensor's rows)."""
         split = next(i for i, c in enumerate(children) if isinstance(c, Token) and c.type == "EQUALS")
         names, values = children[:split], [c for c in children[split + 1:] if isinstance(c, S.Expr)]
         seen: set[str] = set()
@@ -250,15 +251,15 @@ class _ToSyntax:
                                           "give each value its own name", token_pos(name))  # type: ignore[arg-type]
             seen.add(str(name))
         first = token_pos(names[0])  # type: ignore[arg-type]
-        if len(values) == 1 and isinstance(values[0], S.Call):
-            call = values[0]
-            parts = [S.Assign(sys.intern(str(n)), "=", call, token_pos(n)) for n in names]  # type: ignore[arg-type]
-            return S.Unpack(parts, call, first)
+        if len(values) == 1:  # u, v = f(x): the values a function returns, or a tensor's rows (a, b = x)
+            value = values[0]
+            parts = [S.Assign(sys.intern(str(n)), "=", value, token_pos(n)) for n in names]  # type: ignore[arg-type]
+            return S.Unpack(parts, value, first)
         if len(values) != len(names):
             raise GradcalcSyntaxError(
-                f"{len(names)} names but {len(values)} value{'s' if len(values) != 1 else ''} to unpack",
-                "give one value for each name (a, b = 1, 2), or call a function that returns as many "
-                "(u, v = f(x))", values[0].pos if len(values) == 1 else values[min(len(names), len(values) - 1)].pos)
+                f"{len(names)} names but {len(values)} values to unpack",
+                "give one value for each name (a, b = 1, 2), or one value to unpack (u, v = f(x))",
+                values[min(len(names), len(values) - 1)].pos)
         parts = [S.Assign(sys.intern(str(n)), "=", v, token_pos(n))  # type: ignore[arg-type]
                  for n, v in zip(names, values)]
         return S.Unpack(parts, None, first)

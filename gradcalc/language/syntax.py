@@ -246,13 +246,14 @@ class IndexAssign(Assign):
 
 class Unpack(Stmt):
     """`a, b = 1, 2` or `u, v = f(x)`: each name's own assignment in `parts` (for what reads assignments),
-    every right side computed before any name is assigned; `value` is the one call of the second form."""
+    every right side computed before any name is assigned; `value` is the one expression of the second form
+    (the values a function of the program returns, or a tensor's rows)."""
 
     __slots__ = ("parts", "value", "pos")
     expressions = ()  # the parts hold the expressions
     blocks = ("parts",)
 
-    def __init__(self, parts: list[Assign], value: Call | None, pos: Pos) -> None:
+    def __init__(self, parts: list[Assign], value: Expr | None, pos: Pos) -> None:
         self.parts = parts
         self.value = value
         self.pos = pos

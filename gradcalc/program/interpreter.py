@@ -224,15 +224,12 @@ class Interpreter:
 
     def stmt_unpack(self, stmt: S.Unpack, frame: Frame) -> None:
         """`a, b = 1, 2` or `u, v = f(x)`: every value computed before any name is assigned (a, b = b, a swaps)."""
-        count = len(stmt.parts)
-        if stmt.value is not None:
-            function = self.functions.get(stmt.value.name)
-            if function is None:
-                raise ValueProblem(f"{count} names to unpack, but {stmt.value.name}(...) gives one value",
-                                   "unpack a function of the program that returns as many values (return x, y)",
-                                   stmt.value.pos)
-            result = self.user_call(function, stmt.value, frame, count)
-            values = result if isinstance(result, tuple) else (result,)
+        count, value = len(stmt.parts), stmt.value
+        if value is not None:
+            function = self.functions.get(value.name) if isinstance(value, S.Call) else None
+            result = self.user_call(function, value, frame, count) \
+                if function is not None and isinstance(value, S.Call) else self.value(value, frame)
+            values = result if isinstance(result, tuple) else _rows(result, count, value.pos)
         else:
             values = tuple(self.value(part.value, frame) for part in stmt.parts)
         for part, node in zip(stmt.parts, values):
@@ -668,7 +665,7 @@ class Interpreter:
                                "make every path through it end in `return ...`", function.pos)
         value = result.value
         given = len(value) if isinstance(value, tuple) else 1
-        if unpacked and given != unpacked:
+        if unpacked and isinstance(value, tuple) and given != unpacked:
             raise ValueProblem(f"{unpacked} names to unpack, but {expr.name}(...) returned {given} "
                                f"value{'s' if given != 1 else ''}", "give as many names as it returns values",
                                expr.pos)
@@ -698,6 +695,16 @@ _EXPRESSIONS: dict[type, Callable[[Interpreter, Any, Frame], Node]] = {
 def _is_new_axis(sub: S.Expr, frame: Frame) -> bool:
     """x[None], x[newaxis]: a new axis of length 1 (unless the program has a variable of that name)."""
     return type(sub) is S.Name and sub.name in NEW_AXIS and sub.name not in frame
+
+
+def _rows(node: Node, count: int, pos: Pos) -> tuple[Node, ...]:
+    """`a, b = x`: a tensor unpacked along its first axis, as Python iterates a NumPy array."""
+    shape = node.shape
+    if not shape or shape[0] != count:
+        got = "a single number" if not shape else f"a tensor of shape {shape}, {shape[0]} along its first axis"
+        raise ValueProblem(f"{count} names to unpack, but the value is {got}",
+                           "unpack a tensor with as many rows as names, or a function's values (return x, y)", pos)
+    return tuple(ops.index(node, (i,)) for i in range(count))
 
 
 _MASKING = (S.Compare, S.BoolOp, S.Not)  # what writes a mask: m = [1, 0] > 0 is one, as a leaf too
