@@ -189,6 +189,15 @@ def test_writes_into_a_function_local_and_a_batch_of_rows() -> None:
     assert values["m"].tolist() == [[1, 7], [3, 8]] and values["y"].tolist() == [0, 6]
 
 
+def test_filling_a_tensor_in_a_loop() -> None:
+    """y = zeros(3); for i { y[i] = i*x }: the common way to build a tensor entry by entry."""
+    text = "x = 2\ny = zeros(3)\nfor i in range(3) { y[i] = i * x }\nL = sum(y * [1, 10, 100])"
+    result = run(text).grad(of="L", wrt=["x", "y"])
+    assert float(result.value) == 0 * 1 + 2 * 10 + 4 * 100
+    assert float(result.grads["x"]) == 0 + 10 + 200
+    assert result.grads["y"].tolist() == [0.0, 0.0, 0.0]  # every entry of the zeros was overwritten
+
+
 def test_writes_match_finite_differences() -> None:
     text = "x = [0.5, -1.0, 2.0]\ny = exp(x)\ny[[2, 0]] = x[0] * x[1:]\ny[1] -= x[2]^2\nL = sum(y^2)"
     got = run(text).grad(of="L", wrt=["x"]).grads["x"]

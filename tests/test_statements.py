@@ -271,6 +271,7 @@ def test_loop_matches_finite_differences() -> None:
     ("f(x, y=2) = x + y\na = f(1, 2, 3)\n", 2, 5, "takes 1 to 2 arguments"),
     ("f(x, y=2) = x + y\na = f(1, x=3)\n", 2, 10, "got 'x' twice"),
     ("f(x, y=q) = x + y\na = f(1)\n", 1, 8, "'q' is used but never given a value"),
+    ("f(x, y=2*x) = x + y\na = f(1)\n", 1, 10, "the default of 'y' reads the parameter 'x'"),
 ])
 def test_misuse_is_a_located_error(tmp_path: Any, text: str, line: int, column: int, words: str) -> None:
     path = write(tmp_path, text)

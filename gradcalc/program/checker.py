@@ -110,7 +110,12 @@ class Checker:
         for stmt in defs:
             function = self.functions[stmt.name]
             try:
-                for default in stmt.defaults.values():  # over the program's top-level names
+                for param, default in stmt.defaults.items():  # over the program's top-level names
+                    for node in S.walk(default):
+                        if isinstance(node, S.Name) and node.name in stmt.params and not self.defined(node.name, None):
+                            raise NameNotFound(f"the default of '{param}' reads the parameter '{node.name}'",
+                                               "a default is computed over the program's top-level variables, not "
+                                               "the other parameters: compute it inside the function", node.pos)
                     self.check_expr(default, None)
                 self.check_block(stmt.body, function)
             except GradcalcError as exc:
