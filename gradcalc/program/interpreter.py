@@ -558,6 +558,7 @@ class Interpreter:
             raise ValueProblem("an index can have only one '...'", "keep one '...'")
         key: list[Any] = []
         axis = 0  # the dimension of x the next subscript indexes
+        masks = 0  # the masks met so far
         for i, sub in enumerate(subs):
             kind = type(sub)
             if kind is S.Ellipsis_:  # every dimension the subscripts after it do not index
@@ -571,8 +572,9 @@ class Interpreter:
                 continue
             if axis >= len(shape):
                 taken = sum(1 for s in subs if not _is_new_axis(s, frame) and type(s) is not S.Ellipsis_)
+                masked = " (a mask indexes as many dimensions as it has)" if masks else ""
                 raise ValueProblem(f"too many indices ({taken}) for a tensor of shape {shape}",
-                                   f"it has {len(shape)} dimension{'s' if len(shape) != 1 else ''}")
+                                   f"it has {len(shape)} dimension{'s' if len(shape) != 1 else ''}{masked}")
             if type(sub) is S.Slice:
                 key.append(self.slice(expr, sub, frame))
                 axis += 1
@@ -589,6 +591,7 @@ class Interpreter:
             elif _is_mask(node) or id(node) in self.masks:
                 key.extend(_mask_indices(node, shape, axis, sub.pos))
                 axis += node.ndim
+                masks += 1
             else:
                 key.append(_whole_indices(node, shape, axis, sub.pos))
                 axis += 1
