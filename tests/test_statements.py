@@ -77,6 +77,12 @@ def test_a_conditional_expression_records_only_the_branch_taken() -> None:
     assert "b" in result.no_path
 
 
+def test_diff_says_a_conditional_expression_took_one_path(tmp_path: Any) -> None:
+    out = run_cli("diff", write(tmp_path, "x = 2\ny = x^2 if x > 0 else -x\n"))
+    assert out.exit_code == EXIT_OK, out.stderr
+    assert "∂y/∂x = 2*x" in out.stdout and "along the path this run executed" in out.stdout
+
+
 def test_conditional_expressions_nest_to_the_right() -> None:
     """a if c else b if d else e is a if c else (b if d else e), as in Python."""
     values = run("x = -2\ny = 1 if x > 0 else 2 if x > -1 else 3").values()

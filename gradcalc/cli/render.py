@@ -438,10 +438,12 @@ def diff_view(run: Run, results: list[Any], latex: bool, placeholders: list[str]
 
 
 def _branched(run: Run) -> bool:
-    """Whether the program has an if anywhere, function bodies included."""
+    """Whether the program has an if (or an `a if c else b`) anywhere, function bodies included."""
     from ..language import syntax as S
 
-    return any(isinstance(stmt, S.If) for stmt in S.statements(run.program.module.body, functions=True))
+    body = run.program.module.body
+    return any(isinstance(stmt, S.If) for stmt in S.statements(body, functions=True)) or \
+        any(isinstance(node, S.Conditional) for node in S.code(body, functions=True))
 
 
 TREE_DEPTH = 40
