@@ -362,9 +362,7 @@ class Indices(tuple):
     __slots__ = ()
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        import numpy
-
-        return numpy.asarray(tuple(self), dtype=numpy.intp)
+        return B.host.asarray(tuple(self), dtype=B.host.intp)
 
 
 def _index_put(x: Any, value: Any, key: tuple) -> Any:
