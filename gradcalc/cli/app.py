@@ -721,6 +721,18 @@ class Format(str, Enum):
     png = "png"
 
 
+class Detail(str, Enum):
+    none = "none"
+    shape = "shape"
+    summary = "summary"
+    full = "full"
+
+
+class Direction(str, Enum):
+    TB = "TB"
+    LR = "LR"
+
+
 # What -o's suffix says the format is, when --format does not.
 _SUFFIXES = {".dot": Format.dot, ".gv": Format.dot, ".mmd": Format.mermaid, ".mermaid": Format.mermaid,
              ".svg": Format.svg, ".png": Format.png}
@@ -731,7 +743,9 @@ _SUFFIXES = {".dot": Format.dot, ".gv": Format.dot, ".mmd": Format.mermaid, ".me
     "  gradcalc graph -e 'a = 2; w = 3; L = (w*a - 1)^2' -o graph.dot       (the format from the suffix)\n\n"
     "  gradcalc graph -e 'a = 2; w = 3; L = (w*a - 1)^2' --format mermaid\n\n"
     "  gradcalc graph net.eq -o graph.svg        (net.eq: a file of your own; needs Graphviz)\n\n"
-    "  gradcalc graph net.eq --format png > graph.png"
+    "  gradcalc graph net.eq --format png > graph.png\n\n"
+    "  gradcalc graph samples/mlp.eq --focus W1 --detail shape   (only the paths from L to W1)\n\n"
+    "  gradcalc graph samples/mlp.eq --expand xent --all --depth 3"
 )
 def graph(
     common: Common,
@@ -742,22 +756,71 @@ def graph(
     output: Annotated[Optional[str], typer.Option(
         "--output", "-o", metavar="FILE", help="Write to FILE instead of standard output ('-': standard output, "
         "even a PNG to a terminal).")] = None,
+    detail: Annotated[Detail, typer.Option(
+        metavar="LEVEL", help="How much of a tensor each node shows: none (names only), shape, summary (shape, "
+        "min, max and norm), full (the values). Scalars are shown in full but for none.")] = Detail.summary,
+    focus: Annotated[list[str], typer.Option(
+        metavar="NAME", autocompletion=_complete_names, help="Only the nodes on paths from the output to NAME "
+        "(as explain's paths); repeat it for several.", show_default=False)] = [],  # noqa: B006
+    depth: Annotated[Optional[int], typer.Option(
+        min=1, metavar="K", help="Only the nodes within K edges of the output; the rest are one '… N more' "
+        "node.", show_default=False)] = None,
+    expand: Annotated[list[str], typer.Option(
+        metavar="FUNCTION", help="Draw FUNCTION's calls node by node (each call is one node, its result, "
+        "otherwise); repeat it for several.", show_default=False)] = [],  # noqa: B006
+    everything: Annotated[bool, typer.Option(
+        "--all", help="Draw the constants and the values cut from the gradient (detach, no_grad) too.")] = False,
+    direction: Annotated[Direction, typer.Option(
+        metavar="DIR", help="Layout of dot, mermaid, svg and png: TB (output at the top) or LR (at the "
+        "left).")] = Direction.TB,
+    dpi: Annotated[Optional[int], typer.Option(
+        min=1, max=1200, help="A PNG's dots per inch (Graphviz's -Gdpi; default 96).", show_default=False)] = None,
+    size: Annotated[Optional[str], typer.Option(
+        metavar="WxH", help="A PNG's largest size in pixels, e.g. 1920x1080: a larger picture is scaled down "
+        "to fit.", show_default=False)] = None,
 ) -> None:
     """Print the computation graph: each variable's grad_fn, value and gradient; each edge's local derivative."""
+    from ..engine import graphview
     from . import drawing
 
     kind = _graph_format(format_, output, common.json)  # a contradiction is refused before the program runs
+    if (dpi is not None or size is not None) and kind is not Format.png:
+        raise UsageError(f"{'--dpi' if dpi is not None else '--size'} sizes a PNG, and this is "
+                         f"{'JSON' if common.json else kind.value}", "add --format png (or -o graph.png)")
+    if direction is not Direction.TB and kind is Format.tree and not common.json:
+        raise UsageError("--direction lays out dot, mermaid, svg and png: the tree grows downwards",
+                         "add --format svg (or dot, mermaid, png), or drop --direction")
+    pixels = _pixels(size) if size is not None else None
+    options = graphview.Options(values=detail.value, focus=tuple(_names(focus)), depth=depth,
+                                expand=tuple(_names(expand)), everything=everything, direction=direction.value)
     run = _run(common, keep_values=True)
-    view = run.graph(of)
+    from ..language import syntax as S
+
+    defined = {stmt.name for stmt in run.program.module.body if isinstance(stmt, S.FuncDef)}
+    for name in options.expand:
+        if name not in defined:
+            raise UsageError(f"--expand {name}: the program defines no function {name}",
+                             f"its functions: {', '.join(sorted(defined))}" if defined else
+                             "--expand opens a function of the program; this one defines none")
+    view = run.graph(of, options)
 
     def shown() -> Any:  # the tree (Rich) on standard output, or the bytes of a file format where -o says
         if kind is Format.tree:
             return _views().graph_tree(view)
         data = {"dot": drawing.dot, "mermaid": drawing.mermaid}[kind.value](view).encode("utf-8") \
-            if kind in (Format.dot, Format.mermaid) else drawing.picture(view, kind.value)
+            if kind in (Format.dot, Format.mermaid) else drawing.picture(view, kind.value, dpi, pixels)
         _write(data, output)
 
     common.out.result(lambda: drawing.view_json(view), shown)
+
+
+def _pixels(size: str) -> tuple[int, int]:
+    """--size WxH: two whole numbers of pixels."""
+    width, _, height = size.lower().replace("×", "x").partition("x")
+    if not (width.strip().isdigit() and height.strip().isdigit() and int(width) > 0 and int(height) > 0):
+        raise UsageError(f"--size {size}: expected the width and height in pixels, as 1920x1080",
+                         "give two whole numbers above 0 joined by x")
+    return int(width), int(height)
 
 
 def _graph_format(given: Format | None, output: str | None, json: bool) -> Format:

@@ -503,13 +503,16 @@ class Run:
         return results
 
     @_in_own_state
-    def graph(self, of: str | None = None) -> Any:
-        """The computation graph as the tutorials draw it (graphview.View): needs run(keep_values=True)."""
+    def graph(self, of: str | None = None, options: Any = None) -> Any:
+        """The computation graph as the tutorials draw it (graphview.View): needs run(keep_values=True).
+
+        `options` (graphview.Options) picks what is drawn; None: every node, values in full.
+        """
         from ..engine import graphview
 
         of = self._check_graph(of)
         with self._located(of), paused_gc(), B.errstate():
-            return graphview.build(self, of)
+            return graphview.build(self, of, options=options)
 
     @_in_own_state
     def explain(self, of: str | None, wrt: str, limit: int | None = None) -> tuple[Any, Any]:
