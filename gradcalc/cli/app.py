@@ -785,8 +785,9 @@ def graph(
 
     kind = _graph_format(format_, output, common.json)  # a contradiction is refused before the program runs
     if (dpi is not None or size is not None) and kind is not Format.png:
-        raise UsageError(f"{'--dpi' if dpi is not None else '--size'} sizes a PNG, and this is "
-                         f"{'JSON' if common.json else kind.value}", "add --format png (or -o graph.png)")
+        shown = "--json" if common.json else "the tree" if kind is Format.tree else f"--format {kind.value}"
+        raise UsageError(f"{'--dpi' if dpi is not None else '--size'} sizes a PNG, not {shown}",
+                         "add --format png (or -o graph.png), or drop it")
     if direction is not Direction.TB and kind is Format.tree and not common.json:
         raise UsageError("--direction lays out dot, mermaid, svg and png: the tree grows downwards",
                          "add --format svg (or dot, mermaid, png), or drop --direction")

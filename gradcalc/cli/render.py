@@ -471,10 +471,10 @@ def graph_tree(view: Any) -> RenderableType:
             stack.pop()
             continue
         child = view.nodes[edge.target]
-        if child.kind == "omitted":  # the nodes past the view's limit
+        if child.kind == "omitted":  # the nodes past the view's limit, or deeper than --depth
             again = "" if child.id not in drawn else " (as above)"
-            branch.add(Text(f"… {child.count:,} more nodes not drawn{again}: the graph has {view.total:,} nodes, "
-                            "too many to draw each", style="yellow"))
+            why = child.note or f"the graph has {view.total:,} nodes, too many to draw each"
+            branch.add(Text(f"… {child.count:,} more nodes not drawn{again}: {why}", style="yellow"))
             drawn.add(child.id)
             continue
         prefix = Text(edge_text(view, edge) + "  ", style="cyan")
@@ -501,6 +501,9 @@ def graph_tree(view: Any) -> RenderableType:
             continue
         stack.append((target.add(Text.assemble(prefix, label(child))), iter(view.children.get(child.id, [])),
                       depth + 1))
+    if view.hidden:
+        return Group(root, Text(f"({view.hidden} node{'s' if view.hidden > 1 else ''} no gradient reaches "
+                                "(constants, cut values) not drawn: --all draws them)", style="dim"))
     return Group(root)
 
 

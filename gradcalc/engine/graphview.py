@@ -161,7 +161,8 @@ def build(run: Any, of: str, limit: int = VIEW_LIMIT, options: Options | None = 
     picture (labels, local derivatives, values) is then bounded by `limit`, whatever the size
     of the graph; finding the runs and the gradients is linear in it.
 
-    `options` then picks what is kept (see Options and _shaped); None keeps every node.
+    `options.expand` picks the function calls drawn node by node (None: every one); the rest of
+    the options are applied by `shaped`, after.
     """
     options = options or Options()
     check_options(options)
@@ -182,7 +183,9 @@ def build(run: Any, of: str, limit: int = VIEW_LIMIT, options: Options | None = 
     for v in view.nodes:
         call = shown.call(v.node) if v.kind not in SUMMARIES else None
         v.call = call[2] if call is not None else None
-    return _shaped(_constants_marked(view, constants), options)
+    view = _constants_marked(view, constants)
+    view.options = options
+    return view
 
 
 def _constants_marked(view: View, constants: frozenset[Node]) -> View:
@@ -212,7 +215,7 @@ def check_options(options: Options) -> None:
                          "--depth K keeps the nodes within K edges of the output (1: the output's inputs)")
 
 
-def _shaped(view: View, options: Options) -> View:
+def shaped(view: View, options: Options) -> View:
     """The view with what options leave out taken out: off-path nodes, nodes off the focus, nodes too deep."""
     view.options = options
     keep = [v.id for v in view.nodes]

@@ -511,8 +511,10 @@ class Run:
         from ..engine import graphview
 
         of = self._check_graph(of)
+        options = options or graphview.Options()
         with self._located(of), paused_gc(), B.errstate():
-            return graphview.build(self, of, options=options)
+            view = graphview.build(self, of, options=options)
+        return graphview.shaped(view, options)  # its errors are the options', not the output's line
 
     @_in_own_state
     def explain(self, of: str | None, wrt: str, limit: int | None = None) -> tuple[Any, Any]:
