@@ -785,20 +785,21 @@ def graph(
 
     kind = _graph_format(format_, output, common.json)  # a contradiction is refused before the program runs
     if (dpi is not None or size is not None) and kind is not Format.png:
-        shown = "--json" if common.json else "the tree" if kind is Format.tree else f"--format {kind.value}"
-        raise UsageError(f"{'--dpi' if dpi is not None else '--size'} sizes a PNG, not {shown}",
+        given = "--json" if common.json else "the tree" if kind is Format.tree else f"--format {kind.value}"
+        raise UsageError(f"{'--dpi' if dpi is not None else '--size'} sizes a PNG, not {given}",
                          "add --format png (or -o graph.png), or drop it")
     if direction is not Direction.TB and kind is Format.tree and not common.json:
         raise UsageError("--direction lays out dot, mermaid, svg and png: the tree grows downwards",
                          "add --format svg (or dot, mermaid, png), or drop --direction")
     pixels = _pixels(size) if size is not None else None
+    functions = tuple(_names(expand))
     options = graphview.Options(values=detail.value, focus=tuple(_names(focus)), depth=depth,
-                                expand=tuple(_names(expand)), everything=everything, direction=direction.value)
+                                expand=functions, everything=everything, direction=direction.value)
     run = _run(common, keep_values=True)
     from ..language import syntax as S
 
     defined = {stmt.name for stmt in run.program.module.body if isinstance(stmt, S.FuncDef)}
-    for name in options.expand:
+    for name in functions:
         if name not in defined:
             raise UsageError(f"--expand {name}: the program defines no function {name}",
                              f"its functions: {', '.join(sorted(defined))}" if defined else

@@ -102,17 +102,21 @@ class _Shown:
 
     A call not expanded is drawn as its result: the values named inside it are folded into the
     edges from its result to its inputs, as unnamed operations are. A node made inside such a
-    call is shown where its user is outside the call (it is the call's result), hidden where its
-    user is inside (the output, made by a call, counts as inside: its call is drawn as it).
+    call is shown where its user is outside the call (it is the call's result, named or not: an
+    unnamed one is labelled `f(…)`), hidden where its user is inside (the output, made by a call,
+    counts as inside: its call is drawn as it).
     """
 
     def __init__(self, expand: tuple[str, ...] | None) -> None:
         self.expand = expand
+        self.names: dict[Node, str] = {}  # the unnamed results of calls drawn as one node: f(…)
 
     def call(self, node: Node) -> tuple[Any, ...] | None:
         """The outermost call not expanded that node was made in, or None."""
+        if self.expand is None:
+            return None
         found = None
-        context = node.origin if self.expand is not None else None
+        context = node.origin
         while context is not None:
             outer, kind, label, _ = context
             if kind == "call" and label.split("(", 1)[0] not in self.expand:
@@ -121,14 +125,15 @@ class _Shown:
         return found
 
     def __call__(self, node: Node, user: Node) -> bool:
-        if node.name is None:
-            return False
+        """Whether node, an input of user (its immediate user, not a shown node's), is drawn."""
         call = self.call(node)
         if call is None:
-            return True
+            return node.name is not None
         context = user.origin
         while context is not None and context is not call:
             context = context[0]
+        if context is None and node.name is None:
+            self.names[node] = call[2].split("(", 1)[0] + "(…)"
         return context is None
 
 
@@ -139,16 +144,16 @@ def _frontier(node: Node, shown: _Shown = _EVERY_NAME) -> list[Node]:
     """The shown nodes reached from node through unnamed operations (its inputs as the tutorial draws them)."""
     found: list[Node] = []
     seen: set[Node] = set()
-    stack = list(reversed(node.inputs))
+    stack = [(child, node) for child in reversed(node.inputs)]  # (input, its user)
     while stack:
-        current = stack.pop()
+        current, user = stack.pop()
         if current in seen:
             continue
         seen.add(current)
-        if shown(current, node):
+        if shown(current, user):
             found.append(current)
         elif current.op is not None and current.requires_grad:
-            stack.extend(reversed(current.inputs))
+            stack.extend((child, current) for child in reversed(current.inputs))
     return found
 
 
@@ -172,13 +177,13 @@ def build(run: Any, of: str, limit: int = VIEW_LIMIT, options: Options | None = 
     constants = frozenset(getattr(run, "constants", {}).values())  # `const N = 4`: data, not a cut value
     if len(order) > limit:
         view = _summarised(of, output, order, inputs_of, max(limit, 2),  # the output and a summary, at least
-                           getattr(run, "tape", None))
+                           getattr(run, "tape", None), shown.names)
     else:
         grads = _gradients(output, order, getattr(run, "tape", None))
-        nodes = [_view_node(i, node, of, node is output, grads) for i, node in enumerate(order)]
+        nodes = [_view_node(i, node, of, node is output, grads, shown.names) for i, node in enumerate(order)]
         edges: list[ViewEdge] = []
         for node, children in inputs_of.items():
-            edges.extend(_edges(node, index[node], children, index, of, output))
+            edges.extend(_edges(node, index[node], children, index, of, output, shown.names))
         view = _view(of, nodes, edges, len(order), complete=True)
     for v in view.nodes:
         call = shown.call(v.node) if v.kind not in SUMMARIES else None
@@ -316,9 +321,11 @@ def _discover(output: Node, shown: _Shown) -> tuple[list[Node], dict[Node, int],
     return order, index, inputs_of
 
 
-def _view_node(i: int, node: Node, of: str, is_output: bool, grads: dict[Node, Any]) -> ViewNode:
-    return ViewNode(i, node, _label(node, of, is_output), _kind(node, is_output), node.grad_fn or _leaf_fn(node),
-                    tuple(node.shape), B.to_host(node.value), grads.get(node), _origin(node))
+def _view_node(i: int, node: Node, of: str, is_output: bool, grads: dict[Node, Any],
+               names: dict[Node, str]) -> ViewNode:
+    return ViewNode(i, node, _label(node, of, is_output, names), _kind(node, is_output),
+                    node.grad_fn or _leaf_fn(node), tuple(node.shape), B.to_host(node.value), grads.get(node),
+                    _origin(node))
 
 
 def _view(of: str, nodes: list[ViewNode], edges: list[ViewEdge], total: int, complete: bool) -> View:
@@ -343,10 +350,10 @@ class _Rest:
 
 
 def _summarised(of: str, output: Node, order: list[Node], inputs_of: dict[Node, list[Node]], limit: int,
-                tape: list[Node] | None) -> View:
+                tape: list[Node] | None, names: dict[Node, str]) -> View:
     """The view of a graph of more than `limit` nodes: long runs collapsed, then the rest summarised."""
     def name(node: Node) -> str:
-        return _label(node, of, node is output)
+        return _label(node, of, node is output, names)
 
     # 1. Runs of one variable (loop iterations, y = f(y) lines), as the tree collapses them: a node
     # whose one differentiable input of its own name continues the run. The first nodes of a run are
@@ -410,7 +417,7 @@ def _summarised(of: str, output: Node, order: list[Node], inputs_of: dict[Node, 
             nodes.append(ViewNode(i, first, name(first), "collapsed", None, tuple(first.shape), None, None,
                                   _origin(first), count=len(item.hidden)))
         else:
-            nodes.append(_view_node(i, item, of, item is output, grads))
+            nodes.append(_view_node(i, item, of, item is output, grads, names))
     if rest is not None:
         shown = len(real) + sum(len(item.hidden) for item in items if isinstance(item, _Run))
         nodes.append(ViewNode(len(items), rest.first, "…", "omitted", None, (), None, None, [],
@@ -423,14 +430,14 @@ def _summarised(of: str, output: Node, order: list[Node], inputs_of: dict[Node, 
         drawn = {child: index[target] for target, child in targets.items() if target in index}
         source = index[item]
         user = item.hidden[-1] if isinstance(item, _Run) else item  # out of a run: its last hidden node's edge
-        edges.extend(_edges(user, source, inputs_of[user], drawn, of, output))
+        edges.extend(_edges(user, source, inputs_of[user], drawn, of, output, names))
         if rest is not None and len(drawn) < len(targets):
             edges.append(ViewEdge(source, len(items), "…", None))
     return _view(of, nodes, edges, len(order), complete=False)
 
 
-def _label(node: Node, of: str, is_output: bool) -> str:
-    return of if is_output else node.name or "?"
+def _label(node: Node, of: str, is_output: bool, names: dict[Node, str]) -> str:
+    return of if is_output else node.name or names.get(node, "?")
 
 
 def _kind(node: Node, is_output: bool) -> str:
@@ -455,7 +462,7 @@ def _gradients(output: Node, order: list[Node], tape: list[Node] | None) -> dict
 
 
 def _edges(node: Node, source: int, children: list[Node], drawn: dict[Node, int], of: str,
-           output: Node) -> list[ViewEdge]:
+           output: Node, names: dict[Node, str]) -> list[ViewEdge]:
     """∂node/∂child for each drawn input: the backward pass from node, stopped at all its inputs.
 
     `children` are node's inputs as the picture shows them; `drawn` maps those to draw to their ids.
@@ -468,9 +475,9 @@ def _edges(node: Node, source: int, children: list[Node], drawn: dict[Node, int]
     scalar = node.shape == ()
     seed = constant(B.scalar(1.0)) if scalar else leaf(B.xp.ones(node.shape, dtype=B.dtype), "g")
     partials = autodiff.backward(node, seed, differentiable, create_graph=True, stop=frozenset(children))
-    symbols = {c: _label(c, of, c is output) for c in children}
+    symbols = {c: _label(c, of, c is output, names) for c in children}
     taken = set(symbols.values())
-    symbols[node] = _label(node, of, node is output)
+    symbols[node] = _label(node, of, node is output, names)
     if not scalar:
         symbols[seed] = "g"
     for child in differentiable:
