@@ -27,7 +27,7 @@ def node_lines(view: View, node: ViewNode) -> list[str]:
         return [f"… {node.count:,} more nodes", f"not drawn: {why}"]
     mode = view.options.values
     tensor = node.shape != ()
-    whole = mode != "none" and (not tensor or (mode == "full" and node.value.size <= 6))
+    whole = mode != "none" and (not tensor or mode == "full")
     lines = [f"{node.label} = {B.format_value(node.value, threshold=6)}" if whole else node.label]
     lines.append(node.grad_fn or ("detached: no gradient" if node.kind == "detached" else "constant"))
     if tensor and mode != "none":
