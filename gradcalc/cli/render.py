@@ -502,8 +502,8 @@ def graph_tree(view: Any) -> RenderableType:
         stack.append((target.add(Text.assemble(prefix, label(child))), iter(view.children.get(child.id, [])),
                       depth + 1))
     if view.hidden:
-        return Group(root, Text(f"({view.hidden} node{'s' if view.hidden > 1 else ''} no gradient reaches "
-                                "(constants, cut values) not drawn: --all draws them)", style="dim"))
+        return Group(root, Text(f"({view.hidden} constant{'s' if view.hidden > 1 else ''} or cut values not "
+                                "drawn, as no gradient reaches them: --all draws them)", style="dim"))
     return Group(root)
 
 
