@@ -744,7 +744,7 @@ _SUFFIXES = {".dot": Format.dot, ".gv": Format.dot, ".mmd": Format.mermaid, ".me
     "  gradcalc graph -e 'a = 2; w = 3; L = (w*a - 1)^2' --format mermaid\n\n"
     "  gradcalc graph net.eq -o graph.svg        (net.eq: a file of your own; needs Graphviz)\n\n"
     "  gradcalc graph net.eq --format png > graph.png\n\n"
-    "  gradcalc graph samples/mlp.eq --focus W1 --detail shape   (only the paths from L to W1)\n\n"
+    "  gradcalc graph samples/mlp.eq --focus W1 --detail shape\n\n"
     "  gradcalc graph samples/mlp.eq --expand xent --all --depth 3"
 )
 def graph(
@@ -774,7 +774,7 @@ def graph(
         metavar="DIR", help="Layout of dot, mermaid, svg and png: TB (output at the top) or LR (at the "
         "left).")] = Direction.TB,
     dpi: Annotated[Optional[int], typer.Option(
-        min=1, max=1200, help="A PNG's dots per inch (Graphviz's -Gdpi; default 96).", show_default=False)] = None,
+        min=1, max=1200, metavar="N", help="A PNG's dots per inch (Graphviz's -Gdpi; default 96).", show_default=False)] = None,
     size: Annotated[Optional[str], typer.Option(
         metavar="WxH", help="A PNG's largest size in pixels, e.g. 1920x1080: a larger picture is scaled down "
         "to fit.", show_default=False)] = None,
