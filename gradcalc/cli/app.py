@@ -774,7 +774,8 @@ def graph(
         metavar="DIR", help="Layout of dot, mermaid, svg and png: TB (output at the top) or LR (at the "
         "left).")] = Direction.TB,
     dpi: Annotated[Optional[int], typer.Option(
-        min=1, max=1200, metavar="N", help="A PNG's dots per inch (Graphviz's -Gdpi; default 96).", show_default=False)] = None,
+        min=1, max=1200, metavar="N", help="A PNG's dots per inch (Graphviz's -Gdpi; default 96).",
+        show_default=False)] = None,
     size: Annotated[Optional[str], typer.Option(
         metavar="WxH", help="A PNG's largest size in pixels, e.g. 1920x1080: a larger picture is scaled down "
         "to fit.", show_default=False)] = None,
