@@ -83,6 +83,9 @@ def test_the_default_shows_every_parameter_and_hides_the_data() -> None:
     assert all(n["call"] is None for n in doc["nodes"] if n["name"] != "L")
     expanded = json_ok("graph", MLP, "--expand", "xent")
     assert all(n["call"] is None for n in expanded["nodes"])
+    note = "(3 constants or cut values not drawn, as no gradient reaches them: --all draws them)"
+    assert run_cli("graph", MLP).stdout.splitlines()[-1] == note
+    assert "not drawn" not in run_cli("graph", MLP, "--all").stdout
     assert ("L", "z") in edges(expanded) and ("z", "s") in edges(expanded)
 
 
@@ -292,7 +295,9 @@ def test_dpi_and_size_scale_the_png(tmp_path: Path) -> None:
     (("--direction", "LR"), "--direction lays out dot, mermaid, svg and png"),
     (("--focus", "W9"), "--focus W9: no variable W9 in the graph of L"),
     (("--focus", "z"), "no variable z"),  # inside xent: the hint says --expand xent
-    (("--focus", "X"), "--focus X: X is a constant"),
+    (("--focus", "X"), "--focus X: no gradient reaches X"),
+    (("--focus", "X", "--all"), "--focus X: no gradient reaches X"),
+    (("--focus", "W1", "--focus", "N"), "--focus N: no gradient reaches N"),
     (("--expand", "softmax"), "--expand softmax: the program defines no function softmax"),
 ])
 def test_bad_option_values_exit_2_with_a_message(args: tuple[str, ...], message: str) -> None:

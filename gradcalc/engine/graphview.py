@@ -251,10 +251,10 @@ def _focused(view: View, allowed: set[int], focus: tuple[str, ...]) -> list[int]
     """The nodes on some path from the output to a --focus variable, as explain's paths run (cut edges not)."""
     targets: set[int] = set()
     for name in focus:
-        found = {v.id for v in view.nodes if v.label == name and v.id in allowed and v.kind not in SUMMARIES}
+        found = {v.id for v in view.nodes if v.label == name and v.kind not in SUMMARIES}
         if not found:
             raise UsageError(*_not_drawn(view, name, allowed))
-        targets |= found
+        targets |= found & allowed
     leads = set(targets)  # the nodes with a path to a target: inputs first, so a node's targets are known
     for node in _topological(view):
         if node.id in allowed and node.id not in leads and any(
@@ -264,14 +264,16 @@ def _focused(view: View, allowed: set[int], focus: tuple[str, ...]) -> list[int]
     for node in reversed(_topological(view)):  # users before their inputs: reached from the output
         if node.id in on_path:
             on_path.update(e.target for e in view.children.get(node.id, []) if not e.detached and e.target in leads)
+    for name in focus:
+        if not any(v.label == name and v.id in on_path for v in view.nodes):
+            raise UsageError(f"--focus {name}: no gradient reaches {name} (a constant, or a value cut from the "
+                             f"graph by detach or no_grad), so no path leads from {view.of} to it",
+                             "focus on a variable the gradient reaches; --all draws the whole graph with it")
     return [v.id for v in view.nodes if v.id in on_path]
 
 
 def _not_drawn(view: View, name: str, allowed: set[int]) -> tuple[str, str]:
-    """Why --focus NAME finds no node, and what to do: a hidden constant, a call's inside, or no such name."""
-    if any(v.label == name for v in view.nodes):
-        return (f"--focus {name}: {name} is a constant or a value cut from the graph: no gradient reaches it",
-                "add --all to draw it, or focus on a variable the gradient reaches")
+    """Why --focus NAME finds no node, and what to do: a call's inside, or no such name."""
     names = sorted({v.label for v in view.nodes if v.id in allowed and v.kind not in SUMMARIES})
     calls = sorted({v.call.split("(", 1)[0] for v in view.nodes if v.call})
     hint = f"the graph of {view.of} draws {', '.join(names[:12])}" + (", ..." if len(names) > 12 else "")
