@@ -158,7 +158,7 @@ class _Brackets:
                     equals, sign = equals + 1, token
                 elif previous in _CLAIM_EQ and ends and equals > 1:
                     raise _derivation_error(previous, sign, empty=True)
-                previous, equals = ("", 0) if ends else (kind, equals)
+                previous, equals = ("", 0) if kind in _CLAIM_SEPARATORS else (kind, 0 if ends else equals)
                 checking = checking and not ends
             if kind == "CHECK":
                 checking, previous = True, ""
@@ -717,7 +717,8 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start",
     if start == "claims" and comma is not None:  # 2,5
         return GradcalcSyntaxError(f"'{comma.group(1)},{token}': a comma separates claims",
                                    f"write the decimal point as a dot: {comma.group(1)}.{token}", pos)
-    if start == "claims" and ("EQUALS" in expected or {"NAME", "PARTIAL"} <= expected):  # in dL/dw1 =
+    right_side = re.search(r"[=≈][^\n;,]*$", text[:token.start_pos or 0])  # after its =: a derivation's next = fits
+    if start == "claims" and not right_side and ("EQUALS" in expected or {"NAME", "PARTIAL"} <= expected):
         where = "where a claim starts" if "EQUALS" not in expected and "CHECK" in expected else "in a claim's left side"
         return GradcalcSyntaxError(f"unexpected '{token}' {where}", _CLAIM_FORM, pos)
     before = text[: token.start_pos].rstrip(" \t") if token.start_pos is not None else ""
@@ -765,7 +766,8 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start",
         use = "compare with '=='" if "COMP_OP" in expected else "assign with '='"
         return GradcalcSyntaxError("unexpected '≈'", f"{use} (≈ is for claims: check dL/dw1 ≈ 0.39)", pos)
     if token.type == "EQUALS":
-        if "COMP_OP" in expected or "MUL_OP" in expected:
+        # After a condition (if x = 1 {): a claim's derivation lets `expr =` reduce, so the state may be past x.
+        if "COMP_OP" in expected or "MUL_OP" in expected or (start != "claims" and "LBRACE" in expected):
             return GradcalcSyntaxError("'=' inside an expression", "use '==' to compare; '=' only assigns", pos)
     if token.type in ("EQUALS", "AUG_OP"):
         declared = re.search(r"(?:^|[;{}\n])\s*const\s+([^\W\d]\w*)\s*$", before)

@@ -64,8 +64,9 @@ def parse_claims(text: str, max_depth: int = parser.DEFAULT_MAX_DEPTH) -> list[S
         if error.pos is not None:
             error.pos = read.place(error.pos, text)
         raise
-    for claim in found:  # and places
-        for node in [claim, *S.walk(claim.claimed)]:
+    for claim in found:  # and places (each node once: a derivation's last line is its claimed)
+        for node in {id(node): node for line in [claim.claimed, *claim.working]
+                     for node in [claim, *S.walk(line)]}.values():
             node.pos = read.place(node.pos, text)
     return found
 
@@ -133,10 +134,23 @@ def answers(text: str, source: Source) -> list[S.Claim | Unreadable]:
     except GradcalcError:
         pass
     found: list[S.Claim | Unreadable] = []
+    units: list[tuple[int, list[str]]] = []  # a claim's line and its derivation's lines (`= ...`) below it
     for number, line in enumerate(text.split("\n"), 1):
         if line.strip() and not line.lstrip().startswith("#"):
-            found += _line_claims(line, number, source)
+            if _continues(line) and units:
+                units[-1][1].append(line)
+            else:
+                units.append((number, [line]))
+        elif units:
+            units[-1][1].append("")  # a blank line or a comment keeps the lines' places
+    for number, lines in units:
+        found += _line_claims("\n".join(lines).rstrip("\n"), number, source)
     return found
+
+
+def _continues(line: str) -> bool:
+    """Whether a line goes on with the claim above it: a derivation's next line, `= ...` (or `≈ ...`)."""
+    return line.lstrip().startswith(("=", "≈", "&=", "\\approx"))
 
 
 def _line_claims(line: str, number: int, source: Source) -> list[S.Claim | Unreadable]:
