@@ -1239,9 +1239,12 @@ class Judge:
                 said = f"{'-' if sign < 0 else ''}{text}"
                 return (rule, f"{name} drops the term {said}", f"{name} drops a term") if name else \
                     (rule, f"line {number} drops the term {said}", "a term dropped")
+        inner: list[list[Any]] | None = None
         for text, values in pieces.factors:
             if fits(functools.partial(lambda vs: [p / v for p, v in zip(prev_values, vs)], values)):
-                if self._has_inner_function(claim):
+                if inner is None:
+                    inner = self._inner_derivatives(claim, [runs[i] for i in points])
+                if any(all(self._close(v, d) for v, d in zip(values, derivative)) for derivative in inner):
                     return ("chain_rule", f"the chain rule's inner derivative {text} is missing",
                             "the chain rule's inner derivative is missing")
                 return "dropped_factor", f"line {number} drops the factor {text}", "a factor dropped"
@@ -1337,15 +1340,29 @@ class Judge:
             return "product_rule", "the product rule"
         return "dropped_term", ""
 
-    def _has_inner_function(self, claim: S.Claim) -> bool:
-        """Whether the path from the variable to the output applies a function to something computed from it
-        (sin(x²), or σ(w·x)): where the chain rule multiplies by an inner derivative."""
-        around = self._surrounding(self.run, claim)
-        if around is None:
-            return False
-        on_path = set(around.between)
-        return any(n.op is not None and n.op.name not in ("add", "sub", "neg", "mul", "div", "matmul", "sum")
-                   and any(p in on_path and p is not around.target for p in n.inputs) for n in around.between)
+    def _inner_derivatives(self, claim: S.Claim, runs: list[Run]) -> list[list[Any]]:
+        """Where the path from the variable to the output applies a function to something computed from it
+        (sin(x²), σ(w·x)), that inner thing's derivative at each run: what the chain rule multiplies by."""
+        around = [self._surrounding(run, claim) for run in runs]
+        found = [a for a in around if a is not None]
+        if len(found) < len(around) or len({len(a.between) for a in found}) != 1:
+            return []  # a graph too large to search, or one that branches differently at another point
+        first, inner = found[0], []
+        on_path = set(first.between)
+        for index, node in enumerate(first.between):
+            if node.op is None or node.op.name in _ARITHMETIC:
+                continue
+            for i, parent in enumerate(node.inputs):
+                if parent not in on_path or parent is first.target:
+                    continue
+                values = []
+                for each in found:
+                    inside = each.between[index].inputs[i]
+                    with B.using(each.run.device, each.run.dtype, each.run.max_elements):
+                        seed = autodiff.seed_for(inside, "ones" if inside.shape else None)
+                    values.append(each._pulled(inside, seed))
+                inner.append(values)
+        return inner[:SEARCHED]
 
     def derivative(self, of: str, wrt: str, wrt2: str | None = None) -> str:
         """The correct derivative as gradcalc diff --in-terms-of TERMS prints it ('' where diff cannot:
@@ -1475,6 +1492,7 @@ def _entry(code: str) -> Entry:
     return _BY_CODE[code]
 
 
+_ARITHMETIC = frozenset({"add", "sub", "neg", "mul", "div", "matmul", "sum", "mean"})  # no inner function
 _SKIP = object()  # a derivation's truth at a nearby point where the key has none: nothing is compared there
 PIECES_TRIED = 12  # a broken line is tried with each of up to this many terms of the line before dropped
 FACTORS_TRIED = 6  # and a one-term line with each product of up to this many of its factors dropped
