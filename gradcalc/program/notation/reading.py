@@ -184,9 +184,10 @@ _CHECK_CLAIM = re.compile(r"^[ \t]*check[ \t]+[^\s=(]")  # check dL/dw = ...; no
 def notebook_claims(text: str, filename: str) -> tuple[Claims, Source]:
     """A Jupyter notebook's claims (nbformat 4, JSON): `check` lines in its code cells, and in its Markdown
     cells each line (or $$...$$ block) that claims a derivative, in gradcalc's notation or in LaTeX, with
-    prose around its $...$, and the lines of its derivation (`= ...`) below it. The notebook is read as text with a line `# cell N (kind)` before each cell's
-    lines, and places are in that text: line 1 of cell 3 is the line after `# cell 3`. Each line (or
-    block) is read on its own, so that one slip costs that claim only."""
+    prose around its $...$, with its derivation's lines (`= ...`) below it. The notebook is read as text
+    with a line `# cell N (kind)` before each cell's lines, and places are in that text: line 1 of cell 3
+    is the line after `# cell 3`. Each line (or block) is read on its own, so that one slip costs that
+    claim only."""
     listing: list[str] = []  # the notebook as text, for messages
     found: list[S.Claim | Unreadable] = []
     units: list[tuple[int, str]] = []  # (the line it starts on, its text) for each line or block read
@@ -196,9 +197,10 @@ def notebook_claims(text: str, filename: str) -> tuple[Claims, Source]:
         listing += lines
         kept = _code_claims(lines) if kind == "code" else _markdown_claims(lines) if kind == "markdown" else []
         for a, b, marker in kept:
-            while b < len(lines) and _continues(lines[b]):  # a derivation's next lines (= ...) below its claim
-                b += 1
-            units.append((first + a, " " * marker + "\n".join(lines[a:b])[marker:]))
+            end = b
+            while end < len(lines) and _continues(lines[end]):  # a derivation's next lines (= ...) below its claim
+                end += 1
+            units.append((first + a, " " * marker + "\n".join(lines[a:end])[marker:]))
     source = Source("\n".join(listing), filename)
     for line, unit in units:
         found += _line_claims(unit, line, source)

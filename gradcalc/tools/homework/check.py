@@ -1125,7 +1125,8 @@ class Judge:
         values to its digits. The first line that does not follow is named, with the rule it misapplies where
         one fits. The last line is the claim itself, judged as any claim is (this adds to the verdict only)."""
         runs = [self.run, *self._nearby_runs(finished.of)]
-        working = Working([Step(number, *_written(expr, source.text)) for number, expr in
+        starts = line_starts(source.text)
+        working = Working([Step(number, *_written(expr, source.text, starts)) for number, expr in
                            enumerate(claim.working, 1)], source.filename)
         truth = _Line(None, [])
         lines: list[_Line] = []
@@ -1555,9 +1556,10 @@ def _product_text(factors: list[S.Expr], text: str) -> str:
     return "*".join(f"({p})" if len(factors) > 1 and len(_terms(f)) > 1 else p for f, p in zip(factors, parts))
 
 
-def _written(expr: S.Expr, text: str) -> tuple[str, int, int]:
-    """An expression as written in text (its brackets around it too), and the line and column it starts at."""
-    starts = line_starts(text)
+def _written(expr: S.Expr, text: str, starts: list[int] | None = None) -> tuple[str, int, int]:
+    """An expression as written in text (its brackets around it too), and the line and column it starts at
+    (starts: line_starts(text), where the caller has it)."""
+    starts = line_starts(text) if starts is None else starts
 
     def offset(pos: Any, end: bool = False) -> int:
         return min(starts[min(pos.line, len(starts)) - 1] + pos.column - 1 + (pos.width if end else 0), len(text))
