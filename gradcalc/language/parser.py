@@ -222,18 +222,22 @@ _CLAIM_SEPARATORS = frozenset({"SEMICOLON", "COMMA"})
 _DERIVATION_TOKENS = _CLAIM_EQ | _CLAIM_SEPARATORS
 
 
+class DerivationError(GradcalcSyntaxError):
+    """A derivation's `=` line that has no claim above it, or nothing after its `=`: a slip of its layout."""
+
+
 def _derivation_error(previous: str, token: Token, empty: bool = False) -> GradcalcSyntaxError:
     """A derivation's `=` line with no claim above it, or (empty, token: its `=`) with nothing after its `=`."""
     if empty:
-        return GradcalcSyntaxError("an empty '=' line: a derivation's line needs an expression after its '='",
-                                   "write the line's expression after '=', or delete the line", token_pos(token))
+        return DerivationError("an empty '=' line: a derivation's line needs an expression after its '='",
+                               "write the line's expression after '=', or delete the line", token_pos(token))
     if previous:
-        return GradcalcSyntaxError(f"'{token}' twice: a derivation's line has one '=' before its expression",
-                                   "write the expression between them, or delete one", token_pos(token))
-    return GradcalcSyntaxError(f"a line that starts with '{token}' has no claim before it to continue",
-                               "write the claim first (dy/dx = ...), then its derivation's lines (= ...) below "
-                               "it; in --claim, separate the lines by new lines or write them on one line "
-                               "(dy/dx = ... = ...), not by ';'", token_pos(token))
+        return DerivationError(f"'{token}' twice: a derivation's line has one '=' before its expression",
+                               "write the expression between them, or delete one", token_pos(token))
+    return DerivationError(f"a line that starts with '{token}' has no claim before it to continue",
+                           "write the claim first (dy/dx = ...), then its derivation's lines (= ...) below "
+                           "it; in --claim, separate the lines by new lines or write them on one line "
+                           "(dy/dx = ... = ...), not by ';'", token_pos(token))
 
 
 def _python_statement(word: str) -> str | None:

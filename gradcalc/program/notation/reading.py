@@ -158,6 +158,8 @@ def _line_claims(line: str, number: int, source: Source) -> list[S.Claim | Unrea
     try:
         return list(parse_claims("\n" * (number - 1) + line))  # padded: places stay the file's
     except GradcalcError as exc:
+        if isinstance(exc, parser.DerivationError) and source.filename == "--claim":
+            raise exc.within(source) from None  # an option's layout is the command line's slip (2), not an answer's
         written = line if "'" in line or '"' in line else line.split("#", 1)[0]  # without its comment
         return [Unreadable(" ".join(written.split()), number if source.filename != "--claim" else None,
                            exc.within(source))]
