@@ -306,11 +306,11 @@ def bench_derivation(repeats: int) -> None:
         warm = Judge(run)
         times: dict[str, list[float]] = {"fresh judge": [], "warm judge": []}
         for _ in range(repeats):
-            for kind in times:
+            for kind, taken in times.items():
                 judge = Judge(run) if kind == "fresh judge" else warm
                 began = time.perf_counter()
                 verdict = judge.report("bench", claims).verdicts[0]
-                times[kind].append(time.perf_counter() - began)
+                taken.append(time.perf_counter() - began)
                 working = verdict.working
                 if working is None or working.lines != 10 or working.follow != follow:  # what is timed is right
                     raise SystemExit(f"the derivation was misjudged: {working}")
