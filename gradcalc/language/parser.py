@@ -767,7 +767,8 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start",
         return GradcalcSyntaxError("a second derivative's bottom is read as one name",
                                    "write the two variables apart: d²f/dx dz, or ∂²f/∂x∂z", pos)
     if token.type == "APPROX" and start != "claims":
-        use = "compare with '=='" if "COMP_OP" in expected else "assign with '='"
+        assigning = re.search(r"(?:^|[;{}\n])\s*[^\W\d]\w*\s*$", before)  # y ≈ 2 (x ≈ 2 after `y =` compares)
+        use = "compare with '=='" if "COMP_OP" in expected or not assigning else "assign with '='"
         return GradcalcSyntaxError("unexpected '≈'", f"{use} (≈ is for claims: check dL/dw1 ≈ 0.39)", pos)
     if token.type == "EQUALS":
         # After a condition (if x = 1 {): a claim's derivation lets `expr =` reduce, so the state may be past x.
