@@ -231,6 +231,22 @@ def test_a_check_statement_carries_its_working(tmp_path: Path) -> None:
             "the term x^2*cos(x)") in result.stdout
 
 
+def test_a_models_check_lines_keep_primes_and_latex_in_their_working(tmp_path: Path) -> None:
+    """In a submission, a check line's = lines are read as it is: σ'(z) is a prime; a LaTeX one stays LaTeX.
+    y = σ(z)², so dy/dz = 2σ(z)σ'(z): σ'(z) is the inner derivative the chain rule multiplies by."""
+    key = tmp_path / "key.eq"
+    key.write_text("z = 0.5\ny = sigmoid(z)^2\n")
+    model = tmp_path / "hw.eq"
+    model.write_text("z = 0.5\ny = sigmoid(z)^2\ncheck dy/dz = 2σ(z)σ'(z)\n   = 2σ(z) σ'(z)\n"
+                     "check \\frac{dy}{dz} = 2\\sigma(z)\\sigma'(z)\n   = 2 \\sigma(z)\n")
+    doc = strict_json(run_cli("check", key, model, "--json").stdout)
+    first, second = doc["results"]
+    assert (first["line"], first["status"], first["working"]["broken"]) == (3, "right", None)
+    assert (second["line"], second["working"]["broken"], second["working"]["rule"]) == (5, 2, "chain_rule")
+    assert second["working"]["reason"] == "the chain rule's inner derivative \\sigma'(z) is missing"
+    assert second["working"]["steps"][1]["at"] == {"line": 6, "column": 6}
+
+
 def test_text_and_json_of_a_right_answer_with_working() -> None:
     result = run_cli("check", "-e", CHAIN, "--claim", "dy/dx = cos(x^2) 2x = 2x cos(x^2)")
     assert result.exit_code == EXIT_OK

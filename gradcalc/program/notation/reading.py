@@ -84,14 +84,23 @@ def model_claims(text: str, source: Source) -> list[S.Claim | Unreadable]:
     in LaTeX (check \\frac{\\partial L}{\\partial w} = ...) is read as an answers file's line is: where it
     does not parse, that claim is invalid, not the model."""
     lines = text.split("\n")
-    latex = {number for number, line in enumerate(lines) if _CHECK_LINE.match(line) and "\\" in line}
-    signed = {number for number, line in enumerate(lines) if _CHECK_LINE.match(line) and signs(line) != line}
-    program = "\n".join("" if n in latex else signs(line) if n in signed else line for n, line in enumerate(lines))
+    spans = {}  # each check line: the index past its last line (its derivation's `= ...` lines are its own)
+    for number, line in enumerate(lines):
+        if _CHECK_LINE.match(line):
+            end = number + 1
+            while end < len(lines) and _continues(lines[end]):
+                end += 1
+            spans[number] = end
+    latex = {number for number, end in spans.items() if any("\\" in line for line in lines[number:end])}
+    blank = {index for number in latex for index in range(number, spans[number])}
+    signed = {index for number, end in spans.items() if number not in latex for index in range(number, end)
+              if signs(lines[index]) != lines[index]}
+    program = "\n".join("" if n in blank else signs(line) if n in signed else line for n, line in enumerate(lines))
     found: list[S.Claim | Unreadable] = list(claims_of_program(parser.parse(program, dialect=NOTATION)))
     if signed:  # each claim's text as written (f'(x), not the fʹ(x) parsed)
         parser.with_claim_texts([claim for claim in found if isinstance(claim, S.Claim)], text)
     for number in sorted(latex):
-        for claim in _line_claims(lines[number], number + 1, source):
+        for claim in _line_claims("\n".join(lines[number:spans[number]]), number + 1, source):
             if isinstance(claim, Unreadable):
                 claim.text = claim.text.removeprefix("check").lstrip()  # as a check statement's claim is shown
             found.append(claim)

@@ -1170,7 +1170,7 @@ class Judge:
                 values.append(run.evaluate(done, source))
             except GradcalcError:
                 values.append(None)
-        return _Line(done, values, None if self.tolerance.given or not number else _units(done), number)
+        return _Line(done, values, None if self.tolerance.given or not number else _units(done), number, expr)
 
     def _truth_or_skip(self, run: Run, claim: S.Claim, rank: int) -> Any:
         try:
@@ -1278,25 +1278,26 @@ class Judge:
         """The terms and factors a broken line may have dropped, with their values at the runs: the true
         derivative's (as diff writes it), where the line before is right, then the line before's own."""
         found = _Pieces([], [])
-        written: list[tuple[S.Expr, Source]] = []
+        written: list[tuple[S.Expr, Source, bool]] = []  # each expression, where it was written, and whether
+        # its parts are read against the program first (the student's line is; diff's text is the program's)
         if prev_right and claim.wrt is not None:
             text = self._derivative(claim.of, claim.wrt, claim.wrt2)[0]
             if text and "\n" not in text:
                 try:
-                    written.append((parser.parse_expression(text), Source(text, "<derivative>")))
+                    written.append((parser.parse_expression(text), Source(text, "<derivative>"), False))
                 except GradcalcError:
                     pass
-        if prev.expr is not None:
-            written.append((prev.expr, source))
-        for expr, where in written:
+        if prev.written is not None:
+            written.append((prev.written, source, True))
+        for expr, where, read in written:
             terms = _terms(expr)[:PIECES_TRIED]
             for sign, term in terms:
-                values = self._values(term, where, runs)
+                values = self._values(term, where, runs, claim if read else None)
                 if values is not None and len(terms) > 1:
                     found.terms.append((sign, _written(term, where.text)[0], values))
             for _, term in terms[:1] if len(terms) == 1 else []:  # a product's factors: the chain rule's
                 factors = _factors(term)[:FACTORS_TRIED]
-                evaluated = [(f, self._values(f, where, runs)) for f in factors]
+                evaluated = [(f, self._values(f, where, runs, claim if read else None)) for f in factors]
                 for size in range(1, len(factors)):
                     for chosen in itertools.combinations(evaluated, size):
                         if any(values is None for _, values in chosen):
@@ -1308,11 +1309,16 @@ class Judge:
                         found.factors.append((_product_text([f for f, _ in chosen], where.text), product))
         return found
 
-    def _values(self, expr: S.Expr, source: Source, runs: list[Run]) -> list[Any] | None:
-        """An expression's values at the runs, or None where it fails at one or is 0 at all."""
+    def _values(self, expr: S.Expr, source: Source, runs: list[Run], claim: S.Claim | None = None
+                ) -> list[Any] | None:
+        """An expression's values at the runs (read against the program first, as a part of `claim`'s line),
+        or None where it fails at one or is 0 at all."""
         try:
+            if claim is not None:
+                expr = finish(S.Claim(claim.of, claim.wrt, expr, claim.pos, claim.text, claim.wrt2), self.run.frame,
+                              self._functions, source.text, self.run.interpreter).claimed
             values = [run.evaluate(expr, source) for run in runs]
-        except GradcalcError:
+        except (GradcalcError, RecursionError):
             return None
         return values if any(B.host.any(v != 0) for v in values) else None
 
@@ -1504,10 +1510,11 @@ class _Line:
     """A derivation's line read against the program: its values at the program's values and then at each nearby
     run (None where it fails there; a number at the program's values only), and a number's last digit."""
 
-    expr: S.Expr | None
+    expr: S.Expr | None  # as the program reads it
     values: list[Any]
     units: Any = None
     number: bool = False
+    written: S.Expr | None = None  # as written (its parts' texts are the student's: σ'(z), not its expansion)
 
 
 @dataclass
