@@ -1149,7 +1149,9 @@ class Judge:
             else:
                 step.status, working.broken = "broken", step.number
                 prev_right = bool(working.steps[step.number - 2].right)
-                found = self._broken_step(finished, lines[-2], line, truth, prev_right, runs, source, step.number)
+                with B.errstate():  # a factor tried where a value is 0 divides by it: inf, never a warning
+                    found = self._broken_step(finished, lines[-2], line, truth, prev_right, runs, source,
+                                              step.number)
                 if found is not None:
                     working.rule, working.reason, working.summary = found
                 return working
