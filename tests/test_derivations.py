@@ -302,6 +302,10 @@ def test_reveal_verdict_names_the_rule_without_the_term(graded: Path) -> None:
     assert "x^2*cos(x)" not in shown
     everything = run_cli("check", graded / "key.eq", graded / "subs" / "ben.txt").stdout
     assert "the product rule drops the term x^2*cos(x)" in everything
+    nothing = strict_json(run_cli("check", graded / "key.eq", graded / "subs" / "ben.txt", "--reveal", "none",
+                                  "--json").stdout)["results"][0]["working"]
+    assert (nothing["broken"], nothing["rule"], nothing["reason"]) == (2, None, None)
+    assert nothing["text"].endswith("does not follow from line 1")
 
 
 def test_feedback_says_how_far_the_working_got(graded: Path, tmp_path: Path) -> None:
