@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # only their types: the grad and eval paths do not load the c
     from ..engine.symbolic import Derivative
     from ..program.batch import Point
     from ..tools.gradcheck import GradCheck
-    from ..tools.homework.check import Report, Verdict
+    from ..tools.homework.check import Report, Verdict, Working
     from ..tools.homework.rubric import Mistake, Question
 
 
@@ -184,7 +184,17 @@ def verdict_doc(verdict: Verdict) -> dict[str, Any]:
         doc["points"] = verdict.points  # null: answered again below, so not the one scored
     for key, shape in verdict.elided.items():  # grading keeps no large value: its shape says what it was
         doc[f"{key}_shape"] = list(shape)
+    if verdict.working is not None:
+        doc["working"] = working_doc(verdict.working)
     return doc
+
+
+def working_doc(working: Working) -> dict[str, Any]:
+    """A derivation judged line by line: how far it got, the first line that does not follow and why."""
+    return {"lines": working.lines, "follow": working.follow, "broken": working.broken, "rule": working.rule,
+            "reason": working.reason or None, "text": working.text(),
+            "steps": [{"line": step.number, "text": step.text, "at": {"line": step.line, "column": step.column},
+                       "status": step.status, "right": step.right} for step in working.steps]}
 
 
 def check_doc(report: Report) -> dict[str, Any]:
@@ -209,6 +219,9 @@ def grading_doc(reports: list[Report], asked: Sequence[Question] = (), mistakes:
     submissions = []
     for report in reports:
         doc = {"submission": report.name, **check_doc(report), "first_problem": report.first_problem() or None}
+        follow, lines = report.derivations
+        if lines:
+            doc["working"] = {"follow": follow, "lines": lines}
         if report.error is not None:
             doc["error"] = report.error
         submissions.append(doc)

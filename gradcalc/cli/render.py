@@ -631,6 +631,8 @@ def check_view(report: Any, heading: str = "", full: bool = False, errors_apart:
                       Text(note, style="dim"))
         if not verdict.passed:
             details.append(_verdict_detail(verdict, full, errors_apart))
+        elif verdict.working is not None:  # a right answer's derivation: how far it follows
+            details.append(Group(*_heading(verdict), _working_line(verdict)))
     for answer in report.answers:
         if answer.status == "missing":
             table.add_row("", inert(answer.question.label), Text("– missing", style="red"), "", "",
@@ -672,11 +674,21 @@ def _shown(verdict: Any, key: str, full: bool) -> str:
     return f"({shape_text(shape)}, not kept in grading)" if shape is not None else ""
 
 
-def _verdict_detail(verdict: Any, full: bool, errors_apart: bool = False) -> RenderableType:
+def _heading(verdict: Any) -> list[RenderableType]:
+    """A blank line, then the claim's mark, the claim and its line."""
     where = f" (line {verdict.line})" if verdict.line is not None else ""
     word, style = _VERDICT_STYLE[verdict.status]
-    lines: list[RenderableType] = [Text(""), Text.assemble((word[0] + " ", style), (inert(verdict.claim), "bold"),
-                                                           where)]
+    return [Text(""), Text.assemble((word[0] + " ", style), (inert(verdict.claim), "bold"), where)]
+
+
+def _working_line(verdict: Any) -> Text:
+    """'  working: lines 1-2 follow; line 3 (hw.txt:7) does not follow from line 2: …'."""
+    working = verdict.working
+    return Text("  working: " + inert(working.text()), style="red" if working.broken is not None else "green")
+
+
+def _verdict_detail(verdict: Any, full: bool, errors_apart: bool = False) -> RenderableType:
+    lines: list[RenderableType] = _heading(verdict)
     if verdict.status == "invalid":
         if errors_apart and verdict.error:
             lines.append(Text(f"  could not be judged: {inert(verdict.error['message'])}"))
@@ -687,6 +699,8 @@ def _verdict_detail(verdict: Any, full: bool, errors_apart: bool = False) -> Ren
         return Group(*lines)
     if verdict.diagnosis:
         lines.append(Text("  " + verdict.diagnosis))
+    if verdict.working is not None:
+        lines.append(_working_line(verdict))
     correct = _shown(verdict, "expected", full)
     if verdict.derivative:
         text, *where_lines = verdict.derivative.split("\n")
@@ -706,8 +720,9 @@ def grading_view(reports: list[Any], totals: dict[str, Any], verbose: bool, full
                  asked: Sequence[Any] = (), mistakes: Sequence[Any] = ()) -> RenderableType:
     """`check key.eq submissions/`: one row per submission, the totals, the class's mistakes, and with -v
     each submission in detail."""
-    table = _table(("submission", "left"), ("score" if asked else "claims", "right"), ("result", "left"),
-                   wrap_last=True)
+    worked = any(report.derivations[1] for report in reports)  # a column only where derivations were handed in
+    table = _table(("submission", "left"), ("score" if asked else "claims", "right"),
+                   *((("working", "right"),) if worked else ()), ("result", "left"), wrap_last=True)
     for report in reports:
         if report.error is not None:
             claims = f"0/{_number(report.max_score)}" if asked else "–"
@@ -718,7 +733,9 @@ def grading_view(reports: list[Any], totals: dict[str, Any], verbose: bool, full
             result = Text("full marks" if asked else "all right", style="green")
         else:
             result = Text(inert(report.first_problem()), style="yellow" if report.error is not None else "red")
-        table.add_row(inert(report.name), claims, result)
+        follow, lines = report.derivations
+        working = [f"{follow}/{lines}" if lines else "–"] if worked else []
+        table.add_row(inert(report.name), claims, *working, result)
     parts: list[RenderableType] = [table, Text("")]
     count = totals["submissions"]
     line = (f"{count} submission{'s' * (count != 1)}: {totals['passed']} " + ("full marks" if asked else "all right")
