@@ -90,8 +90,8 @@
   const svg = $("graph");
   const port = $("viewport");
   const defs = el("defs");
-  const marker = el("marker", { id: "arrow", viewBox: "0 0 10 10", refX: "10", refY: "5", markerWidth: "7",
-    markerHeight: "7", orient: "auto-start-reverse" });
+  const marker = el("marker", { id: "arrow", viewBox: "0 0 10 10", refX: "10", refY: "5", markerWidth: "9", markerUnits: "userSpaceOnUse",
+    markerHeight: "9", orient: "auto-start-reverse" });
   marker.appendChild(el("path", { d: "M0,0 L10,5 L0,10 z", fill: "#8c959f" }));
   defs.appendChild(marker);
   svg.insertBefore(defs, port);
