@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import json
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engine import backend as B
 from ..engine import graphview
@@ -21,11 +21,14 @@ from ..engine.graphview import SUMMARIES, View, ViewNode
 from ..errors import LimitExceeded
 from . import drawing
 
+if TYPE_CHECKING:
+    from ..program.api import Run
+
 # Paths are listed for every node of a view up to this size: explain walks the graph once per node.
 PATHS_LIMIT = 400
 
 
-def html(view: View, run: Any = None) -> bytes:
+def html(view: View, run: Run | None = None) -> bytes:
     """The page: the template with its script, style, layout library and the graph as JSON inlined."""
     if run is not None:
         locate(view, run)
@@ -90,7 +93,7 @@ def _node(view: View, node: ViewNode, step: int | None, paths: bool) -> dict[str
 
 
 def _paths(view: View, node: ViewNode) -> dict[str, Any] | None:
-    """`gradcalc explain --wrt NODE`'s text, as the terminal shows it, and the routes of its paths (for highlighting)."""
+    """`gradcalc explain --wrt NODE`'s text as the terminal shows it, and its paths' routes (for highlighting)."""
     from .output import Color, console
     from .render import Inert, explain_view
 
@@ -113,7 +116,7 @@ def _value(value: Any) -> str | None:
     return None if value is None else B.format_value(value)
 
 
-def locate(view: View, run: Any) -> None:
+def locate(view: View, run: Run) -> None:
     """Each named node's statement and line (ViewNode.line, .statement), where the program says which.
 
     A name assigned by one statement was made by it (in every loop iteration); a name assigned by
@@ -121,16 +124,13 @@ def locate(view: View, run: Any) -> None:
     """
     from ..language import syntax as S
 
-    program = getattr(run, "program", None)
-    module = getattr(program, "module", None)
-    if module is None:
-        return
+    program = run.program
     assigned: dict[str, list[S.Assign]] = {}
-    for stmt in S.statements(module.body, functions=True):
+    for stmt in S.statements(program.module.body, functions=True):
         if isinstance(stmt, S.Assign):
             assigned.setdefault(stmt.name, []).append(stmt)
     final = run.state.final
-    inputs = getattr(run, "inputs", {})
+    inputs = run.inputs
     for node in view.nodes:
         name = node.node.name
         if node.kind in SUMMARIES or name is None:
