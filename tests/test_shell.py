@@ -213,7 +213,8 @@ def test_output_dash_with_the_tree_prints_the_tree() -> None:
 
 @pytest.mark.parametrize(("suffix", "start"), [(".dot", b"digraph"), (".gv", b"digraph"), (".DOT", b"digraph"),
                                                (".mmd", b"graph TD"), (".mermaid", b"graph TD"),
-                                               (".svg", b"<svg"), (".png", b"\x89PNG")])
+                                               (".svg", b"<svg"), (".png", b"\x89PNG"),
+                                               (".html", b"<!DOCTYPE html>"), (".HTM", b"<!DOCTYPE html>")])
 def test_the_format_comes_from_the_suffix(suffix: str, start: bytes, tmp_path: Any, fake_dot: dict[str, str]) -> None:
     """Which format a suffix means is the command's own logic: checked in-process (the pipes are checked below)."""
     target = tmp_path / f"graph{suffix}"
@@ -225,7 +226,7 @@ def test_the_format_comes_from_the_suffix(suffix: str, start: bytes, tmp_path: A
 @pytest.mark.parametrize(("args", "message"), [
     (("--format", "dot", "-o", "g.svg"), "--format dot contradicts -o g.svg: a .svg file is svg"),
     (("--format", "png", "-o", "g.mmd"), "--format png contradicts -o g.mmd: a .mmd file is mermaid"),
-    (("--format", "tree", "-o", "g.dot"), "-o writes --format dot, mermaid, svg or png"),
+    (("--format", "tree", "-o", "g.dot"), "-o writes --format dot, mermaid, svg, png or html"),
     (("-o", "g.txt"), "cannot tell the format of -o g.txt from its suffix"),
     (("--format", "dot", "--json"), "--json and --format dot do not combine"),
     (("--format", "tree", "--json"), "--json and --format tree do not combine"),
