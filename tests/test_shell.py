@@ -130,7 +130,7 @@ def test_help_offers_to_install_completion() -> None:
 
 BASH_CASES = [
     (["gr"], ["grad", "graph", "gradcheck"]),
-    (["graph", "samples/neuron.eq", "--format", ""], ["tree", "dot", "mermaid", "svg", "png"]),
+    (["graph", "samples/neuron.eq", "--format", ""], ["tree", "dot", "mermaid", "svg", "png", "html"]),
     (["grad", "samples/neuron.eq", "--wrt", "w"], ["w1", "w2", "w3", "w4"]),
     (["grad", "samples/neuron.eq", "--wrt", "w1,a,"], [f"w1,a,{n}" for n in "a w1 w2 w3 w4 b c d L".split()]),
     (["jacobian", "-e", "x=[1,2];y=x^2", "--of", ""], ["x", "y"]),
@@ -162,7 +162,8 @@ def test_zsh_and_fish_completion(shell: str) -> None:
     script = completion_script(shell)
     assert "_GRADCALC_COMPLETE=complete_" + shell in script and "_TYPER_COMPLETE_ARGS" in script, script
     env = {"_GRADCALC_COMPLETE": f"complete_{shell}", "_TYPER_COMPLETE_FISH_ACTION": "get-args"}
-    for line, expected in (("gradcalc graph samples/neuron.eq --format ", ["tree", "dot", "mermaid", "svg", "png"]),
+    for line, expected in (("gradcalc graph samples/neuron.eq --format ",
+                            ["tree", "dot", "mermaid", "svg", "png", "html"]),
                            ("gradcalc grad samples/neuron.eq --of w", ["w1", "w2", "w3", "w4"])):
         result = process(env={**env, "_TYPER_COMPLETE_ARGS": line}, text=True)
         assert result.returncode == EXIT_OK, result.stderr
