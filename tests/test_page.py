@@ -110,8 +110,14 @@ def test_statement_and_line_of_each_node() -> None:
     assert by_name["a"] == [(1, "a = 2")]
     assert by_name["b"] == [(1, "b = 3")]
     # The first c is not c's final value: either statement could have made it, and the page says so.
-    assert by_name["c"] == [(None, "one of the statements at lines 2, 3"), (3, "c = c + a")]
+    assert by_name["c"] == [(None, "one of: c = a*b (line 2); c = c + a (line 3)"), (3, "c = c + a")]
     assert by_name["L"] == [(3, "L = c^2")]
+    # A loop's variable: its leaf made by the statement that reads no variable, each iteration by the loop's.
+    run = Program("x = 2; for i in range(3) { x = x * 1.1; x = x + 1 }; L = x", "p.eq").run(keep_values=True)
+    view = run.graph("L")
+    page.locate(view, run)
+    made = {n.statement for n in view.nodes if n.label == "x"}
+    assert made == {"x = 2", "one of: x = x * 1.1 (line 1); x = x + 1 (line 1)"}
 
 
 def test_backward_steps_are_the_hand_worked_pass() -> None:

@@ -120,7 +120,8 @@ def locate(view: View, run: Run) -> None:
     """Each named node's statement and line (ViewNode.line, .statement), where the program says which.
 
     A name assigned by one statement was made by it (in every loop iteration); a name assigned by
-    several, by the last one run when the node is the name's final value; else the lines are listed.
+    several, by the last one run when the node is the name's final value, else by one of those that
+    make a leaf (for a leaf) or a computed value (for the others), which are listed where there are several.
     """
     from ..language import syntax as S
 
@@ -130,6 +131,7 @@ def locate(view: View, run: Run) -> None:
         if isinstance(stmt, S.Assign):
             assigned.setdefault(stmt.name, []).append(stmt)
     final = run.state.final
+    checker = run.interpreter.checker
     inputs = run.inputs
     for node in view.nodes:
         name = node.node.name
@@ -141,15 +143,19 @@ def locate(view: View, run: Run) -> None:
         stmts = assigned.get(name, [])
         if run.frame.get(name) is node.node and name in final:
             stmts = [final[name]]
+        else:  # a leaf comes from a statement that reads no variable, a computed value from one that does
+            made_leaf = node.node.op is None
+            stmts = [s for s in stmts if checker.is_leaf(s) == made_leaf] or stmts
+        texts = [_statement(program.source.line(s.pos.line), s.pos.column) for s in stmts]
         if len(stmts) == 1:
-            node.line = stmts[0].pos.line
-            node.statement = _statement(program.source.line(node.line), stmts[0].pos.column)
+            node.line, node.statement = stmts[0].pos.line, texts[0]
         elif stmts:
-            node.statement = "one of the statements at lines " + ", ".join(str(s.pos.line) for s in stmts)
+            node.statement = "one of: " + "; ".join(f"{t} (line {s.pos.line})" for s, t in zip(stmts, texts))
 
 
 def _statement(line: str, column: int) -> str:
-    """The statement that starts at `column` of `line`: up to the next ';' or '#' outside brackets and quotes."""
+    """The statement that starts at `column` of `line`: up to the next ';', '#' or closing bracket of its block,
+    outside its own brackets and quotes."""
     depth, quote = 0, ""
     text = line[column - 1:]
     for i, char in enumerate(text):
@@ -159,8 +165,8 @@ def _statement(line: str, column: int) -> str:
             quote = char
         elif char in "([{":
             depth += 1
-        elif char in ")]}":
+        elif char in ")]}" and depth:
             depth -= 1
-        elif char in ";#" and depth <= 0:
+        elif char in ";#)]}" and not depth:  # the statement's end, or the end of the block it is the last of
             return text[:i].strip()
     return text.strip()

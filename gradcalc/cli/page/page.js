@@ -77,9 +77,8 @@
 
   // The gradient arriving along an edge: ∂output/∂user · ∂user/∂input (null: no gradient flows there).
   function flow(e) {
-    if (e.detached) return null;
-    const s = steps.find((st) => st.node === e.to);
-    if (!s) return null;
+    if (e.detached || nodes[e.to].step === null || nodes[e.to].step === undefined) return null;
+    const s = steps[nodes[e.to].step];
     const term = s.terms.find((t) => t.from === e.from);
     if (!term) return null;
     return term.product !== null ? term.upstream + " · " + term.local_value + " = " + term.product
@@ -123,6 +122,7 @@
     group.appendChild(text);
     port.appendChild(group);
     group.addEventListener("click", () => select(i));
+    group.addEventListener("focus", () => reveal(i));
     group.addEventListener("keydown", (ev) => {
       if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); ev.stopPropagation(); select(i); }
     });
@@ -224,6 +224,7 @@
     step = Math.max(0, Math.min(steps.length, to));
     if (step > 0) mode = "backward";
     render();
+    if (step > 0) reveal(steps[step - 1].node);
     if (step >= steps.length) pause();
   }
   function pause() {
@@ -295,10 +296,24 @@
   function fit() {
     const size = g.graph();
     const rect = svg.getBoundingClientRect();
-    const k = Math.min(rect.width / (size.width || 1), rect.height / (size.height || 1), 1.6);
+    let k = Math.min(rect.width / (size.width || 1), rect.height / (size.height || 1), 1.6);
+    // A graph too large to read whole: as wide as the screen (at most full size), the output at the top.
+    if (k < 0.5) k = Math.min(rect.width / (size.width || 1), 1);
     view.k = k > 0 ? k : 1;
-    view.x = (rect.width - size.width * view.k) / 2;
+    view.x = Math.max(0, (rect.width - size.width * view.k) / 2);
     view.y = Math.max(0, (rect.height - size.height * view.k) / 2);
+    place();
+  }
+  // Pan (without zooming) so that node i is on screen: the step being shown is always in sight.
+  function reveal(i) {
+    const box = g.node(String(nodes[i].id));
+    const rect = svg.getBoundingClientRect();
+    const x = view.x + box.x * view.k;
+    const y = view.y + box.y * view.k;
+    const w = box.width * view.k / 2 + 20;
+    const h = box.height * view.k / 2 + 20;
+    if (x - w < 0 || x + w > rect.width) view.x += rect.width / 2 - x;
+    if (y - h < 0 || y + h > rect.height) view.y += rect.height / 2 - y;
     place();
   }
   function zoom(factor, cx, cy) {
