@@ -122,7 +122,8 @@
     group.appendChild(text);
     port.appendChild(group);
     group.addEventListener("click", () => select(i));
-    group.addEventListener("focus", () => reveal(i));
+    // Tabbed to (not clicked: moving it under the pointer would lose the click): brought into view.
+    group.addEventListener("focus", () => { if (group.matches(":focus-visible")) reveal(i); });
     group.addEventListener("keydown", (ev) => {
       if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); ev.stopPropagation(); select(i); }
     });
