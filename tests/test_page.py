@@ -15,6 +15,7 @@ import re
 import shutil
 import struct
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -201,8 +202,9 @@ def _open(browser: Any, path: Path) -> None:
 
 
 def _shown_gradients(browser: Any) -> dict[str, str]:
+    """The gradient each leaf's box shows, by name (a leaf's name is its own: computed nodes may share one)."""
     return browser.execute_script(
-        "const out = {}; document.querySelectorAll('.node').forEach(n => {"
+        "const out = {}; document.querySelectorAll('.node[data-kind=leaf]').forEach(n => {"
         " const g = n.querySelector('.grad-value'); if (g) out[n.dataset.name] = g.textContent; }); return out;")
 
 
@@ -234,6 +236,24 @@ def test_the_page_plays_the_backward_pass_to_autograds_gradients(browser: Any, t
     # The step where paths meet shows the sum of what arrived along each edge (hand-worked: -1.5 + 4).
     assert "sum: -1.5 + 4 = 2.5" in browser.find_element("id", "step").text
     assert "✓ equals ∂L/∂a = 2.5 from autograd" in browser.find_element("id", "step").text
+
+
+@pytest.mark.slow
+def test_a_large_graph_opens_at_once_in_simple_layers(browser: Any, tmp_path: Path) -> None:
+    """A weight shared by 60 loop iterations: dagre would route 60 edges across every rank (minutes); the page
+    lays it out in layers itself, and the pass still ends at autograd's gradients."""
+    program = tmp_path / "loop.eq"
+    program.write_text("x = 0.5; w = 1.5\nfor i in range(60) { h = tanh(w*x); x = h + 0.1*x }\nL = x\n",
+                       encoding="utf-8")
+    started = time.monotonic()
+    _open(browser, _page(tmp_path, str(program)))
+    assert time.monotonic() - started < 30  # a minute or more laid out by dagre, on a shared CI machine
+    assert browser.execute_script("return document.body.dataset.layout") == "layers"
+    assert _counter(browser) == "step 0 of 122"  # L (the last x), 59 more x's, 60 h's, and the leaves x and w
+    browser.find_element("id", "end").click()
+    shown = _shown_gradients(browser)
+    for name, value in json_ok("grad", str(program))["grad"].items():
+        assert float(shown[name]) == pytest.approx(value, rel=1e-5), name
 
 
 @pytest.mark.slow

@@ -58,22 +58,101 @@
   }
 
   // ---- layout ------------------------------------------------------------------------------------
-  const g = new dagre.graphlib.Graph({ multigraph: true });
-  g.setGraph({ rankdir: "TB", nodesep: 28, ranksep: 56, edgesep: 12, marginx: 16, marginy: 16 });
-  g.setDefaultEdgeLabel(() => ({}));
+  // dagre (vendored: gradcalc/cli/page/dagre.min.js, MIT) lays out a graph as Graphviz's dot does: ranks,
+  // fewer crossings, edges routed around nodes, labels given room. Its cost grows with the ranks each edge
+  // crosses (a weight shared by every loop iteration crosses them all): past DAGRE_LIMIT of those, the page
+  // lays the graph out itself in simple layers, in linear time, so that any graph opens in a moment.
+  const DAGRE_LIMIT = 400;
   const lines = nodes.map(boxLines);
-  nodes.forEach((n, i) => {
+  const flowText = edges.map((e) => flow(e));
+  const sizes = nodes.map((n, i) => {
     const all = lines[i].forward.concat(lines[i].backward);
     const w = Math.max.apply(null, all.map((t, j) => width(t, 13, j === 0))) + 2 * PAD;
     const h = Math.max(lines[i].forward.length, lines[i].backward.length) * LINE + 2 * PAD - 2;
-    g.setNode(String(n.id), { width: Math.max(w, 48), height: h });
+    return { width: Math.max(w, 48), height: h };
   });
-  const flowText = edges.map((e) => flow(e));
-  edges.forEach((e, i) => {
-    const w = Math.max(width(e.label, 12), width(flowText[i] || "", 12, true)) + 8;
-    g.setEdge(String(e.from), String(e.to), { width: w, height: flowText[i] ? 34 : 18, labelpos: "c" }, "e" + i);
-  });
-  dagre.layout(g);
+  const labels = edges.map((e, i) => ({
+    width: Math.max(width(e.label, 12), width(flowText[i] || "", 12, true)) + 8, height: flowText[i] ? 34 : 18 }));
+  const ranks = longestPathRanks();
+  const crossed = edges.reduce((sum, e) => sum + Math.max(1, ranks[e.to] - ranks[e.from]), 0);
+  const byDagre = crossed + nodes.length <= DAGRE_LIMIT;
+  const layout = byDagre ? dagreLayout() : layeredLayout();
+
+  // Each node's rank: the longest path to it from the output (users above their inputs).
+  function longestPathRanks() {
+    const rank = nodes.map(() => 0);
+    const into = nodes.map(() => 0);
+    const out = nodes.map(() => []);
+    edges.forEach((e) => { into[e.to] += 1; out[e.from].push(e.to); });
+    const ready = nodes.map((_, i) => i).filter((i) => into[i] === 0);
+    while (ready.length) {
+      const i = ready.pop();
+      out[i].forEach((j) => {
+        rank[j] = Math.max(rank[j], rank[i] + 1);
+        if (--into[j] === 0) ready.push(j);
+      });
+    }
+    return rank;
+  }
+
+  function dagreLayout() {
+    const g = new dagre.graphlib.Graph({ multigraph: true });
+    g.setGraph({ rankdir: "TB", nodesep: 28, ranksep: 56, edgesep: 12, marginx: 16, marginy: 16 });
+    g.setDefaultEdgeLabel(() => ({}));
+    nodes.forEach((n, i) => g.setNode(String(n.id), sizes[i]));
+    edges.forEach((e, i) => g.setEdge(String(e.from), String(e.to),
+      { width: labels[i].width, height: labels[i].height, labelpos: "c" }, "e" + i));
+    dagre.layout(g);
+    return { nodes: nodes.map((n) => g.node(String(n.id))),
+      edges: edges.map((e, i) => g.edge(String(e.from), String(e.to), "e" + i)), size: g.graph() };
+  }
+
+  // Layers by rank, each ordered by where its users are (a few sweeps of barycentres), edges straight.
+  function layeredLayout() {
+    const layers = [];
+    nodes.forEach((_, i) => (layers[ranks[i]] = layers[ranks[i]] || []).push(i));
+    const users = nodes.map(() => []);
+    edges.forEach((e) => users[e.to].push(e.from));
+    const slot = nodes.map(() => 0);
+    layers.forEach((layer) => layer.forEach((i, k) => (slot[i] = k)));
+    for (let sweep = 0; sweep < 4; sweep++) {
+      layers.forEach((layer, r) => {
+        if (!r) return;
+        const centre = (i) => users[i].length ? users[i].reduce((a, u) => a + slot[u], 0) / users[i].length : slot[i];
+        const keyed = layer.map((i) => [centre(i), i]).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+        keyed.forEach((pair, k) => { layer[k] = pair[1]; slot[pair[1]] = k; });
+      });
+    }
+    const boxes = nodes.map(() => null);
+    const gap = 28;
+    const rankGap = 70;
+    let y = 16;
+    let widest = 0;
+    const rows = layers.map((layer) => {
+      const w = layer.reduce((a, i) => a + sizes[i].width, 0) + gap * (layer.length - 1);
+      widest = Math.max(widest, w);
+      return w;
+    });
+    layers.forEach((layer, r) => {
+      const h = Math.max.apply(null, layer.map((i) => sizes[i].height));
+      let x = 16 + (widest - rows[r]) / 2;
+      layer.forEach((i) => {
+        boxes[i] = { x: x + sizes[i].width / 2, y: y + h / 2, width: sizes[i].width, height: sizes[i].height };
+        x += sizes[i].width + gap;
+      });
+      y += h + rankGap;
+    });
+    const lanes = edges.map((e, i) => {
+      const a = boxes[e.from];
+      const b = boxes[e.to];
+      const points = [{ x: a.x, y: a.y + a.height / 2 }, { x: b.x, y: b.y - b.height / 2 }];
+      // the label on the last stretch, just above the input, where it cannot be mistaken for another edge's
+      const t = Math.max(0.5, 1 - 40 / Math.max(1, points[1].y - points[0].y));
+      return { points: points, x: points[0].x + (points[1].x - points[0].x) * t,
+        y: points[0].y + (points[1].y - points[0].y) * t, width: labels[i].width, height: labels[i].height };
+    });
+    return { nodes: boxes, edges: lanes, size: { width: widest + 32, height: y - rankGap + 16 } };
+  }
 
   // The gradient arriving along an edge: ∂output/∂user · ∂user/∂input (null: no gradient flows there).
   function flow(e) {
@@ -96,7 +175,7 @@
   svg.insertBefore(defs, port);
 
   const edgeEls = edges.map((e, i) => {
-    const info = g.edge(String(e.from), String(e.to), "e" + i);
+    const info = layout.edges[i];
     const group = el("g", { class: "edge" + (e.detached ? " detached" : ""), "data-from": e.from, "data-to": e.to });
     const d = info.points.map((p, j) => (j ? "L" : "M") + p.x.toFixed(1) + "," + p.y.toFixed(1)).join(" ");
     group.appendChild(el("path", { d: d, "marker-end": "url(#arrow)" }));
@@ -113,7 +192,7 @@
   });
 
   const nodeEls = nodes.map((n, i) => {
-    const box = g.node(String(n.id));
+    const box = layout.nodes[i];
     const group = el("g", { class: "node " + n.kind, tabindex: "0", role: "button", "data-id": n.id,
       "data-name": n.name, "data-kind": n.kind,
       transform: "translate(" + (box.x - box.width / 2).toFixed(1) + "," + (box.y - box.height / 2).toFixed(1) + ")" });
@@ -295,7 +374,7 @@
       + view.k.toFixed(4) + ")");
   }
   function fit() {
-    const size = g.graph();
+    const size = layout.size;
     const rect = svg.getBoundingClientRect();
     let k = Math.min(rect.width / (size.width || 1), rect.height / (size.height || 1), 1.6);
     // A graph too large to read whole: as wide as the screen (at most full size), the output at the top.
@@ -307,7 +386,7 @@
   }
   // Pan (without zooming) so that node i is on screen: the step being shown is always in sight.
   function reveal(i) {
-    const box = g.node(String(nodes[i].id));
+    const box = layout.nodes[i];
     const rect = svg.getBoundingClientRect();
     const x = view.x + box.x * view.k;
     const y = view.y + box.y * view.k;
@@ -384,5 +463,10 @@
   render();
   fit();
   window.addEventListener("resize", fit);
+  if (!byDagre) {
+    $("keys").appendChild(html("p", "A large graph: laid out in simple layers (each node below the nodes that use "
+      + "it), which takes a moment however large it is."));
+  }
+  document.body.setAttribute("data-layout", byDagre ? "dagre" : "layers");
   document.body.setAttribute("data-ready", "true"); // for tests: drawn and laid out
 })();
