@@ -283,6 +283,18 @@ def test_the_keyboard_alone_steps_switches_zooms_and_opens_a_node(browser: Any, 
     assert _counter(browser) == "step 9 of 9"
     keys.send_keys(Keys.HOME).perform()
     assert _counter(browser) == "step 0 of 9"
+    # P plays (a step at once, then one every 0.9 s) and pauses.
+    keys.send_keys("p").perform()
+    deadline = time.monotonic() + 20
+    while _counter(browser) in ("step 0 of 9", "step 1 of 9") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    keys.send_keys("p").perform()
+    paused = _counter(browser)
+    assert paused not in ("step 0 of 9", "step 1 of 9"), "playing never went past the first step"
+    assert browser.find_element("id", "play").get_attribute("aria-pressed") == "false"
+    time.sleep(1.2)
+    assert _counter(browser) == paused
+    keys.send_keys(Keys.HOME).perform()
 
     def scale() -> float:
         transform = browser.find_element("id", "viewport").get_attribute("transform")

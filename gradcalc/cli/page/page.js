@@ -266,8 +266,8 @@
     if (!steps.length) {
       box.appendChild(html("h2", "The backward pass"));
       box.appendChild(html("p", doc.complete ? "No gradients: " + of + " is not a scalar, or nothing it depends on is "
-        + "a variable." : "The graph has " + doc.total + " nodes: long runs are summarised, so its backward pass is "
-        + "not played here; gradcalc grad gives the gradients."));
+        + "a variable." : "The graph has " + doc.total.toLocaleString("en") + " nodes: long runs are summarised, "
+        + "so its backward pass is not played here; gradcalc grad gives the gradients."));
       return;
     }
     if (step === 0) {
