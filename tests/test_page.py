@@ -99,6 +99,18 @@ def test_a_hostile_name_is_data_not_markup() -> None:
     assert title is not None and "<" not in title.group(1) and "&lt;/script&gt;" in title.group(1)
 
 
+def test_the_page_shows_the_nodes_and_edges_graph_json_has(tmp_path: Path) -> None:
+    """One view model: the page's node i is `graph --json`'s node i (and the tree's), edge for edge."""
+    program = "x = [1.0, 2.0]; w = 3; h = tanh(w*x); y = detach(h)*h; L = sum(y)"
+    doc = _data(_page(tmp_path, "-e", program).read_text(encoding="utf-8"))
+    graph = json_ok("graph", "-e", program)
+    assert [(n["id"], n["name"], n["kind"], n["grad_fn"], n["shape"]) for n in doc["nodes"]] == \
+        [(n["id"], n["name"], n["kind"], n["grad_fn"], n["shape"]) for n in graph["nodes"]]
+    assert [(e["from"], e["to"], e["derivative"], e["detached"]) for e in doc["edges"]] == \
+        [(e["from"], e["to"], e["derivative"], e["detached"]) for e in graph["edges"]]
+    assert any(e["detached"] for e in doc["edges"])  # the cut edge is there, drawn dashed
+
+
 def test_statement_and_line_of_each_node() -> None:
     source = "a = 2; b = 3\nc = a*b   # c = first; not this\nc = c + a; L = c^2\n"
     run = Program(source, "p.eq").run(keep_values=True)
@@ -266,6 +278,24 @@ def test_a_click_on_a_node_shows_its_paths(browser: Any, tmp_path: Path) -> None
     assert "line 2" in details and "w1 = 3" in details and "AccumulateGrad" in details
     on_path = browser.execute_script("return [...document.querySelectorAll('.node.on-path')].map(n => n.dataset.name)")
     assert sorted(on_path) == ["L", "b", "d"]
+    # The wheel zooms in where it turns, and a drag on the background pans.
+    def placed() -> tuple[float, float, float]:
+        transform = browser.find_element("id", "viewport").get_attribute("transform")
+        x, y, k = re.fullmatch(r"translate\(([-\d.]+),([-\d.]+)\) scale\(([\d.]+)\)", transform).groups()
+        return float(x), float(y), float(k)
+
+    before = placed()
+    browser.execute_script("document.getElementById('graph').dispatchEvent(new WheelEvent('wheel', "
+                           "{deltaY: -200, clientX: 100, clientY: 100, bubbles: true, cancelable: true}))")
+    assert placed()[2] > before[2] * 1.2
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    zoomed = placed()
+    corner = browser.find_element("id", "graph")
+    ActionChains(browser).move_to_element_with_offset(corner, -corner.size["width"] // 2 + 5, 0).click_and_hold() \
+        .move_by_offset(60, 40).release().perform()
+    x, y, k = placed()
+    assert (x - zoomed[0], y - zoomed[1], k) == (pytest.approx(60, abs=2), pytest.approx(40, abs=2), zoomed[2])
 
 
 @pytest.mark.slow
