@@ -390,10 +390,13 @@
     const rect = svg.getBoundingClientRect();
     const x = view.x + box.x * view.k;
     const y = view.y + box.y * view.k;
-    const w = box.width * view.k / 2 + 20;
-    const h = box.height * view.k / 2 + 20;
-    if (x - w < 0 || x + w > rect.width) view.x += rect.width / 2 - x;
-    if (y - h < 0 || y + h > rect.height) view.y += rect.height / 2 - y;
+    const w = box.width * view.k / 2 + 8;
+    const h = box.height * view.k / 2 + 8;
+    // as little as brings it in: the rest of the picture stays where the student left it
+    if (x - w < 0) view.x += w - x;
+    else if (x + w > rect.width) view.x -= x + w - rect.width;
+    if (y - h < 0) view.y += h - y;
+    else if (y + h > rect.height) view.y -= y + h - rect.height;
     place();
   }
   function zoom(factor, cx, cy) {
