@@ -111,6 +111,14 @@ def test_the_page_shows_the_nodes_and_edges_graph_json_has(tmp_path: Path) -> No
     assert any(e["detached"] for e in doc["edges"])  # the cut edge is there, drawn dashed
 
 
+def test_a_statement_with_markup_characters_is_data(tmp_path: Path) -> None:
+    """A real program's text: its statements go into the page, '<' and all, and come back out intact."""
+    text = _page(tmp_path, "-e", "a = 2; b = (a < 3)*a + a; L = b*b").read_text(encoding="utf-8")
+    assert "(a < 3)" not in text  # escaped: \u003c inside the data
+    statements = {n["name"]: n["statement"] for n in _data(text)["nodes"]}
+    assert statements["b"] == "b = (a < 3)*a + a"
+
+
 def test_statement_and_line_of_each_node() -> None:
     source = "a = 2; b = 3\nc = a*b   # c = first; not this\nc = c + a; L = c^2\n"
     run = Program(source, "p.eq").run(keep_values=True)
