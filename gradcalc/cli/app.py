@@ -719,6 +719,7 @@ class Format(str, Enum):
     mermaid = "mermaid"
     svg = "svg"
     png = "png"
+    html = "html"
 
 
 class Detail(str, Enum):
@@ -735,7 +736,7 @@ class Direction(str, Enum):
 
 # What -o's suffix says the format is, when --format does not.
 _SUFFIXES = {".dot": Format.dot, ".gv": Format.dot, ".mmd": Format.mermaid, ".mermaid": Format.mermaid,
-             ".svg": Format.svg, ".png": Format.png}
+             ".svg": Format.svg, ".png": Format.png, ".html": Format.html, ".htm": Format.html}
 
 
 @command(
@@ -744,6 +745,7 @@ _SUFFIXES = {".dot": Format.dot, ".gv": Format.dot, ".mmd": Format.mermaid, ".me
     "  gradcalc graph -e 'a = 2; w = 3; L = (w*a - 1)^2' --format mermaid\n\n"
     "  gradcalc graph net.eq -o graph.svg        (net.eq: a file of your own; needs Graphviz)\n\n"
     "  gradcalc graph net.eq --format png > graph.png\n\n"
+    "  gradcalc graph net.eq -o graph.html        (a page that plays the backward pass, step by step)\n\n"
     "  gradcalc graph samples/mlp.eq --focus W1 --detail shape\n\n"
     "  gradcalc graph samples/mlp.eq --expand xent --all --depth 3"
 )
@@ -751,8 +753,9 @@ def graph(
     common: Common,
     of: _OF = None,
     format_: Annotated[Optional[Format], typer.Option(
-        "--format", help="tree (for people), dot or mermaid (text), svg or png (drawn by Graphviz). "
-        "Default: the one -o's suffix names (.dot .gv .mmd .svg .png), else tree.", show_default=False)] = None,
+        "--format", help="tree (for people), dot or mermaid (text), svg or png (drawn by Graphviz), html "
+        "(a page that plays the backward pass). Default: the one -o's suffix names (.dot .gv .mmd .svg .png "
+        ".html), else tree.", show_default=False)] = None,
     output: Annotated[Optional[str], typer.Option(
         "--output", "-o", metavar="FILE", help="Write to FILE instead of standard output ('-': standard output, "
         "even a PNG to a terminal).")] = None,
@@ -810,6 +813,10 @@ def graph(
     def shown() -> Any:  # the tree (Rich) on standard output, or the bytes of a file format where -o says
         if kind is Format.tree:
             return _views().graph_tree(view)
+        if kind is Format.html:
+            from . import page
+
+            return _write(page.html(view, run), output)
         data = {"dot": drawing.dot, "mermaid": drawing.mermaid}[kind.value](view).encode("utf-8") \
             if kind in (Format.dot, Format.mermaid) else drawing.picture(view, kind.value, dpi, pixels)
         _write(data, output)
@@ -835,7 +842,7 @@ def _graph_format(given: Format | None, output: str | None, json: bool) -> Forma
                          " for the JSON (redirect it to keep it: > graph.json)")
     to_file = output not in (None, "-")
     if given is Format.tree and to_file:
-        raise UsageError("-o writes --format dot, mermaid, svg or png: the tree is for the terminal",
+        raise UsageError("-o writes --format dot, mermaid, svg, png or html: the tree is for the terminal",
                          "drop -o, or pick another --format")
     suffix = os.path.splitext(output)[1].lower() if output is not None and to_file else ""
     implied = _SUFFIXES.get(suffix)
@@ -845,7 +852,7 @@ def _graph_format(given: Format | None, output: str | None, json: bool) -> Forma
     kind = given or implied or Format.tree
     if kind is Format.tree and to_file:
         raise UsageError(f"cannot tell the format of -o {output} from its suffix",
-                         "name the file .dot, .gv, .mmd, .svg or .png, or give --format")
+                         "name the file .dot, .gv, .mmd, .svg, .png or .html, or give --format")
     if kind is Format.png and output is None and sys.stdout.isatty():  # as curl: binary is not shown on a screen
         raise UsageError("a PNG is binary: it is not written to a terminal",
                          "redirect it (> graph.png), write it with -o graph.png, or force it with -o -")

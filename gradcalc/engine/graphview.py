@@ -61,6 +61,8 @@ class ViewNode:
     count: int = 0  # a summary: how many of the graph's nodes it stands for
     call: str | None = None  # the function call this node is the result of, drawn as one node (not expanded)
     note: str = ""  # a summary: why its nodes are not drawn ("" past VIEW_LIMIT, where total says why)
+    line: int | None = None  # the line of the statement that made it, where the caller located it (the page)
+    statement: str = ""  # that statement's text
 
 
 @dataclass
@@ -544,6 +546,40 @@ def explain(view: View, target: Node, wrt: str, limit: int = PATH_LIMIT) -> Expl
             groups.append((edge, user.grad, into.get(edge.source, 0)))
     total = _sum([_times(g, e.value) for e, g, _ in groups])
     return Explanation(view.of, wrt, count, [], groups, gradient, total, total_steps, too_long=count <= limit)
+
+
+@dataclass
+class Step:
+    """One step of the backward pass: a node's gradient, summed over the edges from its users."""
+
+    node: int
+    terms: list[tuple[ViewEdge, Any, Any]]  # (edge user→node, ∂output/∂user, their product or None)
+    total: Any  # the sum of the products (1 for the output: the seed); None where an edge is a tensor map
+    gradient: Any  # what autograd computed
+
+
+def backward_steps(view: View) -> list[Step]:
+    """The backward pass through the view, node by node: users before their inputs, as autograd runs it.
+
+    Each node's gradient arrives along the edges from its users as ∂output/∂user · ∂user/∂node and the
+    arrivals add up: the chain rule that `explain` spells out path by path, with the same edges and numbers.
+    Empty where there are no gradients (a tensor output) or summary nodes stand for part of the graph.
+    """
+    if not view.complete or not view.nodes or view.nodes[0].grad is None:
+        return []
+    into: dict[int, list[ViewEdge]] = {}
+    for edge in view.edges:
+        if not edge.detached:
+            into.setdefault(edge.target, []).append(edge)
+    steps = []
+    for node in reversed(_topological(view)):
+        if node.grad is None:
+            continue
+        terms = [(e, view.nodes[e.source].grad, _times(view.nodes[e.source].grad, e.value))
+                 for e in into.get(node.id, []) if view.nodes[e.source].grad is not None]
+        total = 1.0 if node.id == 0 else _sum([product for _, _, product in terms])
+        steps.append(Step(node.id, terms, total, node.grad))
+    return steps
 
 
 def check_limit(limit: int) -> None:
