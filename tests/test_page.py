@@ -102,8 +102,9 @@ def test_a_hostile_name_is_data_not_markup() -> None:
 def test_the_page_shows_the_nodes_and_edges_graph_json_has(tmp_path: Path) -> None:
     """One view model: the page's node i is `graph --json`'s node i (and the tree's), edge for edge."""
     program = "x = [1.0, 2.0]; w = 3; h = tanh(w*x); y = detach(h)*h; L = sum(y)"
-    doc = _data(_page(tmp_path, "-e", program).read_text(encoding="utf-8"))
-    graph = json_ok("graph", "-e", program)
+    # --all: the cut value is hidden by default in every format, the page included.
+    doc = _data(_page(tmp_path, "-e", program, "--all").read_text(encoding="utf-8"))
+    graph = json_ok("graph", "-e", program, "--all")
     assert [(n["id"], n["name"], n["kind"], n["grad_fn"], n["shape"]) for n in doc["nodes"]] == \
         [(n["id"], n["name"], n["kind"], n["grad_fn"], n["shape"]) for n in graph["nodes"]]
     assert [(e["from"], e["to"], e["derivative"], e["detached"]) for e in doc["edges"]] == \

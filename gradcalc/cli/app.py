@@ -746,8 +746,8 @@ _SUFFIXES = {".dot": Format.dot, ".gv": Format.dot, ".mmd": Format.mermaid, ".me
     "  gradcalc graph net.eq -o graph.svg        (net.eq: a file of your own; needs Graphviz)\n\n"
     "  gradcalc graph net.eq --format png > graph.png\n\n"
     "  gradcalc graph net.eq -o graph.html        (a page that plays the backward pass, step by step)\n\n"
-    "  gradcalc graph samples/mlp.eq --focus W1 --detail shape\n\n"
-    "  gradcalc graph samples/mlp.eq --expand xent --all --depth 3"
+    "  gradcalc graph net.eq --focus W1 --detail shape\n\n"
+    "  gradcalc graph net.eq --expand f --all --depth 3"
 )
 def graph(
     common: Common,
