@@ -394,6 +394,8 @@ def _cross_entropy_scores(ns: Any, g: Any, ans: Any, z: Any, p: Any, reduction: 
     per = _loss_gradient(ns, g, z.shape[:-1], reduction)
     if reduction == "none":
         per = ns.reshape(per, per.shape + (1,))
+    if indices:  # one-hot rows sum to 1: softmax(z) - p, as the gradient is written
+        return per * (ns.softmax(z, z.ndim - 1) - p)
     return per * (ns.softmax(z, z.ndim - 1) * ns.sum(p, z.ndim - 1, True) - p)
 
 
@@ -509,7 +511,7 @@ CROSS_ENTROPY = Primitive("cross_entropy", LOSS, _cross_entropy, (
     _cross_entropy_scores, _cross_entropy_targets,
 ), reads="x y", params=("reduction", "indices"), batching=UNBATCHED, builtin=None,
     grad_fn=lambda n: "NllLossBackward0" if n.params[1] else (
-        "DivBackward1" if n.params[0] == "mean" else ("SumBackward1" if n.params[0] == "sum" else "NegBackward0")))
+        "DivBackward1" if n.params[0] == "mean" else "NegBackward0"))
 MSE_LOSS = Primitive("mse_loss", LOSS, lambda x, y, reduction: _reduce_losses((x - y) ** 2, reduction), (
     _mse_vjp(1.0), _mse_vjp(-1.0),
 ), reads="x y", batching=UNBATCHED, grad_fn="MseLossBackward0", builtin=None)
@@ -524,7 +526,7 @@ SOLVE = Primitive("solve", LINEAR_ALGEBRA, lambda a, b: B.xp.linalg.solve(a, b),
 LOGDET = Primitive("logdet", LINEAR_ALGEBRA, _logdet, (
     lambda ns, g, ans, x, absolute: ns.reshape(g, g.shape + (1, 1)) * swap(ns, ns.inv(x)),
 ), reads="x", params=("absolute",), check=_square, batching=UNBATCHED, builtin=None,
-    grad_fn=lambda n: "LinalgSlogdetBackward0" if n.params[0] else "LogdetBackward0")
+    grad_fn=lambda n: "LinalgSlogdetBackward0" if n.params[0] else "WhereBackward0")  # torch.logdet: a where()
 CHOLESKY = Primitive("cholesky", LINEAR_ALGEBRA, _cholesky, (cholesky_vjp,), reads="ans", check=_square,
                      grad_fn="LinalgCholeskyExBackward0", batching=UNBATCHED,
                      builtin="lower-triangular L with L L^T = A (A symmetric positive definite)")
