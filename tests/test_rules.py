@@ -299,6 +299,16 @@ FUNCTION_CASES: dict[str, list[Case]] = {
         Case("batched", lambda x: ops.logdet(x, False), (well_conditioned(2, 2, 2),)),
         Case("log |det|, negative determinant", lambda x: ops.logdet(x, True), (_det_values(),)),
     ],
+    "einsum": [
+        Case("'ij,j->i'", lambda a, x: ops.einsum(a, x, "ij,j->i"), (normal(2, 3), normal(3))),
+        Case("'ij,jk->ki'", lambda a, b: ops.einsum(a, b, "ij,jk->ki"), (normal(2, 3), normal(3, 4))),
+        Case("'ij->' (letters only one operand has)", lambda a: ops.einsum(a, "ij->"), (normal(2, 3),)),
+        Case("'i,j->ij'", lambda a, b: ops.einsum(a, b, "i,j->ij"), (normal(2), normal(3))),
+        Case("'bij,bjk->bik', one constant", lambda a, b: ops.einsum(a, b, "bij,bjk->bik"),
+             (normal(2, 2, 3), normal(2, 3, 2)), (True, False)),
+        Case("'ij,ik,j->k'", lambda a, b, c: ops.einsum(a, b, c, "ij,ik,j->k"), (normal(2, 3), normal(2, 2),
+                                                                               normal(3))),
+    ],
     "cholesky": [
         Case("3x3", lambda m: ops.cholesky(_spd(m)), (normal(3, 3),)),
         Case("2x2", lambda m: ops.cholesky(_spd(m)), (normal(2, 2),)),

@@ -33,6 +33,7 @@ from .primitives import (
     CONCATENATE,
     CUMPROD,
     CUMSUM,
+    EINSUM,
     FLIP,
     LOG_SOFTMAX,
     SOLVE,
@@ -523,6 +524,19 @@ def _solve(a: Any, b: Any) -> Any:
     if vector:
         return Batched(B.xp.linalg.solve(a.stack, raw_b[..., None])[..., 0])
     return Batched(B.xp.linalg.solve(a.stack, raw_b))
+
+
+@_own(EINSUM)
+def _einsum(*args: Any) -> Any:
+    *operands, spec = args
+    if not any(isinstance(x, Batched) for x in operands):
+        return EINSUM.forward(*args)
+    letter = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA" if c not in spec)
+    inputs, output = spec.split("->")
+    subscripts = [letter + s if isinstance(x, Batched) else s
+                  for s, x in zip(inputs.split(","), operands, strict=True)]
+    raws = [x.stack if isinstance(x, Batched) else x for x in operands]
+    return Batched(B.xp.einsum(",".join(subscripts) + "->" + letter + output, *raws))
 
 def _zeros_like(x: Any) -> Any:
     if isinstance(x, Batched):

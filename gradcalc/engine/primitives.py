@@ -25,6 +25,7 @@ from .graph import ELEMENTWISE_BATCH, OWN_BATCH, REDUCTION_BATCH, UNBATCHED, Kin
 from .rules import (
     RULES,
     EachInput,
+    EachOperand,
     EachPart,
     cholesky_vjp,
     count,
@@ -516,7 +517,9 @@ MSE_LOSS = Primitive("mse_loss", LOSS, lambda x, y, reduction: _reduce_losses((x
     _mse_vjp(1.0), _mse_vjp(-1.0),
 ), reads="x y", batching=UNBATCHED, grad_fn="MseLossBackward0", builtin=None)
 
-# Linear algebra.
+# Linear algebra. einsum's spec is explicit ("ij,j->i"), each letter once per operand (program/builtins.py).
+EINSUM = Primitive("einsum", LINEAR_ALGEBRA, lambda *args: B.xp.einsum(args[-1], *args[:-1]), EachOperand(),
+                   reads="xs", inputs="*xs", params=("spec",), batching=OWN_BATCH, builtin=None)
 SOLVE = Primitive("solve", LINEAR_ALGEBRA, lambda a, b: B.xp.linalg.solve(a, b), (
     lambda ns, g, ans, a, b: solve_matrix_vjp(ns, ns.solve(swap(ns, a), g), ans),
     lambda ns, g, ans, a, b: ns.solve(swap(ns, a), g),

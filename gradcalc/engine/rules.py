@@ -174,6 +174,30 @@ class EachPart:
         return rule
 
 
+
+class EachOperand:
+    """einsum's rules: operand i gets the einsum of the output gradient with the other operands, broadcast
+    along the letters that only it has (summed out by it alone). The spec is the last argument."""
+
+    def __getitem__(self, i: int) -> Rule:
+        def rule(ns: Any, g: Any, ans: Any, *args: Any) -> Any:
+            *operands, spec = args
+            inputs, output = spec.split("->")
+            letters = inputs.split(",")
+            target = letters[i]
+            others = [s for k, s in enumerate(letters) if k != i]
+            reached = set(output).union(*others)
+            kept = "".join(c for c in target if c in reached)
+            rest = [x for k, x in enumerate(operands) if k != i]
+            partial = ns.einsum(g, *rest, ",".join([output, *others]) + "->" + kept)
+            if kept == target:
+                return partial
+            x = operands[i]
+            partial = ns.reshape(partial, tuple(n if c in reached else 1 for c, n in zip(target, x.shape, strict=True)))
+            return ns.broadcast_to(partial, x.shape)
+
+        return rule
+
 def _moved_last(ns: Any, x: Any, axis: int) -> tuple[Any, tuple[int, ...] | None]:
     """x with `axis` moved last, and the permutation that did it (None: it was last already)."""
     if axis == x.ndim - 1:

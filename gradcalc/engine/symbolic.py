@@ -997,6 +997,8 @@ class Printer:
             return f"{fn}({self.show(args[0], 0)}{extra})", 9
         if fn == "softmax":
             return f"softmax({self.show(args[0], 0)}, axis={params[0]})", 9
+        if fn == "einsum":
+            return f"einsum({', '.join([repr(params[0])] + [self.show(a, 0) for a in args])})", 9
         if fn in _KEYWORDS:  # issue 25's functions, in the keywords a program writes them with
             shown = [self.show(a, 0) for a in args]
             if fn == "concatenate":

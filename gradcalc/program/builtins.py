@@ -44,6 +44,12 @@ class Builtin:
     def __post_init__(self) -> None:
         object.__setattr__(self, "variadic", any(p.startswith("*") for p in self.params))
 
+    def named(self, count: int) -> tuple[str, ...]:
+        """The parameter each of `count` arguments in order goes to ("*name" takes the rest)."""
+        if self.variadic and count > len(self.params):
+            return self.params + (self.params[-1],) * (count - len(self.params))
+        return self.params[:count]
+
     def signature(self) -> str:
         shown = [p if i < self.required or p.startswith("*") else f"{p}=…" for i, p in enumerate(self.params)]
         return f"{self.name}({', '.join(shown)})"
@@ -551,6 +557,41 @@ def _slogdet(x: Node) -> Node:
     return ops.stack(constant(sign), ops.logdet(x, True))
 
 
+def _einsum(subscripts: Any, *operands: Node) -> Node:
+    """NumPy's einsum for letters: each operand's letters once each, an explicit or implicit output."""
+    usage = "einsum('ij,jk->ik', A, B): a letter per axis, operands separated by commas"
+    if not isinstance(subscripts, str):
+        raise ArgumentError("einsum's first argument is its subscripts, in quotes", usage)
+    spec = subscripts.replace(" ", "")
+    inputs, arrow, output = spec.partition("->")
+    letters = inputs.split(",")
+    if "." in spec:
+        raise ArgumentError("einsum's ... (ellipsis) is not supported", "name every axis with a letter")
+    if not all(part.isalpha() and part.isascii() or part == "" for part in [*letters, output]):
+        raise ArgumentError(f"einsum subscripts '{subscripts}' are not letters", usage)
+    if len(letters) != len(operands):
+        raise ArgumentError(f"einsum subscripts '{subscripts}' name {len(letters)} operand"
+                            f"{'s' if len(letters) != 1 else ''}, got {len(operands)}", usage)
+    sizes: dict[str, int] = {}
+    for part, x in zip(letters, operands, strict=True):
+        if len(part) != x.ndim:
+            raise ShapeError(f"einsum: '{part}' names {len(part)} axes for a tensor of shape {x.shape}",
+                             "one letter per axis")
+        if len(set(part)) != len(part):
+            raise ArgumentError(f"einsum: '{part}' repeats a letter (a diagonal), which is not supported",
+                                "use diag(x) or trace(x) for diagonals")
+        for c, n in zip(part, x.shape, strict=True):
+            if sizes.setdefault(c, n) != n:
+                raise ShapeError(f"einsum: '{c}' is {sizes[c]} long in one operand and {n} in another",
+                                 "a letter's axes must have one size")
+    if not arrow:  # NumPy's implicit output: the letters used once, in alphabetical order
+        output = "".join(sorted(c for c in sizes if inputs.count(c) == 1))
+    if len(set(output)) != len(output) or any(c not in sizes for c in output):
+        raise ArgumentError(f"einsum output '{output}' must name input letters, each once", usage)
+    B.check_size(tuple(sizes[c] for c in output), "the result of einsum")
+    return apply(ops.EINSUM, operands, (",".join(letters) + "->" + output,))
+
+
 def _functions(add: Callable[..., None]) -> None:
     """Issue 25's builtins that are more than their record (keywords, defaults, composites)."""
     add("square", _square, "x", 1, "elementwise x^2")
@@ -585,6 +626,8 @@ def _functions(add: Callable[..., None]) -> None:
     add("norm", _norm, "x axis keepdims ord", 1, "vector norm: ord=2 (default), 1, inf; ord='fro' for a matrix",
         quoted="ord")
     add("matmul", ops.matmul, "a b", 2, "matrix product, a @ b")
+    add("einsum", _einsum, "subscripts *operands", 2, "NumPy's einsum: einsum('ij,j->i', A, x)",
+        quoted="subscripts")
     add("logdet", lambda x: ops.logdet(x, False), "x", 1, "log det x (NaN where det x < 0)")
     add("slogdet", _slogdet, "x", 1, "[sign of det x, log |det x|]")
 

@@ -310,7 +310,7 @@ class Checker:
         operands = bind_arguments(builtin, expr)
         if builtin.quoted:  # quoted text where the builtin takes it (reduction='sum') is no value to check
             return [None if isinstance(arg, S.String) and name in builtin.quoted else arg
-                    for name, arg in zip(builtin.params, operands, strict=False)]
+                    for name, arg in zip(builtin.named(len(operands)), operands, strict=True)]
         return operands
 
     def builtin(self, expr: S.Call) -> Builtin:

@@ -465,7 +465,8 @@ class Interpreter:
             args = bind_arguments(builtin, expr)
         values: list[Any]
         if builtin.quoted or builtin.parts:  # quoted text (reduction='sum') and lists of tensors (cat([a, b]))
-            values = [self.argument(builtin, name, arg, frame) for name, arg in zip(builtin.params, args, strict=False)]
+            values = [self.argument(builtin, name, arg, frame)
+                      for name, arg in zip(builtin.named(len(args)), args, strict=True)]
         elif len(args) == 1 and (only := args[0]) is not None:
             values = [self.value(only, frame)]  # no list comprehension (a call of its own)
         else:
