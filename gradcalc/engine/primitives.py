@@ -303,7 +303,8 @@ MAX = Primitive("max", REDUCTION, lambda x, axis, keepdims: B.xp.max(x, axis=axi
                 (extremum_vjp,), reads="x ans", grad_fn=_reduction_name("Max", "0", "1"))
 MIN = Primitive("min", REDUCTION, lambda x, axis, keepdims: B.xp.min(x, axis=axis, keepdims=keepdims),
                 (extremum_vjp,), reads="x ans", grad_fn=_reduction_name("Min", "0", "1"))
-NORM = Primitive("norm", REDUCTION, _norm, (norm_vjp,), reads="x ans", grad_fn="LinalgVectorNormBackward0")
+NORM = Primitive("norm", REDUCTION, _norm, (norm_vjp,), reads="x ans", grad_fn="LinalgVectorNormBackward0",
+                builtin=None)  # its builtin takes ord= too (program/builtins.py)
 LOGSUMEXP = Primitive("logsumexp", REDUCTION, _logsumexp, (
     lambda ns, g, ans, x, axis, keepdims: expand(ns, g, x, axis, keepdims) * ns.exp(x - expand(ns, ans, x, axis,
                                                                                               keepdims)),
@@ -355,6 +356,8 @@ INV = Primitive("inv", LINEAR_ALGEBRA, lambda x: B.xp.linalg.inv(x), (
 STATISTIC = Kind("statistic", inputs="x", params=("axis", "keepdims", "ddof"), defaults=(None, False, 0),
                  batching=OWN_BATCH)
 LOSS = Kind("loss", inputs="x y", params=("reduction",))
+# Integer positions in the working dtype, with no gradient (PyTorch: int64, no grad_fn).
+POSITION = Kind("position", inputs="x", params=("axis",), batching=OWN_BATCH)
 
 
 def _erf(x: Any) -> Any:
@@ -499,9 +502,8 @@ CUMSUM = Primitive("cumsum", ALONG_AXIS, lambda x, axis: B.xp.cumsum(x, axis=axi
 ), reads="", batching=OWN_BATCH, builtin=None)
 CUMPROD = Primitive("cumprod", ALONG_AXIS, lambda x, axis: B.xp.cumprod(x, axis=axis), (cumprod_vjp,),
                     reads="x ans", batching=OWN_BATCH, builtin=None)
-# Integer positions in the working dtype, with no gradient (PyTorch: int64, no grad_fn).
-ARGMAX = Primitive("argmax", ALONG_AXIS, _argextremum("argmax"), None, batching=OWN_BATCH, builtin=None)
-ARGMIN = Primitive("argmin", ALONG_AXIS, _argextremum("argmin"), None, batching=OWN_BATCH, builtin=None)
+ARGMAX = Primitive("argmax", POSITION, _argextremum("argmax"), None, builtin=None)
+ARGMIN = Primitive("argmin", POSITION, _argextremum("argmin"), None, builtin=None)
 
 # Losses.
 LOG_SOFTMAX = Primitive("log_softmax", ALONG_AXIS, lambda x, axis: x - _logsumexp(x, axis, True), (
