@@ -343,7 +343,8 @@ MATMUL = Primitive("matmul", LINEAR_ALGEBRA, operator.matmul, (matmul_vjp(0), ma
 TRACE = Primitive("trace", LINEAR_ALGEBRA, lambda x: B.xp.trace(x, axis1=-2, axis2=-1), (trace_vjp,), reads="",
                   check=_matrix, batching=UNBATCHED, builtin="sum of the diagonal")
 # d det(X) = det(X) tr(X^-1 dX); d X^-1 = -X^-1 dX X^-1.
-DET = Primitive("det", LINEAR_ALGEBRA, lambda x: B.xp.linalg.det(x), (det_vjp,), reads="x ans", check=_square, grad_fn="LinalgDetBackward0", batching=UNBATCHED, builtin="determinant")
+DET = Primitive("det", LINEAR_ALGEBRA, lambda x: B.xp.linalg.det(x), (det_vjp,), reads="x ans", check=_square,
+                grad_fn="LinalgDetBackward0", batching=UNBATCHED, builtin="determinant")
 INV = Primitive("inv", LINEAR_ALGEBRA, lambda x: B.xp.linalg.inv(x), (
     lambda ns, g, ans, x: -(swap(ns, ans) @ g @ swap(ns, ans)),
 ), reads="x ans", check=_square, grad_fn="LinalgInvExBackward0", batching=UNBATCHED,
@@ -363,7 +364,7 @@ POSITION = Kind("position", inputs="x", params=("axis",), batching=OWN_BATCH)
 def _erf(x: Any) -> Any:
     if B.xp is B.host:  # NumPy has no erf: math.erf entry by entry (correctly rounded, as SciPy's)
         return B.xp.vectorize(math.erf, otypes=[B.dtype])(x)[()]
-    from cupyx.scipy import special  # type: ignore[import-not-found]
+    from cupyx.scipy import special
 
     return special.erf(x)
 

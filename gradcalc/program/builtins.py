@@ -385,7 +385,7 @@ def _squeeze(x: Node, axis: Node | None = None) -> Node:
     if axis is None:
         return ops.squeeze(x, tuple(n for n in x.shape if n != 1), None)
     axes = as_axis(axis, x)
-    dropped = axes if isinstance(axes, tuple) else (axes,)
+    dropped: tuple[int, ...] = axes if isinstance(axes, tuple) else (axes,) if axes is not None else ()
     for a in dropped:
         if x.shape[a] != 1:
             raise ValueProblem(f"squeeze: axis {a} has size {x.shape[a]}, not 1 (shape {x.shape})",
@@ -530,19 +530,19 @@ def _mse_loss(x: Node, y: Node, reduction: Any = None) -> Node:
     return ops.mse_loss(x, y, how)
 
 
-def _norm(x: Node, axis: Node | None = None, keepdims: Node | None = None, ord: Any = None) -> Node:
+def _norm(x: Node, axis: Node | None = None, keepdims: Node | None = None, order: Any = None) -> Node:
     keep = bool(as_int(keepdims, "keepdims")) if keepdims is not None else False
     axes = as_axis(axis, x)
-    if isinstance(ord, str):
-        _text(ord, "ord", ("fro",))
+    if isinstance(order, str):
+        _text(order, "ord", ("fro",))
         if x.ndim != 2 and not (isinstance(axes, tuple) and len(axes) == 2):
             raise ValueProblem(f"ord='fro' is a matrix norm, and x has shape {x.shape}",
                                "give a matrix (or axis=[0, 1]); for a vector leave ord out")
         return ops.norm(x, axes, keep)
-    power = 2.0 if ord is None else _number(ord, "ord")
+    power = 2.0 if order is None else _number(order, "ord")
     if power not in (1.0, 2.0, math.inf):
         raise ArgumentError(f"ord={power:g} is not supported", "ord=1, ord=2 (the default), ord=inf or ord='fro'")
-    if ord is not None and axes is None and x.ndim == 2:
+    if order is not None and axes is None and x.ndim == 2:
         raise ArgumentError(f"norm of a matrix with ord={power:g}: NumPy's is a matrix norm, which gradcalc does "
                             "not compute", "give axis= for vector norms of rows or columns, norm(flatten(x), "
                             "ord=...) for all entries, or ord='fro'")
@@ -567,7 +567,7 @@ def _einsum(subscripts: Any, *operands: Node) -> Node:
     letters = inputs.split(",")
     if "." in spec:
         raise ArgumentError("einsum's ... (ellipsis) is not supported", "name every axis with a letter")
-    if not all(part.isalpha() and part.isascii() or part == "" for part in [*letters, output]):
+    if not all((part.isalpha() and part.isascii()) or part == "" for part in [*letters, output]):
         raise ArgumentError(f"einsum subscripts '{subscripts}' are not letters", usage)
     if len(letters) != len(operands):
         raise ArgumentError(f"einsum subscripts '{subscripts}' name {len(letters)} operand"
