@@ -377,6 +377,7 @@ FUNCTION_CASES: list[tuple[str, Callable[[Env], Any]]] = [
     ("rsqrt(exp(x))", lambda e: torch.rsqrt(torch.exp(e["x"]))),
     ("erf(x)", lambda e: torch.erf(e["x"])),
     ("gelu(z)", lambda e: torch.nn.functional.gelu(e["z"])),
+    ("gelu(z, approximate='tanh')", lambda e: torch.nn.functional.gelu(e["z"], approximate="tanh")),
     ("silu(z)", lambda e: torch.nn.functional.silu(e["z"])),
     ("elu(z, alpha=0.7)", lambda e: torch.nn.functional.elu(e["z"], alpha=0.7)),
     ("leaky_relu(z, negative_slope=0.1)", lambda e: torch.nn.functional.leaky_relu(e["z"], 0.1)),
@@ -414,8 +415,8 @@ FUNCTION_CASES: list[tuple[str, Callable[[Env], Any]]] = [
     ("cholesky(S)", lambda e: torch.linalg.cholesky(e["S"])),
 ]
 # grad_fn names that are not PyTorch's: einsum's depends on the path torch takes through views and products;
-# norm's ord=1 and inf are sums and maxima of abs; slogdet's value is picked out of a stack.
-_OWN_GRAD_FN = {"einsum('ij,jk->ik', z, S)", "slogdet(S)[1]"}
+# slogdet's value is picked out of a stack; gelu's tanh form is made of the operations it names.
+_OWN_GRAD_FN = {"einsum('ij,jk->ik', z, S)", "slogdet(S)[1]", "gelu(z, approximate='tanh')"}
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -459,7 +459,7 @@ ERF = Primitive("erf", ELEMENTWISE, _erf, (
 # The exact (erf) form, PyTorch's default; d gelu = Φ(x) + x φ(x).
 GELU = Primitive("gelu", ELEMENTWISE, _gelu, (
     lambda ns, g, ans, x: g * (0.5 * (1 + ns.erf(x * _SQRT_HALF)) + _NORMAL_DENSITY * x * ns.exp(-0.5 * x * x)),
-), reads="x", fold=lambda v: 0.5 * v * (1 + math.erf(v * _SQRT_HALF)))
+), reads="x", fold=lambda v: 0.5 * v * (1 + math.erf(v * _SQRT_HALF)), builtin=None)  # approximate=: builtins.py
 SILU = Primitive("silu", ELEMENTWISE, lambda x: x / (1.0 + B.xp.exp(-x)), (
     lambda ns, g, ans, x: g * ns.sigmoid(x) * (1 + x * (1 - ns.sigmoid(x))),
 ), reads="x", fold=lambda v: v / (1 + math.exp(-v)))

@@ -350,6 +350,15 @@ def _square(x: Node) -> Node:
     return ops.power(x, constant(2.0))  # PowBackward0, as torch.square
 
 
+def _gelu(x: Node, approximate: Any = None) -> Node:
+    if approximate is None or _text(approximate, "approximate", ("none", "tanh")) == "none":
+        return ops.gelu(x)
+    # PyTorch's tanh form, 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))), made of the operations it names
+    inner = ops.mul(ops.add(x, ops.mul(constant(0.044715), ops.power(x, constant(3.0)))),
+                    constant(math.sqrt(2 / math.pi)))
+    return ops.mul(ops.mul(constant(0.5), x), ops.add(constant(1.0), ops.tanh(inner)))
+
+
 def _elu(x: Node, alpha: Node | None = None) -> Node:
     return ops.elu(x, _slope(alpha, 1.0, "alpha"))
 
@@ -595,6 +604,8 @@ def _einsum(subscripts: Any, *operands: Node) -> Node:
 def _functions(add: Callable[..., None]) -> None:
     """Issue 25's builtins that are more than their record (keywords, defaults, composites)."""
     add("square", _square, "x", 1, "elementwise x^2")
+    add("gelu", _gelu, "x approximate", 1, "x Φ(x), Φ the normal CDF (approximate='tanh': PyTorch's tanh form)",
+        quoted="approximate")
     add("elu", _elu, "x alpha", 1, "x above 0, alpha·(e^x - 1) below (alpha=1)")
     add("leaky_relu", _leaky_relu, "x negative_slope", 1, "x above 0, negative_slope·x below (0.01)")
     add("clamp", _clamp, "x min max", 1, "x limited to [min, max] (PyTorch's name for clip; either may be left out)")
