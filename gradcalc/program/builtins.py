@@ -523,7 +523,7 @@ def _cross_entropy(scores: Node, target: Node, reduction: Any = None) -> Node:
         raise ShapeError(f"cross_entropy: target of shape {target.shape} for scores of shape {scores.shape}",
                          f"give class indices of shape {scores.shape[:-1]} or probabilities of shape "
                          f"{scores.shape}")
-    labels = B.to_host(target.value)
+    labels = B.host.asarray(host_value(target))  # a batch of points: one set of labels, or split by them
     if not ((labels == labels.round()) & (labels >= 0) & (labels < classes)).all():
         raise ValueProblem(f"cross_entropy: class indices must be whole numbers from 0 to {classes - 1}",
                            "check the labels, e.g. with eval; probabilities need the scores' shape")
@@ -562,8 +562,8 @@ def _norm(x: Node, axis: Node | None = None, keepdims: Node | None = None, order
 
 
 def _slogdet(x: Node) -> Node:
-    sign = B.xp.sign(B.xp.linalg.det(x.value)) if x.ndim >= 2 and x.shape[-1] == x.shape[-2] else 0.0
-    return ops.stack(constant(sign), ops.logdet(x, True))
+    logabs = ops.logdet(x, True)  # checks the shape first
+    return ops.stack(ops.sign(constant(ops.det(x).value)), logabs)
 
 
 def _einsum(subscripts: Any, *operands: Node) -> Node:
