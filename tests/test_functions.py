@@ -300,3 +300,33 @@ def test_misuse_is_an_error_with_place_and_hint(line: str, message: str, hint: s
     assert message in result.stderr, result.stderr
     assert "hint:" in result.stderr and hint in result.stderr, result.stderr
     assert "<expr>:2:" in result.stderr and "^" in result.stderr, result.stderr  # the line, the column, the caret
+
+
+# --- on a device: the fake one (tests/fakedevice.py refuses NumPy outside the backend) -------------------
+
+DEVICE_PROGRAM = (
+    "z = [[2.0, -1.0, 0.5], [0.1, 0.3, -0.2]]; w = [1.0, 2, 3]; h = gelu(z) * erf(w) + silu(z) * elu(-w)\n"
+    "S = eye(3) + outer(w, w)\n"
+    "L = cross_entropy(h, [0, 2]) + var(w, ddof=1) + sum(cumprod(flip(w))) + logdet(S) + sum(solve(S, w))\n"
+    "L = L + sum(cholesky(S)) + mse_loss(h, z) + sum(einsum('ij,j->i', z, w)) + norm(w, ord=1) + argmax(w)\n"
+    "L = L + sum(concatenate([w, squeeze(unsqueeze(w, 0))])) + det([[1, 2], [2, 4]] * w[0]) + std(log_softmax(z))\n"
+)
+
+
+@pytest.mark.parametrize("command", ["grad", "hessian"])
+def test_the_functions_run_on_a_device_as_on_the_cpu(command: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    import fakedevice
+
+    from gradcalc.engine import backend as B
+
+    cpu = run_cli(command, "-e", DEVICE_PROGRAM, "--wrt", "w", "--json")
+    assert cpu.exit_code == 0, cpu.stderr
+    monkeypatch.setitem(sys.modules, "cupy", fakedevice.make_module())
+    try:
+        device = run_cli(command, "-e", DEVICE_PROGRAM, "--wrt", "w", "--json", "--device", "gpu")
+    finally:
+        B.use("cpu")
+    assert device.exit_code == 0, device.stderr
+    assert device.stdout == cpu.stdout

@@ -362,11 +362,10 @@ POSITION = Kind("position", inputs="x", params=("axis",), batching=OWN_BATCH)
 
 
 def _erf(x: Any) -> Any:
-    if B.xp is B.host:  # NumPy has no erf: math.erf entry by entry (correctly rounded, as SciPy's)
-        return B.xp.vectorize(math.erf, otypes=[B.dtype])(x)[()]
-    from cupyx.scipy import special
-
-    return special.erf(x)
+    """math.erf entry by entry (correctly rounded, as SciPy's): NumPy has none, and CuPy's is in cupyx.scipy,
+    which gradcalc does not require, so on a device the values make a trip to the host and back."""
+    entries = B.host.vectorize(math.erf, otypes=[B.dtype])(B.to_host(x))
+    return entries[()] if B.xp is B.host else B.asarray(entries)
 
 
 _SQRT_HALF = 1 / math.sqrt(2)
@@ -428,7 +427,7 @@ def _logdet(x: Any, absolute: bool) -> Any:
 def _cholesky(x: Any) -> Any:
     try:
         return B.xp.linalg.cholesky(x)
-    except B.xp.linalg.LinAlgError:
+    except B.host.linalg.LinAlgError:  # NumPy's (CuPy raises NumPy's too, where it checks at all)
         raise ValueProblem("cholesky: the matrix is not positive definite",
                            "cholesky needs a symmetric positive definite matrix, e.g. A @ A.T + eye(n)") from None
 

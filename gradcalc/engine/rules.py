@@ -262,7 +262,8 @@ def cofactors(ns: Any, x: Any) -> Any:
     n = x.shape[-1]
     if n == 1:
         return ns.reshape(ns.zeros_like(x), x.shape) + 1.0
-    keep = [B.xp.delete(B.xp.eye(n, dtype=B.dtype), i, axis=0) for i in range(n)]  # (n-1)×n: drops row i
+    identity = B.xp.eye(n, dtype=B.dtype)
+    keep = [identity[[k for k in range(n) if k != i]] for i in range(n)]  # (n-1)×n: drops row i
     entries = [(-1.0) ** (i + j) * ns.det(keep[i] @ x @ keep[j].T) for i in range(n) for j in range(n)]
     table = ns.reshape(ns.stack(*entries), (n, n) + x.shape[:-2])
     return table if x.ndim == 2 else ns.transpose(table, tuple(range(2, x.ndim)) + (0, 1))
