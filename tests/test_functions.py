@@ -330,3 +330,40 @@ def test_the_functions_run_on_a_device_as_on_the_cpu(command: str, monkeypatch: 
         B.use("cpu")
     assert device.exit_code == 0, device.stderr
     assert device.stdout == cpu.stdout
+
+
+# --- a two-layer classifier as a PyTorch user writes it, through every command ------------------------------
+
+CLASSIFIER = """\
+const Y = [[1, 0, 0], [0, 0, 1], [0, 1, 0], [0, 0, 1]]
+X = [[0.5, -1.0], [1.5, 0.2], [-0.3, 0.8], [1.0, 1.0]]
+W1 = [[0.2, -0.4, 0.1], [0.5, 0.3, -0.2]]
+b1 = [0.1, 0.0, -0.1]
+W2 = [[0.3, -0.2, 0.5], [-0.1, 0.4, 0.2], [0.2, 0.1, -0.3]]
+b2 = [0.0, 0.1, -0.1]
+h = gelu(X @ W1 + b1)
+z = matmul(h, W2) + b2
+L = cross_entropy(z, [0, 2, 1, 2]) + 0.01 * sum(square(W1))
+check dL/dz = (softmax(z) - Y)/4
+check dL/db2 = sum(softmax(z) - Y, axis=0)/4
+check dL/dW2 = h.T @ (softmax(z) - Y)/4
+check dL/dz = (exp(log_softmax(z, axis=1)) - Y)/4
+check dL/dz = softmax(z) - Y
+"""
+
+
+def test_a_two_layer_classifier_runs_differentiates_and_is_checked(tmp_path: object) -> None:
+    from pathlib import Path
+
+    program = Path(str(tmp_path)) / "classifier.eq"
+    program.write_text(CLASSIFIER, encoding="utf-8")
+    checked = run_cli("check", program)
+    assert "4 of 5 claims right" in checked.stdout, checked.stdout + checked.stderr
+    for args in (("grad",), ("hessian", "--wrt", "b2"), ("jacobian", "--of", "z", "--wrt", "b1"),
+                 ("diff", "--wrt", "b2"), ("graph",), ("explain", "--wrt", "W2"),
+                 ("gradcheck", "--order", "2", "--wrt", "W1")):
+        result = run_cli(args[0], program, *args[1:])
+        assert result.exit_code == 0, (args, result.stdout + result.stderr)
+    diff = run_cli("diff", program, "--wrt", "b2").stdout
+    assert "∂L/∂b2 = 1/4*sum(softmax(b2 + gelu(b1 + X @ W1) @ W2, axis=1) - [[1, 0, 0], [0, 0, 1], [0, 1, 0], " \
+           "[0, 0, 1]], axis=0)" in diff, diff

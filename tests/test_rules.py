@@ -259,6 +259,11 @@ FUNCTION_CASES: dict[str, list[Case]] = {
         Case("matrices, axis 0, one constant", lambda a, b: ops.concatenate(a, b, 0), (normal(1, 3), normal(2, 3)),
              (False, True)),
     ],
+    "stack_axis": [
+        Case("vectors along axis 1", lambda a, b: ops.stack_axis(a, b, 1), (normal(3), normal(3))),
+        Case("matrices along axis 2, one constant", lambda a, b, c: ops.stack_axis(a, b, c, 2),
+             (normal(2, 3), normal(2, 3), normal(2, 3)), (True, False, True)),
+    ],
     "cumsum": _cumulative_cases(ops.cumsum, normal),
     "cumprod": [
         *_cumulative_cases(ops.cumprod, _prod_values),

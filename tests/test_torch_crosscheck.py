@@ -392,6 +392,7 @@ FUNCTION_CASES: list[tuple[str, Callable[[Env], Any]]] = [
     ("cat([z, t], axis=1)", lambda e: torch.cat([e["z"], e["t"]], dim=1)),
     ("concatenate([x, x * 2])", lambda e: torch.cat([e["x"], e["x"] * 2])),
     ("stack([x, x * 2])", lambda e: torch.stack([e["x"], e["x"] * 2])),
+    ("stack([z, t, z], axis=2)", lambda e: torch.stack([e["z"], e["t"], e["z"]], dim=2)),
     ("cumsum(z, axis=1)", lambda e: torch.cumsum(e["z"], 1)),
     ("cumprod(z, axis=0)", lambda e: torch.cumprod(e["z"], 0)),
     ("log_softmax(z, axis=1)", lambda e: torch.log_softmax(e["z"], 1)),

@@ -50,6 +50,7 @@ from .primitives import (
     SOFTMAX,
     SOLVE,
     SQUEEZE,
+    STACK_AXIS,
     STD,
     SUB,
     SUM_TO,
@@ -509,6 +510,17 @@ def _concatenate(*args: Any) -> Any:
     count = batched.stack.shape[0]
     stacks = [p.stack if isinstance(p, Batched) else B.xp.broadcast_to(p, (count, *p.shape)) for p in parts]
     return Batched(B.xp.concatenate(stacks, axis=axis + 1))
+
+
+@_own(STACK_AXIS)
+def _stack_axis(*args: Any) -> Any:
+    *parts, axis = args
+    batched = next((p for p in parts if isinstance(p, Batched)), None)
+    if batched is None:
+        return STACK_AXIS.forward(*args)
+    count = batched.stack.shape[0]
+    stacks = [p.stack if isinstance(p, Batched) else B.xp.broadcast_to(p, (count, *p.shape)) for p in parts]
+    return Batched(B.xp.stack(stacks, axis=axis + 1))
 
 
 @_own(SOLVE)

@@ -25,6 +25,7 @@ from .graph import ELEMENTWISE_BATCH, OWN_BATCH, REDUCTION_BATCH, UNBATCHED, Kin
 from .rules import (
     RULES,
     EachInput,
+    EachLayer,
     EachOperand,
     EachPart,
     cholesky_vjp,
@@ -497,6 +498,10 @@ FLIP = Primitive("flip", SHAPE, lambda x, axes: B.xp.flip(x, axis=axes), (
 CONCATENATE = Primitive("concatenate", SHAPE, lambda *args: B.xp.concatenate(args[:-1], axis=args[-1]),
                         EachPart(), reads="", inputs="*xs", params=("axis",), grad_fn="CatBackward0",
                         batching=OWN_BATCH, builtin=None)
+# stack([a, b], axis=1): the tensor literal's stack (STACK) along another axis, under PyTorch's name for both.
+STACK_AXIS = Primitive("stack_axis", SHAPE, lambda *args: B.xp.stack(args[:-1], axis=args[-1]), EachLayer(),
+                       reads="", inputs="*xs", params=("axis",), grad_fn="StackBackward0", batching=OWN_BATCH,
+                       builtin=None)
 CUMSUM = Primitive("cumsum", ALONG_AXIS, lambda x, axis: B.xp.cumsum(x, axis=axis), (
     lambda ns, g, ans, x, axis: ns.flip(ns.cumsum(ns.flip(g, (axis,)), axis), (axis,)),
 ), reads="", batching=OWN_BATCH, builtin=None)

@@ -198,6 +198,16 @@ class EachOperand:
 
         return rule
 
+class EachLayer:
+    """stack_axis's rules: part i gets the gradient's entry i along the new axis (the last argument)."""
+
+    def __getitem__(self, i: int) -> Rule:
+        def rule(ns: Any, g: Any, ans: Any, *args: Any) -> Any:
+            return ns.index(g, (slice(None),) * args[-1] + (i,))
+
+        return rule
+
+
 def _moved_last(ns: Any, x: Any, axis: int) -> tuple[Any, tuple[int, ...] | None]:
     """x with `axis` moved last, and the permutation that did it (None: it was last already)."""
     if axis == x.ndim - 1:

@@ -1001,9 +1001,9 @@ class Printer:
             return f"einsum({', '.join([repr(params[0])] + [self.show(a, 0) for a in args])})", 9
         if fn in _KEYWORDS:  # issue 25's functions, in the keywords a program writes them with
             shown = [self.show(a, 0) for a in args]
-            if fn == "concatenate":
+            if fn in ("concatenate", "stack_axis"):
                 shown = ["[" + ", ".join(shown) + "]"]
-            return f"{fn}({', '.join(shown + keywords(fn, params))})", 9
+            return f"{fn.removesuffix('_axis')}({', '.join(shown + keywords(fn, params))})", 9
         inner = ", ".join(self.show(a, 0) for a in args)
         extra = "".join(f", {p!r}" for p in params)
         return f"{fn}({inner}{extra})", 9
@@ -1049,7 +1049,7 @@ _KEYWORDS: dict[str, tuple[tuple[str, Any], ...]] = {
     "std": (("axis", None), ("keepdims", False), ("ddof", 0)),
     "flip": (("axis", None),), "cumsum": (("axis", None),), "cumprod": (("axis", None),),
     "argmax": (("axis", None),), "argmin": (("axis", None),), "log_softmax": (("axis", None),),
-    "concatenate": (("axis", 0),),
+    "concatenate": (("axis", 0),), "stack_axis": (("axis", 0),),
     "cross_entropy": (("reduction", "mean"), ("", None)), "mse_loss": (("reduction", "mean"),),
     "logdet": (("", None),),
 }

@@ -462,11 +462,10 @@ def _stack_along(xs: Any, axis: Node | None = None) -> Node:
     stacked = ops.stack(*parts)
     if axis is None:
         return stacked
-    position = _one_axis(axis, stacked, "stack")
+    position = _one_axis(axis, stacked, "stack")  # an axis of the result: one more than each part has
     if not position:
         return stacked
-    order = tuple(range(1, position + 1)) + (0,) + tuple(range(position + 1, stacked.ndim))
-    return ops.transpose(stacked, order)
+    return apply(ops.STACK_AXIS, parts, (position,))
 
 
 def _cumulative(op: Callable[..., Node]) -> Callable[..., Node]:
