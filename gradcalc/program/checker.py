@@ -386,7 +386,8 @@ def check_attribute(expr: S.Attribute) -> None:
 def misplaced(expr: S.Expr) -> GradcalcError:
     """Quoted text or a slice where neither belongs."""
     if isinstance(expr, S.String):
-        return GradcalcSyntaxError("quoted text is only allowed as a file name in load(\"...\")",
+        return GradcalcSyntaxError("quoted text is only allowed where a function takes it: load's file name, "
+                                   "reduction='sum', ord='fro', approximate='tanh', einsum's subscripts",
                                    "remove the quotes", expr.pos)
     return GradcalcSyntaxError("a slice (a:b) is only allowed inside [ ]", "x[1:3]", expr.pos)
 
