@@ -250,7 +250,8 @@ def test_jvp_tangent_a_number_is_that_number_in_every_entry() -> None:
 
 
 def test_batch_mode_runs_the_functions_with_their_batching_rules(tmp_path: object) -> None:
-    program = "x = [0.0, 0, 0]\nL = var(x, ddof=1) + sum(cumsum(flip(x))) + cross_entropy(x, 1) + einsum('i,i', x, x)\n"
+    program = ("x = [0.0, 0, 0]\nL = var(x, ddof=1) + sum(cumsum(flip(x))) + cross_entropy(x, 1) + einsum('i,i', x, x)"
+               " + mse_loss(x, flip(x), reduction='sum') + sum(stack([x, x], axis=1) * [[1, 2], [3, 4], [5, 6]])\n")
     points = [[0.5, -1.0, 2.0], [1.0, 1.0, 3.0]]
     at = "\n".join(json.dumps({"x": p}) for p in points)
     result = run_cli("grad", "-e", program, "--at", "-", "--json", input=at + "\n")

@@ -33,6 +33,7 @@ from .primitives import (
     BROADCAST_TO,
     CONCATENATE,
     CUMPROD,
+    CROSS_ENTROPY,
     CUMSUM,
     DIV,
     EINSUM,
@@ -40,6 +41,7 @@ from .primitives import (
     FLIP,
     INDEX,
     LOG_SOFTMAX,
+    MSE_LOSS,
     MATMUL,
     MUL,
     NE,
@@ -521,6 +523,27 @@ def _stack_axis(*args: Any) -> Any:
     count = batched.stack.shape[0]
     stacks = [p.stack if isinstance(p, Batched) else B.xp.broadcast_to(p, (count, *p.shape)) for p in parts]
     return Batched(B.xp.stack(stacks, axis=axis + 1))
+
+
+def _loss(prim: Primitive) -> Callable[..., Any]:
+    """cross_entropy and mse_loss: each point's losses ('none'), then each point's reduction."""
+    def loss(x: Any, y: Any, reduction: str, *rest: Any) -> Any:
+        batched = x if isinstance(x, Batched) else y if isinstance(y, Batched) else None
+        if batched is None:
+            return prim.forward(x, y, reduction, *rest)
+        count = batched.stack.shape[0]
+        x, y = (v.stack if isinstance(v, Batched) else B.xp.broadcast_to(v, (count, *v.shape)) for v in (x, y))
+        losses = prim.forward(x, y, "none", *rest)
+        if reduction == "none":
+            return Batched(losses)
+        within = tuple(range(1, losses.ndim))
+        return Batched(B.xp.sum(losses, axis=within) if reduction == "sum" else B.xp.mean(losses, axis=within))
+
+    return loss
+
+
+for _prim in (CROSS_ENTROPY, MSE_LOSS):
+    _OWN[_prim] = _loss(_prim)
 
 
 @_own(SOLVE)

@@ -517,12 +517,12 @@ LOG_SOFTMAX = Primitive("log_softmax", ALONG_AXIS, lambda x, axis: x - _logsumex
 # Targets as probabilities (class indices become one-hot rows in program/builtins.py; `indices` names the node).
 CROSS_ENTROPY = Primitive("cross_entropy", LOSS, _cross_entropy, (
     _cross_entropy_scores, _cross_entropy_targets,
-), reads="x y", params=("reduction", "indices"), batching=UNBATCHED, builtin=None,
+), reads="x y", params=("reduction", "indices"), batching=OWN_BATCH, builtin=None,
     grad_fn=lambda n: "NllLossBackward0" if n.params[1] else (
         "DivBackward1" if n.params[0] == "mean" else "NegBackward0"))
 MSE_LOSS = Primitive("mse_loss", LOSS, lambda x, y, reduction: _reduce_losses((x - y) ** 2, reduction), (
     _mse_vjp(1.0), _mse_vjp(-1.0),
-), reads="x y", batching=UNBATCHED, grad_fn="MseLossBackward0", builtin=None)
+), reads="x y", batching=OWN_BATCH, grad_fn="MseLossBackward0", builtin=None)
 
 # Linear algebra. einsum's spec is explicit ("ij,j->i"), each letter once per operand (program/builtins.py).
 EINSUM = Primitive("einsum", LINEAR_ALGEBRA, lambda *args: B.xp.einsum(args[-1], *args[:-1]), EachOperand(),
