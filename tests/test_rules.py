@@ -8,6 +8,7 @@ it at).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -258,6 +259,12 @@ FUNCTION_CASES: dict[str, list[Case]] = {
                                                                               normal(2, 2))),
         Case("matrices, axis 0, one constant", lambda a, b: ops.concatenate(a, b, 0), (normal(1, 3), normal(2, 3)),
              (False, True)),
+    ],
+    "norm_ord": [
+        Case("ord 1, all", lambda x: ops.norm_ord(x, None, False, 1), (signed(3, 4),)),
+        Case("ord 1, axis 1, keepdims", lambda x: ops.norm_ord(x, 1, True, 1), (signed(3, 4),)),
+        Case("ord inf, all", lambda x: ops.norm_ord(x, None, False, math.inf), (signed(3, 4),)),
+        Case("ord inf, axis 0", lambda x: ops.norm_ord(x, 0, False, math.inf), (signed(3, 4),)),
     ],
     "stack_axis": [
         Case("vectors along axis 1", lambda a, b: ops.stack_axis(a, b, 1), (normal(3), normal(3))),

@@ -406,6 +406,8 @@ FUNCTION_CASES: list[tuple[str, Callable[[Env], Any]]] = [
     ("mse_loss(z, t)", lambda e: torch.nn.functional.mse_loss(e["z"], e["t"])),
     ("mse_loss(z, t, reduction='sum')", lambda e: torch.nn.functional.mse_loss(e["z"], e["t"], reduction="sum")),
     ("norm(x)", lambda e: torch.linalg.vector_norm(e["x"])),
+    ("norm(flatten(z), ord=1)", lambda e: torch.linalg.vector_norm(e["z"].flatten(), 1)),
+    ("norm(z, axis=1, ord=inf)", lambda e: torch.linalg.vector_norm(e["z"], float("inf"), dim=1)),
     ("norm(z, ord='fro')", lambda e: torch.linalg.norm(e["z"], "fro")),
     ("matmul(z, S)", lambda e: torch.matmul(e["z"], e["S"])),
     ("einsum('ij,jk->ik', z, S)", lambda e: torch.einsum("ij,jk->ik", e["z"], e["S"])),

@@ -45,6 +45,7 @@ from .primitives import (
     MSE_LOSS,
     MUL,
     NE,
+    NORM_ORD,
     POW,
     PRIMITIVES,
     RESHAPE,
@@ -499,7 +500,7 @@ def _statistic(prim: Primitive) -> Callable[..., Any]:
     return statistic
 
 
-for _prim in (VAR, STD):
+for _prim in (VAR, STD, NORM_ORD):  # each with one more param after axis and keepdims
     _OWN[_prim] = _statistic(_prim)
 
 

@@ -1003,7 +1003,8 @@ class Printer:
             shown = [self.show(a, 0) for a in args]
             if fn in ("concatenate", "stack_axis"):
                 shown = ["[" + ", ".join(shown) + "]"]
-            return f"{fn.removesuffix('_axis')}({', '.join(shown + keywords(fn, params))})", 9
+            called = {"stack_axis": "stack", "norm_ord": "norm"}.get(fn, fn)
+            return f"{called}({', '.join(shown + keywords(fn, params))})", 9
         inner = ", ".join(self.show(a, 0) for a in args)
         extra = "".join(f", {p!r}" for p in params)
         return f"{fn}({inner}{extra})", 9
@@ -1050,6 +1051,7 @@ _KEYWORDS: dict[str, tuple[tuple[str, Any], ...]] = {
     "flip": (("axis", None),), "cumsum": (("axis", None),), "cumprod": (("axis", None),),
     "argmax": (("axis", None),), "argmin": (("axis", None),), "log_softmax": (("axis", None),),
     "concatenate": (("axis", 0),), "stack_axis": (("axis", 0),),
+    "norm_ord": (("axis", None), ("keepdims", False), ("ord", None)),
     "cross_entropy": (("reduction", "mean"), ("", None)), "mse_loss": (("reduction", "mean"),),
     "logdet": (("", None),),
 }

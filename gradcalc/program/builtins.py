@@ -556,8 +556,9 @@ def _norm(x: Node, axis: Node | None = None, keepdims: Node | None = None, order
                             "ord=...) for all entries, or ord='fro'")
     if power == 2.0:
         return ops.norm(x, axes, keep)
-    magnitude = ops.abs_(x)
-    return ops.sum(magnitude, axes, keep) if power == 1.0 else ops.max(magnitude, axes, keep)
+    if power == math.inf and x.value.size == 0:
+        raise ValueProblem("norm(x, ord=inf) of an empty tensor", "it has no largest entry")
+    return ops.norm_ord(x, axes, keep, 1 if power == 1.0 else math.inf)
 
 
 def _slogdet(x: Node) -> Node:
