@@ -207,7 +207,8 @@ GRAD_FNS = [
     ("cross_entropy(z, softmax(z), reduction='sum')", "NegBackward0"), ("mse_loss(x, 0)", "MseLossBackward0"),
     ("matmul(z, m)", "MmBackward0"), ("solve(m, x[0:3])", "LinalgSolveExBackward0"),
     ("logdet(m)", "WhereBackward0"), ("norm(x, ord=1)", "LinalgVectorNormBackward0"),
-    ("norm(z, axis=0, ord=inf)", "LinalgVectorNormBackward0"), ("stack([x, x], axis=1)", "StackBackward0"), ("cholesky(m)", "LinalgCholeskyExBackward0"),
+    ("norm(z, axis=0, ord=inf)", "LinalgVectorNormBackward0"), ("stack([x, x], axis=1)", "StackBackward0"),
+    ("cholesky(m)", "LinalgCholeskyExBackward0"),
 ]
 
 

@@ -485,9 +485,9 @@ STD = Primitive("std", STATISTIC, lambda x, axis, keepdims, ddof: B.xp.std(x, ax
 
 # norm(x, ord=1) and ord=inf: vector norms of every entry or along axes (ord=2 is NORM), PyTorch's node for all.
 VECTOR_NORM = Kind("vector norm", inputs="x", params=("axis", "keepdims", "ord"), batching=OWN_BATCH)
-NORM_ORD = Primitive("norm_ord", VECTOR_NORM, lambda x, axis, keepdims, ord: (
-    B.xp.sum if ord == 1 else B.xp.max)(B.xp.abs(x), axis=axis, keepdims=keepdims), (
-    lambda ns, g, ans, x, axis, keepdims, ord: expand(ns, g, x, axis, keepdims) * ns.sign(x) if ord == 1
+NORM_ORD = Primitive("norm_ord", VECTOR_NORM, lambda x, axis, keepdims, order: (
+    B.xp.sum if order == 1 else B.xp.max)(B.xp.abs(x), axis=axis, keepdims=keepdims), (
+    lambda ns, g, ans, x, axis, keepdims, order: expand(ns, g, x, axis, keepdims) * ns.sign(x) if order == 1
     else extremum_vjp(ns, g, ans, ns.abs(x), axis, keepdims) * ns.sign(x),  # ties share, as amax's
 ), reads="x ans", grad_fn="LinalgVectorNormBackward0", builtin=None)
 
