@@ -587,7 +587,7 @@ def jvp(
     wrt: Annotated[str, typer.Option("--wrt", metavar="NAME", autocompletion=_complete_names,
                                      help="The variable that moves.")],
     tangent: Annotated[str, typer.Option("--tangent", metavar="V", help="Its direction v: 'ones', a number "
-                                         "or a JSON array of its shape.")],
+                                         "(every entry) or a JSON array of its shape.")],
     of: _OF = None,
     at: _AT = None,
     ignore_extra: _IGNORE_EXTRA = False,

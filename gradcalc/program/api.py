@@ -388,6 +388,8 @@ class Run:
             direction = self.frame[given.strip()].value
         else:
             direction = to_array(flag, given)
+        if direction.shape == () and target.shape != ():  # a number: the same in every entry (--tangent 2)
+            direction = B.xp.full(target.shape, direction, dtype=B.dtype)
         if tuple(direction.shape) != tuple(target.shape):
             raise UsageError(f"{flag} has shape {tuple(direction.shape)} but '{wrt}' has shape "
                              f"{tuple(target.shape)}", f"give a JSON array of shape {list(target.shape)}")
