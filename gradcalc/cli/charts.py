@@ -1,0 +1,246 @@
+"""Charts: `plot`'s curves and contours and `minimize --plot`'s loss and path, to a file through Matplotlib
+(the `[plot]` extra) or as text through plotext. The only module that imports either, and only in the
+function that draws: no other command pays for them."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from ..engine import backend as B
+from ..engine.backend import numpy as np
+from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..tools.minimize import Minimized
+    from ..tools.plot import Curve, Surface
+
+PLOT_HINT = "install Matplotlib to draw to a file: pip install 'gradcalc[plot]'"
+FILE_FORMATS = (".svg", ".png", ".pdf")
+ARROWS = "→↗↑↖←↙↓↘"  # by the angle of the gradient, in eighths of a turn from the x axis
+LEVELS = (0.1, 0.3, 0.5, 0.7, 0.9)  # a text contour's levels: these quantiles of the values drawn
+
+
+def check_file(path: str, flag: str) -> None:
+    """A picture's format, from its suffix, and Matplotlib's presence: said before anything runs."""
+    import importlib.util
+
+    if not path.lower().endswith(FILE_FORMATS):
+        raise UsageError(f"{flag} {path}: which format?", "end the file's name in .svg, .png or .pdf")
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UsageError(f"{flag} needs Matplotlib, which is not installed", PLOT_HINT)
+
+
+def _pyplot(flag: str) -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # no window: a file
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError(f"{flag} needs Matplotlib, which is not installed", PLOT_HINT) from None
+    return plt
+
+
+def _save(plt: Any, figure: Any, path: str) -> None:
+    figure.tight_layout()
+    try:
+        figure.savefig(path)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}", "check the folder exists and is writable") from None
+    finally:
+        plt.close(figure)
+
+
+def derivative_label(of: str, wrt: str, order: int) -> str:
+    """∂y/∂x, or (order 2) ∂²y/∂x²."""
+    return f"∂{of}/∂{wrt}" if order == 1 else f"∂²{of}/∂{wrt}²"
+
+
+def _series(curve: Curve) -> list[tuple[str, Any]]:
+    """What a curve's chart draws, labelled for its legend: y, ∂y/∂x, (∂²y/∂x²), (the tangent)."""
+    shown = [(curve.of, curve.y), (derivative_label(curve.of, curve.wrt, 1), curve.dy)]
+    if curve.d2y is not None:
+        shown.append((derivative_label(curve.of, curve.wrt, 2), curve.d2y))
+    if curve.tangent is not None:
+        line = curve.tangent
+        shown.append((f"tangent at {curve.wrt} = {B.format_number(line.at)}",
+                      line.value + line.slope * (curve.x - line.at)))
+    return shown
+
+
+def _title(curve: Curve) -> str:
+    return f"{curve.of} and its derivative{'s' if curve.d2y is not None else ''} over {curve.wrt}"
+
+
+def _surface_title(surface: Surface) -> str:
+    return f"{surface.of} over ({surface.wrt[0]}, {surface.wrt[1]}); arrows: the direction of ∇{surface.of}"
+
+
+# --- To a file: Matplotlib ---------------------------------------------------------------------------------
+
+def curve_file(curve: Curve, path: str) -> None:
+    """The curve and its derivatives on one axes, 640 × 480 at 100 dpi; a NaN is a gap in its line."""
+    plt = _pyplot("-o")
+    figure, axes = plt.subplots(figsize=(6.4, 4.8))
+    for (label, values), style in zip(_series(curve), ("-", "--", "-.", ":")):
+        axes.plot(curve.x, np.where(np.isfinite(values), values, np.nan), style, label=label)
+    if curve.tangent is not None:
+        axes.plot([curve.tangent.at], [curve.tangent.value], "o", color="black")
+    axes.axhline(0, color="grey", linewidth=0.5)
+    axes.set_xlabel(curve.wrt)
+    axes.set_ylabel(", ".join(label for label, _ in _series(curve)[:3]))
+    axes.set_title(_title(curve))
+    axes.legend()
+    _save(plt, figure, path)
+
+
+def _contour(axes: Any, surface: Surface, arrows: int = 15) -> Any:
+    """Filled contours of the surface, its gradient's direction as arrows on a coarser grid; the colour mapping."""
+    z = np.ma.masked_invalid(surface.z)
+    filled = axes.contourf(surface.x, surface.y, z, levels=20, cmap="viridis")
+    axes.contour(surface.x, surface.y, z, levels=10, colors="white", linewidths=0.5, alpha=0.6)
+    step = max(1, len(surface.x) // arrows)
+    gx, gy = (surface.grad[name][::step, ::step] for name in surface.wrt)
+    size = np.hypot(gx, gy)
+    size = np.where(size > 0, size, np.nan)  # a stationary point has no direction: no arrow
+    axes.quiver(surface.x[::step], surface.y[::step], gx / size, gy / size, color="white", alpha=0.9,
+                label=f"∇{surface.of} (direction)")
+    axes.set_xlabel(surface.wrt[0])
+    axes.set_ylabel(surface.wrt[1])
+    return filled
+
+
+def surface_file(surface: Surface, path: str) -> None:
+    """Filled contours with a colour bar named after the output, the gradient's direction as arrows."""
+    plt = _pyplot("-o")
+    figure, axes = plt.subplots(figsize=(6.4, 4.8))
+    filled = _contour(axes, surface)
+    figure.colorbar(filled, ax=axes, label=surface.of)
+    axes.set_title(_surface_title(surface), fontsize=10)
+    axes.legend(loc="upper right")
+    _save(plt, figure, path)
+
+
+def minimized_file(result: Minimized, path: str, surface: Surface | None) -> None:
+    """--plot FILE: the loss at each step (a log scale where it stays above 0), and for two scalar parameters
+    their path in the plane over the loss's contours (`surface`)."""
+    plt = _pyplot("--plot")
+    steps = [entry["step"] for entry in result.trace]
+    losses = [entry["loss"] for entry in result.trace]
+    plane = plane_of(result)
+    figure, axes = plt.subplots(1, 2 if plane else 1, figsize=(11 if plane else 6.4, 4.8), squeeze=False)
+    curve = axes[0][0]
+    curve.plot(steps, losses, label=f"{result.of} ({result.method})")
+    if losses and all(math.isfinite(loss) and loss > 0 for loss in losses):
+        curve.set_yscale("log")
+    curve.set_xlabel("step")
+    curve.set_ylabel(result.of)
+    curve.set_title(f"{result.of} at each step")
+    curve.legend()
+    if plane:
+        first, second = plane
+        xs, ys = path_of(result)
+        ax = axes[0][1]
+        if surface is not None:
+            figure.colorbar(_contour(ax, surface), ax=ax, label=result.of)
+        ax.plot(xs, ys, marker=".", markersize=3, color="red", label="path")
+        if xs:
+            ax.plot(xs[:1], ys[:1], "o", color="orange", label="start")
+            ax.plot(xs[-1:], ys[-1:], "*", markersize=12, color="red", label="end")
+        ax.set_xlabel(first)
+        ax.set_ylabel(second)
+        ax.set_title(f"the path of ({first}, {second})")
+        ax.legend()
+    _save(plt, figure, path)
+
+
+def plane_of(result: Minimized) -> list[str] | None:
+    """The two scalar parameters whose path in the plane --plot draws beside the loss, or None."""
+    names = [name for name in result.wrt if np.ndim(result.values[name]) == 0]
+    return names if len(result.wrt) == 2 and len(names) == 2 else None
+
+
+def path_of(result: Minimized) -> tuple[list[float], list[float]]:
+    """The two parameters' values at each step (the trace's points)."""
+    plane = plane_of(result) or []
+    points = [entry["point"] for entry in result.trace if "point" in entry]
+    return [float(p[plane[0]]) for p in points], [float(p[plane[1]]) for p in points]
+
+
+# --- On a terminal: plotext -----------------------------------------------------------------------------------
+
+MARKERS = ("hd", "•", "+", "·")  # y, ∂y/∂x, ∂²y/∂x², the tangent: told apart without colour
+
+
+def _figure(width: int, height: int) -> Any:
+    import plotext
+
+    figure = plotext.figure
+    figure.clear()
+    figure.theme("colorless")  # no colour: a pipe and a terminal see the same, told apart by the markers
+    figure.plot_size(width, height)
+    return figure
+
+
+def _finite_runs(x: Any, values: Any) -> list[tuple[list[float], list[float]]]:
+    """The runs of finite points: each drawn as its own line, so that a NaN is a gap, not a jump."""
+    runs: list[tuple[list[float], list[float]]] = []
+    current: tuple[list[float], list[float]] = ([], [])
+    for a, b in zip(x.tolist(), values.tolist()):
+        if math.isfinite(b):
+            current[0].append(a)
+            current[1].append(b)
+        elif current[0]:
+            runs.append(current)
+            current = ([], [])
+    if current[0]:
+        runs.append(current)
+    return runs
+
+
+def curve_text(curve: Curve, width: int, height: int) -> str:
+    """The curve and its derivatives as text, width × height cells, a legend naming each by its marker."""
+    figure = _figure(width, height)
+    for (label, values), marker in zip(_series(curve), MARKERS):
+        for i, (xs, ys) in enumerate(_finite_runs(curve.x, values)):
+            signal = figure.signal(xs, ys, marker=marker)
+            signal.lines()
+            if i == 0:
+                signal.label(label)
+            figure.draw(signal)
+    figure.label(curve.wrt, "x")
+    figure.title(_title(curve))
+    return str(figure.build().string(colorless=True)).rstrip() + "\n"
+
+
+def surface_text(surface: Surface, width: int, height: int) -> str:
+    """Contour lines as digits (1 lowest), one per level in the legend, and the gradient's direction as arrows."""
+    figure = _figure(width, height)
+    z = surface.z
+    finite = z[np.isfinite(z)]
+    if finite.size:
+        levels = sorted(set(np.quantile(finite, LEVELS).tolist()))
+        corners = np.stack([z[:-1, :-1], z[1:, :-1], z[:-1, 1:], z[1:, 1:]])
+        low, high = np.min(corners, axis=0), np.max(corners, axis=0)  # NaN where a corner is: no line there
+        cx, cy = (surface.x[:-1] + surface.x[1:]) / 2, (surface.y[:-1] + surface.y[1:]) / 2
+        for k, level in enumerate(levels, 1):
+            rows, columns = np.nonzero((low <= level) & (level < high))
+            if rows.size:
+                signal = figure.signal(cx[columns].tolist(), cy[rows].tolist(), marker=str(k))
+                signal.label(f"{surface.of} = {B.format_number(level)}")
+                figure.draw(signal)
+    gx, gy = (surface.grad[name] for name in surface.wrt)
+    every_x, every_y = max(1, len(surface.x) // 8), max(1, len(surface.y) // 5)
+    # The arrow's angle on the screen: a cell is about twice as tall as it is wide, and the axes' units differ.
+    across = width / float(surface.x[-1] - surface.x[0])
+    up = 2 * height / float(surface.y[-1] - surface.y[0])
+    for i in range(every_y // 2, len(surface.y), every_y):
+        for j in range(every_x // 2, len(surface.x), every_x):
+            if math.isfinite(gx[i, j]) and math.isfinite(gy[i, j]) and (gx[i, j] or gy[i, j]):
+                turn = round(math.atan2(gy[i, j] * up, gx[i, j] * across) / (math.pi / 4)) % 8
+                figure.draw(figure.text(float(surface.x[j]), float(surface.y[i]), ARROWS[turn]))
+    figure.label(surface.wrt[0], "x")
+    figure.label(surface.wrt[1], "y")
+    figure.title(_surface_title(surface))
+    return str(figure.build().string(colorless=True)).rstrip() + "\n"
