@@ -202,21 +202,25 @@ def _finite_runs(x: Any, values: Any) -> list[tuple[list[float], list[float]]]:
 def curve_text(curve: Curve, width: int, height: int) -> str:
     """The curve and its derivatives as text, width × height cells, a legend naming each by its marker."""
     figure = _figure(width, height)
+    legend = []
+    drawn = np.concatenate([values for _, values in _series(curve)])
+    _ticks(figure, "x", curve.x)
+    _ticks(figure, "y", drawn[np.isfinite(drawn)])
     for (label, values), marker in zip(_series(curve), MARKERS):
-        for i, (xs, ys) in enumerate(_finite_runs(curve.x, values)):
+        for xs, ys in _finite_runs(curve.x, values):
             signal = figure.signal(xs, ys, marker=marker)
             signal.lines()
-            if i == 0:
-                signal.label(label)
             figure.draw(signal)
+        legend.append(f"{'▚' if marker == 'hd' else marker} {label}")
     figure.label(curve.wrt, "x")
     figure.title(_title(curve))
-    return str(figure.build().string(colorless=True)).rstrip() + "\n"
+    return _text(figure, legend, width)
 
 
 def surface_text(surface: Surface, width: int, height: int) -> str:
     """Contour lines as digits (1 lowest), one per level in the legend, and the gradient's direction as arrows."""
     figure = _figure(width, height)
+    legend = [f"→ ∇{surface.of}"]
     z = surface.z
     finite = z[np.isfinite(z)]
     if finite.size:
@@ -227,9 +231,8 @@ def surface_text(surface: Surface, width: int, height: int) -> str:
         for k, level in enumerate(levels, 1):
             rows, columns = np.nonzero((low <= level) & (level < high))
             if rows.size:
-                signal = figure.signal(cx[columns].tolist(), cy[rows].tolist(), marker=str(k))
-                signal.label(f"{surface.of} = {B.format_number(level)}")
-                figure.draw(signal)
+                figure.draw(figure.signal(cx[columns].tolist(), cy[rows].tolist(), marker=str(k)))
+                legend.append(f"{k} {surface.of} = {B.format_number(level)}")
     gx, gy = (surface.grad[name] for name in surface.wrt)
     every_x, every_y = max(1, len(surface.x) // 8), max(1, len(surface.y) // 5)
     # The arrow's angle on the screen: a cell is about twice as tall as it is wide, and the axes' units differ.
@@ -240,7 +243,34 @@ def surface_text(surface: Surface, width: int, height: int) -> str:
             if math.isfinite(gx[i, j]) and math.isfinite(gy[i, j]) and (gx[i, j] or gy[i, j]):
                 turn = round(math.atan2(gy[i, j] * up, gx[i, j] * across) / (math.pi / 4)) % 8
                 figure.draw(figure.text(float(surface.x[j]), float(surface.y[i]), ARROWS[turn]))
+    _ticks(figure, "x", surface.x)
+    _ticks(figure, "y", surface.y)
     figure.label(surface.wrt[0], "x")
     figure.label(surface.wrt[1], "y")
     figure.title(_surface_title(surface))
-    return str(figure.build().string(colorless=True)).rstrip() + "\n"
+    return _text(figure, legend, width)
+
+
+def _ticks(figure: Any, axis: str, values: Any) -> None:
+    """Ticks at round numbers (1, 2 or 5 times a power of 10), written as people write them (plotext: 1e1);
+    about 6 across, 4 up."""
+    if not values.size or not np.ptp(values):
+        return
+    low, high = float(np.min(values)), float(np.max(values))
+    rough = (high - low) / (6 if axis == "x" else 4)
+    power = 10 ** math.floor(math.log10(rough))
+    step = next(k * power for k in (1, 2, 5, 10) if k * power >= rough)
+    positions = [k * step for k in range(math.ceil(low / step), math.floor(high / step) + 1)]
+    figure.ruler(axis).ticks(positions, [B.format_number(round(p / step) * step) for p in positions])
+
+
+def _text(figure: Any, legend: list[str], width: int) -> str:
+    """The figure as lines without trailing spaces, its legend below it (in the plot it would hide the data)."""
+    lines = [line.rstrip() for line in str(figure.build().string(colorless=True)).rstrip().split("\n")]
+    row = ""
+    for entry in legend:
+        if row and len(row) + 3 + len(entry) > width:
+            lines.append(row)
+            row = ""
+        row = f"{row}   {entry}" if row else f"    {entry}"
+    return "\n".join([*lines, row]) + "\n"
