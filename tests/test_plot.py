@@ -20,6 +20,13 @@ except ImportError:
     HAVE_MATPLOTLIB = False
 
 needs_matplotlib = pytest.mark.skipif(not HAVE_MATPLOTLIB, reason="-o needs Matplotlib: pip install 'gradcalc[plot]'")
+try:
+    import plotext  # noqa: F401
+    HAVE_PLOTEXT = True
+except ImportError:
+    HAVE_PLOTEXT = False
+needs_plotext = pytest.mark.skipif(not HAVE_PLOTEXT, reason="the text plot needs plotext: pip install "
+                                   "'gradcalc[plot]'")
 X2SIN = "y = x^2*sin(x)"
 
 
@@ -76,6 +83,7 @@ def test_nan_points_are_gaps_not_errors() -> None:
     assert list(dy[3:]) == [2, 1] and list(d2y[3:]) == [-4, -1]
 
 
+@needs_plotext
 def test_a_text_plot_of_a_gap_draws_the_rest() -> None:
     result = run_cli("plot", "-e", "y = sqrt(x)", "--wrt", "x", "--range", "-1:1")
     assert result.exit_code == 0, result.stderr
@@ -135,6 +143,7 @@ def test_json_and_a_file_together(tmp_path: Path) -> None:
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+@needs_plotext
 def test_a_terminal_plot_fits_80_columns_and_names_each_line() -> None:
     shown = run_in_terminal("plot", "-e", X2SIN, "--wrt", "x", "--range", "-3:3", "--order", "2", "--tangent", "1.5")
     assert shown.status == 0, shown.stderr
@@ -145,6 +154,7 @@ def test_a_terminal_plot_fits_80_columns_and_names_each_line() -> None:
         assert name in shown.screen
 
 
+@needs_plotext
 def test_a_terminal_contour_names_its_levels() -> None:
     shown = run_in_terminal("plot", NEURON, "--wrt", "w1,w2", "--range", "-2:2")
     assert shown.status == 0, shown.stderr
@@ -200,3 +210,27 @@ def test_json_is_strict() -> None:
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout, parse_constant=lambda name: pytest.fail(f"bare {name} in JSON"))
     assert doc["y"] == [-1, "Infinity", 1]
+
+
+def test_without_plotext_the_text_plot_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == "plotext" else real(name, *args))
+    result = run_cli("plot", "-e", X2SIN, "--wrt", "x")
+    assert_bad_input(result)
+    assert "pip install 'gradcalc[plot]'" in result.stderr and "--json" in result.stderr
+    assert json_ok("plot", "-e", X2SIN, "--wrt", "x", "--points", "2")["x"] == [-3, 3]  # --json needs no plotext
+
+
+def test_without_matplotlib_a_file_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == "matplotlib" else real(name, *args))
+    result = run_cli("plot", "-e", X2SIN, "--wrt", "x", "-o", str(tmp_path / "y.svg"))
+    assert_bad_input(result)
+    assert "pip install 'gradcalc[plot]'" in result.stderr
+    assert not (tmp_path / "y.svg").exists()

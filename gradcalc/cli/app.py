@@ -1310,6 +1310,8 @@ def plot(
     spans, count = P.check_request(names, range_, points, order, tangent)
     if output is not None:
         charts.check_file(output, "-o")
+    elif not common.json:
+        charts.check_text()
     program = _program(common)
     options = _run_options(common)
     found: Any = P.curve(program, _inputs(common), options, of, names[0], spans[0], count, order, tangent) \

@@ -1,5 +1,5 @@
 """Charts: `plot`'s curves and contours and `minimize --plot`'s loss and path, to a file through Matplotlib
-(the `[plot]` extra) or as text through plotext. The only module that imports either, and only in the
+or as text through plotext (both the `[plot]` extra). The only module that imports either, and only in the
 function that draws: no other command pays for them."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..tools.plot import Curve, Surface
 
 PLOT_HINT = "install Matplotlib to draw to a file: pip install 'gradcalc[plot]'"
+TEXT_HINT = "install plotext for the text plot: pip install 'gradcalc[plot]'; or print the data with --json"
 FILE_FORMATS = (".svg", ".png", ".pdf")
 ARROWS = "→↗↑↖←↙↓↘"  # by the angle of the gradient, in eighths of a turn from the x axis
 LEVELS = (0.1, 0.3, 0.5, 0.7, 0.9)  # a text contour's levels: these quantiles of the values drawn
@@ -29,6 +30,14 @@ def check_file(path: str, flag: str) -> None:
         raise UsageError(f"{flag} {path}: which format?", "end the file's name in .svg, .png or .pdf")
     if importlib.util.find_spec("matplotlib") is None:
         raise UsageError(f"{flag} needs Matplotlib, which is not installed", PLOT_HINT)
+
+
+def check_text() -> None:
+    """The text plot's library, plotext (the `[plot]` extra): said before anything runs."""
+    import importlib.util
+
+    if importlib.util.find_spec("plotext") is None:
+        raise UsageError("the text plot needs plotext, which is not installed", TEXT_HINT)
 
 
 def _pyplot(flag: str) -> Any:
@@ -174,7 +183,10 @@ MARKERS = ("hd", "•", "+", "·")  # y, ∂y/∂x, ∂²y/∂x², the tangent: 
 
 
 def _figure(width: int, height: int) -> Any:
-    import plotext
+    try:
+        import plotext
+    except ImportError:
+        raise UsageError("the text plot needs plotext, which is not installed", TEXT_HINT) from None
 
     figure = plotext.figure
     figure.clear()
