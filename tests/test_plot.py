@@ -234,3 +234,13 @@ def test_without_matplotlib_a_file_names_the_extra(monkeypatch: pytest.MonkeyPat
     assert_bad_input(result)
     assert "pip install 'gradcalc[plot]'" in result.stderr
     assert not (tmp_path / "y.svg").exists()
+
+
+@needs_plotext
+def test_an_ascii_terminal_gets_ascii_markers_and_arrows() -> None:
+    shown = run_in_terminal("plot", NEURON, "--wrt", "w1", "--order", "2", env={"PYTHONIOENCODING": "ascii"})
+    assert shown.status == 0, shown.stderr
+    assert shown.screen.isascii() and "\\u" not in shown.screen  # no escapes in the drawing: they would skew it
+    assert "* L   o dL/dw1   + d^2L/dw1^2" in shown.screen
+    shown = run_in_terminal("plot", NEURON, "--wrt", "w1,w2", env={"PYTHONIOENCODING": "ascii"})
+    assert shown.status == 0 and shown.screen.isascii() and "v" in shown.screen  # ∇L points down: v

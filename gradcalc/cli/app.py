@@ -1305,6 +1305,7 @@ def plot(
 
     from ..tools import plot as P
     from . import charts, jsonout
+    from .symbols import plain_symbols
 
     names = _names(wrt)
     spans, count = P.check_request(names, range_, points, order, tangent)
@@ -1322,7 +1323,7 @@ def plot(
     common.out.result(lambda: jsonout.plot_doc(found),
                       lambda: None if output is not None else
                       (charts.curve_text if len(names) == 1 else charts.surface_text)(
-                          found, width, max(12, min(height - 4, 30))))
+                          found, width, max(12, min(height - 4, 30)), plain_symbols(sys.stdout) is not None))
 
 
 @app.command(epilog="[bold]Examples[/bold]\n\n  gradcalc doctor\n\n  gradcalc doctor --json")

@@ -180,6 +180,8 @@ def path_of(result: Minimized) -> tuple[list[float], list[float]]:
 # --- On a terminal: plotext -----------------------------------------------------------------------------------
 
 MARKERS = ("hd", "•", "+", "·")  # y, ∂y/∂x, ∂²y/∂x², the tangent: told apart without colour
+ASCII_MARKERS = ("*", "o", "+", ".")  # the same where the output cannot write the others (cp1252, ASCII)
+ASCII_ARROWS = ">/^\\</v\\"
 
 
 def _figure(width: int, height: int) -> Any:
@@ -211,14 +213,15 @@ def _finite_runs(x: Any, values: Any) -> list[tuple[list[float], list[float]]]:
     return runs
 
 
-def curve_text(curve: Curve, width: int, height: int) -> str:
-    """The curve and its derivatives as text, width × height cells, a legend naming each by its marker."""
+def curve_text(curve: Curve, width: int, height: int, ascii_only: bool = False) -> str:
+    """The curve and its derivatives as text, width × height cells, a legend naming each by its marker
+    (ASCII ones where the output has no others)."""
     figure = _figure(width, height)
     legend = []
     drawn = np.concatenate([values for _, values in _series(curve)])
     _ticks(figure, "x", curve.x)
     _ticks(figure, "y", drawn[np.isfinite(drawn)])
-    for (label, values), marker in zip(_series(curve), MARKERS):
+    for (label, values), marker in zip(_series(curve), ASCII_MARKERS if ascii_only else MARKERS):
         for xs, ys in _finite_runs(curve.x, values):
             signal = figure.signal(xs, ys, marker=marker)
             signal.lines()
@@ -229,10 +232,11 @@ def curve_text(curve: Curve, width: int, height: int) -> str:
     return _text(figure, legend, width)
 
 
-def surface_text(surface: Surface, width: int, height: int) -> str:
+def surface_text(surface: Surface, width: int, height: int, ascii_only: bool = False) -> str:
     """Contour lines as digits (1 lowest), one per level in the legend, and the gradient's direction as arrows."""
     figure = _figure(width, height)
-    legend = [f"→ ∇{surface.of}"]
+    arrows = ASCII_ARROWS if ascii_only else ARROWS
+    legend = [f"{arrows[0]} ∇{surface.of}"]
     z = surface.z
     finite = z[np.isfinite(z)]
     if finite.size:
@@ -254,7 +258,7 @@ def surface_text(surface: Surface, width: int, height: int) -> str:
         for j in range(every_x // 2, len(surface.x), every_x):
             if math.isfinite(gx[i, j]) and math.isfinite(gy[i, j]) and (gx[i, j] or gy[i, j]):
                 turn = round(math.atan2(gy[i, j] * up, gx[i, j] * across) / (math.pi / 4)) % 8
-                figure.draw(figure.text(float(surface.x[j]), float(surface.y[i]), ARROWS[turn]))
+                figure.draw(figure.text(float(surface.x[j]), float(surface.y[i]), arrows[turn]))
     _ticks(figure, "x", surface.x)
     _ticks(figure, "y", surface.y)
     figure.label(surface.wrt[0], "x")
