@@ -128,6 +128,7 @@ def test_svg_and_png_files_of_the_expected_size(tmp_path: Path) -> None:
     root = ET.parse(svg).getroot()
     assert root.tag.endswith("svg") and root.get("width") == "460.8pt" and root.get("height") == "345.6pt"
     assert "tangent" in svg.read_text(encoding="utf-8")  # the legend's words are named in the SVG's ids
+    assert 'id="QuadContourSet_' not in svg.read_text(encoding="utf-8")  # a curve: no contours
     result = run_cli("plot", NEURON, "--wrt", "w1,w2", "-o", str(png))
     assert result.exit_code == 0, result.stderr
     header = png.read_bytes()[:24]

@@ -107,8 +107,25 @@ def curve_file(curve: Curve, path: str) -> None:
 def _contour(axes: Any, surface: Surface, arrows: int = 15) -> Any:
     """Filled contours of the surface, its gradient's direction as arrows on a coarser grid; the colour mapping."""
     z = np.ma.masked_invalid(surface.z)
-    filled = axes.contourf(surface.x, surface.y, z, levels=20, cmap="viridis")
-    axes.contour(surface.x, surface.y, z, levels=10, colors="white", linewidths=0.5, alpha=0.6)
+    levels: Any = 20
+    options: dict[str, Any] = {}
+    finite = surface.z[np.isfinite(surface.z)]
+    if finite.size and finite.min() >= 0 and finite.max() > 1e3 * max(finite.min(), 1e-300):
+        # A loss over decades (Rosenbrock's): evenly spaced levels would leave its valley one colour.
+        from matplotlib.colors import LogNorm
+
+        positive = finite[finite > 0]
+        low = max(float(positive.min()) if positive.size else 0.0, float(finite.max()) * 1e-6)
+        high = float(finite.max())
+        levels = np.array([k * 10.0 ** e for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+                           for k in (1, 2, 5) if low <= k * 10.0 ** e <= high])  # 1, 2, 5 a decade: round labels
+        if len(levels) < 2:
+            levels = np.geomspace(low, high, 20)
+        options = {"norm": LogNorm(levels[0], levels[-1]), "extend": "both"}
+        z = np.ma.masked_invalid(np.maximum(surface.z, levels[0] / 2))  # the minimum, 0, in the lowest colour
+    filled = axes.contourf(surface.x, surface.y, z, levels=levels, cmap="viridis", **options)
+    axes.contour(surface.x, surface.y, z, levels=levels[::2] if not isinstance(levels, int) else 10,
+                 colors="white", linewidths=0.5, alpha=0.6, **({"norm": options["norm"]} if options else {}))
     step = max(1, len(surface.x) // arrows)
     gx, gy = (surface.grad[name][::step, ::step] for name in surface.wrt)
     size = np.hypot(gx, gy)
