@@ -1278,7 +1278,8 @@ def _save_values(values: dict[str, Any], path: str) -> None:
 @command(
     "  gradcalc plot -e 'y = x^2*sin(x)' --wrt x --range -3:3\n\n"
     "  gradcalc plot -e 'y = x^2*sin(x)' --wrt x --range -3:3 --order 2 --tangent 1.5 -o y.svg\n\n"
-    "  gradcalc plot samples/neuron.eq --wrt w1,w2 --range -2:2      (contours of L, ∇L as arrows)"
+    "  gradcalc plot -e 'x = 0; y = 0; L = (1 - x)^2 + 100*(y - x^2)^2' --wrt x,y --range -2:2      (contours "
+    "of L, ∇L as arrows)"
 )
 def plot(
     common: Common,
