@@ -353,6 +353,13 @@ def _run(common: Common, program: Any = None, values: dict[str, Any] | None = No
     )
 
 
+def _run_options(common: Common) -> dict[str, Any]:
+    """Program.run's keywords from the shared options, for a command that runs the program many times."""
+    return dict(seed=common.seed, dtype=common.dtype.value, device=common.device.value,
+                max_elements=common.max_elements, max_iterations=common.max_iterations,
+                max_recursion=common.max_recursion, allow_read=common.allow_read, max_file_size=common.file_limit)
+
+
 def _anomalies(common: Common, run: Any, of: str | None = None, wrt: list[str] | None = None,
                grads: dict[str, Any] | None = None, vector: Any = None) -> list[dict[str, Any]]:
     """Where the run's (and the gradients') NaNs and infinities started, as warnings (program/anomaly.py);
@@ -1288,13 +1295,13 @@ def minimize(
                           explain_, path=plot is not None)
     M.check_settings(settings)
     if plot is not None:
-        M.check_plot(plot)
+        from . import charts
+
+        charts.check_file(plot, "--plot")
     if save is not None and save.strip() in ("", "-"):
         raise UsageError("--save needs a file name", "for example --save values.json or --save values.npz")
     program = _program(common)
-    options = dict(seed=common.seed, dtype=common.dtype.value, device=common.device.value,
-                   max_elements=common.max_elements, max_iterations=common.max_iterations,
-                   max_recursion=common.max_recursion, allow_read=common.allow_read, max_file_size=common.file_limit)
+    options = _run_options(common)
     progress = None
     if not common.json and sys.stderr.isatty():  # a bar on a terminal only: never in a pipe, a log or --json
         from .output import console
@@ -1309,8 +1316,21 @@ def minimize(
     if save is not None:
         _save_values(result.values, save)
     if plot is not None:
-        M.draw(result, plot)
+        _draw_minimized(common, program, options, result, plot)
     common.out.result(lambda: jsonout.minimize_doc(result), lambda: _views().minimize_view(result, common.full))
+
+
+def _draw_minimized(common: Common, program: Any, options: dict[str, Any], result: Any, path: str) -> None:
+    """minimize --plot: the loss curve, and for two scalar parameters their path over the loss's contours."""
+    from ..tools import plot as P
+    from . import charts
+
+    plane, surface = charts.plane_of(result), None
+    if plane:
+        xs, ys = charts.path_of(result)
+        surface = P.surface(program, _inputs(common), options, result.of, (plane[0], plane[1]),
+                            [P.around(xs), P.around(ys)], P.DEFAULT_POINTS[2])
+    charts.minimized_file(result, path, surface)
 
 
 def _save_values(values: dict[str, Any], path: str) -> None:
@@ -1326,6 +1346,58 @@ def _save_values(values: dict[str, Any], path: str) -> None:
     text = io.StringIO()
     jsonout.write({name: backend.to_json(value) for name, value in values.items()}, text)
     _write(text.getvalue().encode("utf-8"), path)
+
+
+@command(
+    "  gradcalc plot -e 'y = x^2*sin(x)' --wrt x --range -3:3\n\n"
+    "  gradcalc plot -e 'y = x^2*sin(x)' --wrt x --range -3:3 --order 2 --tangent 1.5 -o y.svg\n\n"
+    "  gradcalc plot -e 'x = 0; y = 0; L = (1 - x)^2 + 100*(y - x^2)^2' --wrt x,y --range -2:2      (contours "
+    "of L, ∇L as arrows)"
+)
+def plot(
+    common: Common,
+    wrt: Annotated[list[str], typer.Option(
+        "--wrt", metavar="NAME", autocompletion=_complete_names,
+        help="The leaf to move (a curve), or two (a contour); comma-separated or repeated.")],
+    range_: Annotated[list[str], typer.Option(
+        "--range", metavar="LOW:HIGH", help="Where each --wrt leaf goes: one for all, or one each "
+        "\\[default: its value ± 3].", show_default=False)] = [],  # noqa: B006
+    of: Annotated[Optional[str], typer.Option(
+        "--of", metavar="NAME", autocompletion=_complete_names,
+        help="The scalar output to draw (default: the last variable assigned).")] = None,
+    order: Annotated[int, typer.Option(min=1, max=2, help="Derivatives drawn: 1 (∂y/∂x) or 2 (∂²y/∂x² too).")] = 1,
+    tangent: Annotated[Optional[float], typer.Option(metavar="A", help="Draw the tangent line at A.",
+                                                     show_default=False)] = None,
+    points: Annotated[Optional[int], typer.Option(metavar="N", help="Samples \\[default: 201; a contour 41 per "
+                                                  "axis].", show_default=False)] = None,
+    output: Annotated[Optional[str], typer.Option(
+        "--output", "-o", metavar="FILE", help="Draw to FILE, .svg, .png or .pdf (Matplotlib: pip install "
+        "'gradcalc\\[plot]'), instead of a text plot.", show_default=False)] = None,
+) -> None:
+    """Draw a scalar output and its derivatives over a leaf, or its contours and gradient over two leaves."""
+    import shutil
+
+    from ..tools import plot as P
+    from . import charts, jsonout
+    from .symbols import plain_symbols
+
+    names = _names(wrt)
+    spans, count = P.check_request(names, range_, points, order, tangent)
+    if output is not None:
+        charts.check_file(output, "-o")
+    elif not common.json:
+        charts.check_text()
+    program = _program(common)
+    options = _run_options(common)
+    found: Any = P.curve(program, _inputs(common), options, of, names[0], spans[0], count, order, tangent) \
+        if len(names) == 1 else P.surface(program, _inputs(common), options, of, (names[0], names[1]), spans, count)
+    if output is not None:
+        (charts.curve_file if len(names) == 1 else charts.surface_file)(found, output)
+    width, height = shutil.get_terminal_size((80, 24))
+    common.out.result(lambda: jsonout.plot_doc(found),
+                      lambda: None if output is not None else
+                      (charts.curve_text if len(names) == 1 else charts.surface_text)(
+                          found, width, max(12, min(height - 4, 30)), plain_symbols(sys.stdout) is not None))
 
 
 @app.command(epilog="[bold]Examples[/bold]\n\n  gradcalc doctor\n\n  gradcalc doctor --json")

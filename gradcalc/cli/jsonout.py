@@ -385,3 +385,20 @@ def warned(doc: dict[str, Any], warnings: list[dict[str, Any]]) -> dict[str, Any
     if warnings:
         doc["warnings"] = warnings
     return doc
+
+
+def plot_doc(found: Any) -> dict[str, Any]:
+    """`plot --json`, the data drawn: a curve's {"of", "wrt", "x", "y", "dy"(, "d2y", "tangent")}, or a contour's
+    {"of", "wrt": [A, B], "x", "y", "z", "grad": {A, B}} with z[i][j] at (x[j], y[i])."""
+    if isinstance(found.wrt, str):
+        doc: dict[str, Any] = {"of": found.of, "wrt": found.wrt, "x": B.to_json(found.x), "y": B.to_json(found.y),
+                               "dy": B.to_json(found.dy)}
+        if found.d2y is not None:
+            doc["d2y"] = B.to_json(found.d2y)
+        if found.tangent is not None:
+            line = found.tangent
+            doc["tangent"] = {"at": line.at, "value": B.to_json(B.numpy.float64(line.value)),
+                              "slope": B.to_json(B.numpy.float64(line.slope))}
+        return doc
+    return {"of": found.of, "wrt": list(found.wrt), "x": B.to_json(found.x), "y": B.to_json(found.y),
+            "z": B.to_json(found.z), "grad": {name: B.to_json(g) for name, g in found.grad.items()}}
