@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine import backend as B
-from ..engine import ops
+from ..engine import autodiff, graph, ops
 from ..engine.graph import Node, constant, host_value, leaf
 from ..engine.primitives import PRIMITIVES, REDUCTION
 from ..errors import ArgumentError, FileProblem, GradcalcError, ValueProblem, did_you_mean
@@ -305,6 +305,24 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def _diff(u: Node, x: Node) -> Node:
+    """d/dx[u] for a scalar variable x, by forward mode: diff --steps's unevaluated derivative, as SymPy spells it.
+
+    Its value carries no graph (diff(diff(u, x), x) is not supported), and it needs the program's graph:
+    a claim, judged without one, cannot use it."""
+    if x.shape != ():
+        raise ArgumentError(f"diff(u, x) differentiates by a scalar variable; this x has shape {x.shape}",
+                            "name one scalar variable, as in diff(x^2*sin(x), x)")
+    if not graph.recording or not graph.history:
+        raise ArgumentError("diff(u, x) needs the program's graph, and it is not recorded here",
+                            "use diff() in a program's statements; write the derivative itself in an answer")
+    if not x.requires_grad:
+        raise ArgumentError("diff(u, x): x must be a variable (a value given to the program or computed from one)",
+                            "name a variable, as in diff(x^2, x)")
+    (column,) = autodiff.jacobian_rev(u, [x])  # reverse mode: the run keeps what the rules read, not more
+    return constant(column)
+
+
 # Reciprocal functions, as answers write derivatives (d tan x = sec²x dx): compositions, no rules of their own.
 _RECIPROCALS: dict[str, Callable[[Node], Node]] = {
     "sec": lambda x: ops.div(1.0, ops.cos(x)), "csc": lambda x: ops.div(1.0, ops.sin(x)),
@@ -334,6 +352,7 @@ def _table() -> dict[str, Builtin]:
     add("transpose", _transpose, "x axis1 axis2", 1, "reversed axes, or two axes swapped")
     add("reshape", _reshape, "x *shape", 1, "the same entries in a new shape")
     add("softmax", _softmax, "x axis", 1, "softmax over the last axis (or axis)")
+    add("diff", _diff, "u x", 2, "d/dx[u] for a scalar variable x, by autodiff (diff --steps writes it)")
     add("detach", _detach, "x", 1, "the value without its history (no gradient flows through)")
     add("all", _all, "x", 1, "1 if every entry is non-zero, else 0")
     add("any", _any, "x", 1, "1 if some entry is non-zero, else 0")
