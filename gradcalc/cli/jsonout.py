@@ -372,3 +372,12 @@ def warned(doc: dict[str, Any], warnings: list[dict[str, Any]]) -> dict[str, Any
     if warnings:
         doc["warnings"] = warnings
     return doc
+
+
+def steps_doc(found: Any, answer: Derivative, placeholders: list[str]) -> dict[str, Any]:
+    """diff's document for the one derivative, with its derivation: each step's rule, before, after and LaTeX."""
+    doc = diff_doc([answer], placeholders)
+    doc["steps"] = [{"part": step.part, "rule": step.rule, "before": step.before, "after": step.after,
+                     "latex": step.latex} for step in found.steps]
+    doc["definitions"] = found.definitions
+    return doc
