@@ -700,8 +700,9 @@ def diff(
     from . import jsonout
 
     if steps:
-        return _diff_steps(common, of, _names(wrt), latex, decimal, order != 1 and "--order" or keep and "--keep"
-                           or in_terms_of is not Terms.leaves and "--in-terms-of" or at is not None and "--at" or "")
+        other = [flag for flag, given in [("--order", order != 1), ("--keep", bool(keep)), ("--at", at is not None),
+                                          ("--in-terms-of", in_terms_of is not Terms.leaves)] if given]
+        return _diff_steps(common, of, _names(wrt), latex, decimal, other[0] if other else "")
     if at is not None:
         return _batch(common, at, ignore_extra, "diff", dict(
             of=of, wrt=_names(wrt) or None, order=order, keep=_names(keep),

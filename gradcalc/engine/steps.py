@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ..errors import UsageError
 from . import autodiff, graph, symbolic
 from . import backend as B
 from .graph import Node
-from .primitives import BROADCASTING, ELEMENTWISE, PRIMITIVES, REDUCTION, SHAPE
+from .primitives import BROADCASTING, ELEMENTWISE, PRIMITIVES, REDUCTION
 from .symbolic import Add, Algebra, Call, Expr, LatexPrinter, Mul, Num, Pow, Printer, Sym
 
 # The rule vocabulary, by name: what each step's "rule" says (a function's derivative is
@@ -415,9 +415,9 @@ def _frontier(node: Node, named: dict[Node, str]) -> set[Node]:
 def inlined(text: str, latex: str, where: list[tuple[str, str, str]]) -> tuple[str, str]:
     """diff's answer with its shared parts (`where t1 = ...`) written in place, parenthesised: one line."""
     for name, body, body_latex in reversed(where):  # later parts may use earlier ones: put them in last
-        text = re.sub(rf"(?<![\w.]){re.escape(name)}(?![\w(])", lambda _: f"({body})", text)
+        text = re.sub(rf"(?<![\w.]){re.escape(name)}(?![\w(])", f"({body})".replace("\\", "\\\\"), text)
         latex = re.sub(rf"(?<![\\\w]){re.escape(symbolic.latex_name(name))}(?![\w_])",
-                       lambda _: rf"\left({body_latex}\right)", latex)
+                       rf"\left({body_latex}\right)".replace("\\", "\\\\"), latex)
     return text, latex
 
 
@@ -466,7 +466,7 @@ def derive(of: str, wrt: str, output: Node, target: Node, symbols: dict[Node, st
         result.definitions[name_of[node]] = writer.text.top(expr)
         for source in sorted(inputs[node], key=lambda n: n.seq):
             part = f"d{of}/d{wrt}" if single else f"∂{name_of[node]}/∂{name_of[source]}"
-            var = algebra.sym(name_of[source], tuple(source.shape))
+            var = cast(Sym, algebra.sym(name_of[source], tuple(source.shape)))
             steps, found = derivation(expr, var, algebra, writer, part)
             result.steps += steps
             locals_[(node, source)] = found

@@ -504,7 +504,7 @@ class Run:
 
     @_in_own_state
     def steps(self, of: str | None = None, wrt: str | None = None, decimal: bool = False) -> tuple[Any, Derivative]:
-        """d(of)/d(wrt) step by step, one named rule a line (engine/steps.py), ending on diff's answer (also returned)."""
+        """d(of)/d(wrt) one named rule a line (engine/steps.py), ending on diff's answer (also returned)."""
         from ..engine import steps
 
         found = self.diff(of, [wrt] if wrt else None, decimal=decimal)

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import backend as B
 from ..engine import autodiff, graph, ops
+from ..engine import backend as B
 from ..engine.graph import Node, constant, host_value, leaf
 from ..engine.primitives import PRIMITIVES, REDUCTION
 from ..errors import ArgumentError, FileProblem, GradcalcError, ValueProblem, did_you_mean
