@@ -939,6 +939,8 @@ def steps_view(found: Any, answer: Any, latex: bool, placeholders: list[str]) ->
             lines = [(f"  {step.shown_before}", "")]
         lines.append((f"    = {step.shown_after}", f"({step.rule})"))
     _flush_steps(parts, lines)
+    for i, (name, text, _) in enumerate(found.where):  # diff's shared parts, too long to write in place
+        parts.append(Text(f"{'  where ' if i == 0 else '        '}{name} = {text}"))
     if placeholders:
         shown = ", ".join(placeholders)
         parts.append(Text(f"  ({shown} ha{'s' if len(placeholders) == 1 else 've'} no value: "
@@ -1002,6 +1004,7 @@ def _steps_latex(found: Any) -> str:
                 head = rf"\frac{{{d}{latex_name(top)}}}{{{d}{latex_name(bottom)}}}"
             rows.append(rf"{head} &= {step.latex_before}")
         rows.append(rf"&= {step.latex} && \text{{({_latex_text(step.rule)})}}")
+    rows += [rf"& {latex_name(name)} = {latex} && \text{{(where)}}" for name, _, latex in found.where]
     return "\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}"
 
 

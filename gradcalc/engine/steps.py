@@ -53,6 +53,7 @@ RULES: dict[str, str] = {
 
 _DIFF = "diff"  # the unevaluated derivative d/dx[u]: gradcalc's builtin diff(u, x) evaluates it by autodiff
 _LINEAR = frozenset({"reshape", "transpose", "broadcast_to", "index", "stack", "sum_to", "trace"})
+INLINE_LIMIT = 2_000  # diff's shared parts are written in place in the last line up to this many characters
 _PATH_NAMES = 6  # a chain rule's paths are listed by name up to this many
 
 
@@ -83,6 +84,7 @@ class Steps:
     wrt: str
     steps: list[Step] = field(default_factory=list)
     definitions: dict[str, str] = field(default_factory=dict)  # each differentiated statement, by variable
+    where: list[tuple[str, str, str]] = field(default_factory=list)  # diff's shared parts the last line names
 
 
 class _StepPrinter(Printer):
@@ -371,15 +373,24 @@ class _Writer:
         self.shown = _StepPrinter(decimal, shown=True)
         self.latex = _StepLatex(decimal)
 
+        self.printed: dict[tuple[int, int], str] = {}  # a step's after is the next step's before: printed once
+
     def step(self, rule: str, before: Expr, after: Expr, part: str) -> Step:
-        return Step(rule, self.text.top(before), self.text.top(after), self.shown.top(before),
-                    self.shown.top(after), self.latex.top(before), self.latex.top(after), part)
+        text, shown, latex = (self._top(i, before) for i in range(3))
+        return Step(rule, text, self._top(0, after), shown, self._top(1, after), latex, self._top(2, after), part)
+
+    def _top(self, printer: int, expr: Expr) -> str:
+        key = (printer, id(expr))  # interned: one object per expression, alive as long as the algebra
+        found = self.printed.get(key)
+        if found is None:
+            found = self.printed[key] = (self.text, self.shown, self.latex)[printer].top(expr)
+        return found
 
 
-def derivation(u: Expr, var: Sym, algebra: Algebra, writer: _Writer, part: str,
+def derivation(u: Expr, var: Sym, deriver: _Deriver, writer: _Writer, part: str,
                limit: int = 64) -> tuple[list[Step], Expr]:
     """The steps from d/dvar[u] to an expression without derivatives, and that expression."""
-    deriver = _Deriver(algebra)
+    algebra = deriver.algebra
     line = algebra.call(_DIFF, (u, var), (), u.shape)
     steps: list[Step] = []
     for _ in range(limit):
@@ -390,7 +401,7 @@ def derivation(u: Expr, var: Sym, algebra: Algebra, writer: _Writer, part: str,
         steps.append(writer.step("; ".join(rules), line, after, part))
         line = after
     tidy = algebra.tidy(line)
-    if tidy is not line and writer.text.top(tidy) != writer.text.top(line):
+    if tidy is not line and writer._top(0, tidy) != writer._top(0, line):
         steps.append(writer.step("simplify", line, tidy, part))
         line = tidy
     return steps, line
@@ -412,19 +423,24 @@ def _frontier(node: Node, named: dict[Node, str]) -> set[Node]:
     return found
 
 
-def inlined(text: str, latex: str, where: list[tuple[str, str, str]]) -> tuple[str, str]:
-    """diff's answer with its shared parts (`where t1 = ...`) written in place, parenthesised: one line."""
+def inlined(text: str, latex: str, where: list[tuple[str, str, str]]) -> tuple[str, str, bool]:
+    """diff's answer with its shared parts (`where t1 = ...`) written in place, parenthesised, as one line:
+    unless that grows past INLINE_LIMIT characters (a part used twice in a part used twice doubles), then
+    as it was (False)."""
+    original = text, latex
     for name, body, body_latex in reversed(where):  # later parts may use earlier ones: put them in last
         text = re.sub(rf"(?<![\w.]){re.escape(name)}(?![\w(])", f"({body})".replace("\\", "\\\\"), text)
         latex = re.sub(rf"(?<![\\\w]){re.escape(symbolic.latex_name(name))}(?![\w_])",
                        rf"\left({body_latex}\right)".replace("\\", "\\\\"), latex)
-    return text, latex
+        if len(text) > INLINE_LIMIT:
+            return *original, False
+    return text, latex, True
 
 
-def derive(of: str, wrt: str, output: Node, target: Node, symbols: dict[Node, str], answer: str,
-           answer_latex: str, decimal: bool = False) -> Steps:
+def derive(of: str, wrt: str, output: Node, target: Node, symbols: dict[Node, str], answer: Any,
+           decimal: bool = False) -> Steps:
     """The derivation of d(of)/d(wrt): `symbols` names leaves, constants and the program's intermediates;
-    `answer` is diff's (text, LaTeX, shared parts inlined), the last line."""
+    `answer` is diff's symbolic.Derivative, the last line (its shared parts in place where they fit)."""
     if target.shape != ():
         raise UsageError(f"--steps differentiates by a scalar variable; '{wrt}' has shape {tuple(target.shape)}",
                          "drop --steps for its gradient, or differentiate by a scalar variable")
@@ -451,6 +467,9 @@ def derive(of: str, wrt: str, output: Node, target: Node, symbols: dict[Node, st
     algebra = symbolic._algebra(symbols)
     writer = _Writer(decimal)
     result = Steps(of, wrt)
+    answer_text, answer_latex, whole = inlined(answer.text, answer.latex, answer.where)
+    if not whole:
+        result.where = answer.where
     name_of = {**named, output: of}
     if output is target or not on_path.get(output):
         zero_or_one = algebra.num(1.0 if output is target else 0.0)
@@ -459,6 +478,7 @@ def derive(of: str, wrt: str, output: Node, target: Node, symbols: dict[Node, st
                                         start, zero_or_one, f"d{of}/d{wrt}"))
         return result
     locals_: dict[tuple[Node, Node], Expr] = {}
+    deriver = _Deriver(algebra)
     single = len(order) == 1
     for node in order:
         without = {n: name for n, name in named.items() if n is not node}
@@ -467,7 +487,7 @@ def derive(of: str, wrt: str, output: Node, target: Node, symbols: dict[Node, st
         for source in sorted(inputs[node], key=lambda n: n.seq):
             part = f"d{of}/d{wrt}" if single else f"∂{name_of[node]}/∂{name_of[source]}"
             var = cast(Sym, algebra.sym(name_of[source], tuple(source.shape)))
-            steps, found = derivation(expr, var, algebra, writer, part)
+            steps, found = derivation(expr, var, deriver, writer, part)
             result.steps += steps
             locals_[(node, source)] = found
     final: Expr
@@ -475,11 +495,11 @@ def derive(of: str, wrt: str, output: Node, target: Node, symbols: dict[Node, st
         final = locals_[(output, target)]
     else:
         final = _chain(of, wrt, output, target, order, inputs, locals_, name_of, algebra, writer, result)
-    last = writer.text.top(final)
-    if last != answer:
+    last = writer._top(0, final)
+    if last != answer_text:
         rule = "simplify" if single else "substitute " + ", ".join(
             f"{name_of[n]} = {result.definitions[name_of[n]]}" for n in order if n is not output) + "; simplify"
-        result.steps.append(Step(rule, last, answer, writer.shown.top(final), answer,
+        result.steps.append(Step(rule, last, answer_text, writer.shown.top(final), answer_text,
                                  writer.latex.top(final), answer_latex, result.steps[-1].part))
     return result
 

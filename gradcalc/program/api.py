@@ -518,8 +518,7 @@ class Run:
             if node.op is not None and node not in symbols:
                 symbols[node] = name
         with self._located(of), paused_gc(), B.errstate():
-            text, latex = steps.inlined(answer.text, answer.latex, answer.where)
-            return steps.derive(of, answer.wrt[0], output, target, symbols, text, latex, decimal), answer
+            return steps.derive(of, answer.wrt[0], output, target, symbols, answer, decimal), answer
 
     @_in_own_state
     def graph(self, of: str | None = None) -> Any:
