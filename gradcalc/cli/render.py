@@ -967,21 +967,26 @@ def _flush_steps(parts: list[RenderableType], lines: list[tuple[str, str]]) -> N
                                        else last + "  ", (rule, "dim")))
         else:
             parts.append(Text(last))
-            for piece in _broken("      " + rule, STEPS_WIDTH, " "):
+            for piece in _broken("      " + rule, STEPS_WIDTH):
                 parts.append(Text(piece, style="dim"))
 
 
-def _broken(text: str, width: int, at: str = " + | - ") -> list[str]:
-    """text in lines of at most width, broken before a + or - between terms (or a space), continued indented."""
+def _broken(text: str, width: int) -> list[str]:
+    """text in lines of at most width, continued indented: broken before a + or - between terms where one
+    falls in the line's second half, else after a comma, else at a space, else (one long token) anywhere."""
     if len(text) <= width:
         return [text]
     indent = len(text) - len(text.lstrip()) + 4
     pieces: list[str] = []
     rest = text
     while len(rest) > width:
-        cut = max((rest.rfind(mark, indent, width) for mark in at.split("|")), default=-1)
+        half = (indent + width) // 2
+        cut = max(rest.rfind(" + ", half, width), rest.rfind(" - ", half, width))
+        if cut < 0:
+            comma = rest.rfind(", ", indent, width - 1)
+            cut = comma + 2 if comma > indent else rest.rfind(" ", indent + 1, width)
         if cut <= indent:
-            cut = width  # nothing to break at: the terminal folds it, nothing is cut
+            cut = width
         pieces.append(rest[:cut].rstrip())
         rest = " " * indent + rest[cut:].lstrip()
     return [*pieces, rest]

@@ -429,12 +429,28 @@ def inlined(text: str, latex: str, where: list[tuple[str, str, str]]) -> tuple[s
     as it was (False)."""
     original = text, latex
     for name, body, body_latex in reversed(where):  # later parts may use earlier ones: put them in last
-        text = re.sub(rf"(?<![\w.]){re.escape(name)}(?![\w(])", f"({body})".replace("\\", "\\\\"), text)
+        written = body if _atomic(body) else f"({body})"
+        text = re.sub(rf"(?<![\w.]){re.escape(name)}(?![\w(])", written.replace("\\", "\\\\"), text)
         latex = re.sub(rf"(?<![\\\w]){re.escape(symbolic.latex_name(name))}(?![\w_])",
                        rf"\left({body_latex}\right)".replace("\\", "\\\\"), latex)
         if len(text) > INLINE_LIMIT:
             return *original, False
     return text, latex, True
+
+
+def _atomic(text: str) -> bool:
+    """Whether text reads as one operand without parentheses: a name, a number, or one call f(...)."""
+    if re.fullmatch(r"[\w.]+", text):
+        return True
+    head = re.match(r"\w+\(", text)
+    if not head:
+        return False
+    depth = 0
+    for i, c in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if depth == 0 and i >= head.end() - 1:
+            return i == len(text) - 1
+    return False
 
 
 def derive(of: str, wrt: str, output: Node, target: Node, symbols: dict[Node, str], answer: Any,

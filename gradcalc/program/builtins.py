@@ -305,11 +305,14 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _diff(u: Node, x: Node) -> Node:
-    """d/dx[u] for a scalar variable x, by forward mode: diff --steps's unevaluated derivative, as SymPy spells it.
+DIFF_ENTRIES = 256  # diff(u, x) of a tensor takes a backward pass per entry: a bound on that work
 
-    Its value carries no graph (diff(diff(u, x), x) is not supported), and it needs the program's graph:
-    a claim, judged without one, cannot use it."""
+
+def _diff(u: Node, x: Node) -> Node:
+    """d/dx[u] for a scalar variable x: diff --steps's unevaluated derivative, as SymPy spells it.
+
+    Each entry is a differentiable backward pass (create_graph), so a gradient through diff() is right
+    too. It needs the program's graph: a claim, judged without one, cannot use it."""
     if x.shape != ():
         raise ArgumentError(f"diff(u, x) differentiates by a scalar variable; this x has shape {x.shape}",
                             "name one scalar variable, as in diff(x^2*sin(x), x)")
@@ -319,8 +322,30 @@ def _diff(u: Node, x: Node) -> Node:
     if not x.requires_grad:
         raise ArgumentError("diff(u, x): x must be a variable (a value given to the program or computed from one)",
                             "name a variable, as in diff(x^2, x)")
-    (column,) = autodiff.jacobian_rev(u, [x])  # reverse mode: the run keeps what the rules read, not more
-    return constant(column)
+    size = math.prod(u.shape)
+    if size > DIFF_ENTRIES:
+        raise ArgumentError(f"diff(u, x) of a tensor of {size:,} entries: more than {DIFF_ENTRIES} backward passes",
+                            "differentiate a sum or one entry of it, or use `gradcalc jacobian`")
+    if u.shape == ():
+        return _entry_derivative(u, x, B.scalar(1.0))
+    total: Node = constant(B.xp.zeros(u.shape, dtype=B.dtype))
+    for i in range(size):  # each entry's derivative, placed at its index
+        hot = B.xp.zeros(size, dtype=B.dtype)
+        hot[i] = 1.0
+        hot = B.xp.reshape(hot, u.shape)
+        total = ops.add(total, ops.mul(constant(hot), _entry_derivative(u, x, hot)))
+    return total
+
+
+def _entry_derivative(u: Node, x: Node, seed: Any) -> Node:
+    # A rule that reads one gradient twice (stack's, an index each) must find its value: the run frees
+    # temporaries no rule reads, so freeing is off while the rules record (put back after, as `building` does).
+    saved, graph.release_temporaries = graph.release_temporaries, False
+    try:
+        found = autodiff.backward(u, constant(seed), [x], create_graph=True).get(x)
+    finally:
+        graph.release_temporaries = saved
+    return constant(B.scalar(0.0)) if found is None else constant(found)
 
 
 # Reciprocal functions, as answers write derivatives (d tan x = sec²x dx): compositions, no rules of their own.
