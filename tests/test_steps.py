@@ -182,3 +182,40 @@ def test_eighty_columns_wrap_and_cut_nothing() -> None:
     for step in doc["steps"]:
         assert re.sub(r"\s+", "", step["rule"]) in flat
     assert re.sub(r"\s+", "", doc["steps"][-1]["after"]) in flat
+
+
+def test_a_gradient_through_diff_is_the_second_derivative() -> None:
+    # d/dx sum(d/dx [x^3, x^2]) = d/dx (3x^2 + 2x) = 6x + 2: 14 at x = 2
+    result = run_cli("grad", "-e", "x = 2; z = sum(diff([x^3, x^2], x))", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["grad"]["x"] == 14
+
+
+def test_claims_cannot_use_diff_and_say_why() -> None:
+    result = run_cli("check", "-e", "x = 2; y = x^3", "--claim", "dy/dx = diff(y, x)")
+    assert result.exit_code == 1
+    assert "diff(u, x) needs the program's graph" in result.stdout
+
+
+def test_a_builtin_without_a_rule_is_named() -> None:
+    result = run_cli("diff", "-e", "x = 1; y = det([[x, 1], [2, x]])", "--steps")
+    assert result.exit_code == 2 and "--steps has no rule for det() yet" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_long_program_keeps_diffs_shared_parts_named() -> None:
+    # 50 statements that each use the one before twice: written in place, the answer would double per statement.
+    lines = ["x = 0.5", "a1 = sin(x) + x^2"] + \
+        [f"a{k} = tanh(a{k - 1})*0.9 + 0.05*a{k - 1}^2 + 0.01*x*a{k - 1}" for k in range(2, 49)] + ["y = a48^2"]
+    source = "\n".join(lines)
+    doc = _steps(source, "x")
+    assert doc["where"] and doc["steps"][-1]["after"] == doc["derivative"]
+    parts = [step["part"] for step in doc["steps"]]
+    assert parts.count("chain rule") == 2 and parts[0] == "∂a1/∂x"
+    assert doc["steps"][-2]["rule"] == "chain rule: 48 paths, joined statement by statement"
+    chain = doc["steps"][-2]
+    point = {"x": np.float64(0.8)}
+    np.testing.assert_allclose(_value(source, point, "chain rule", chain["after"]),
+                               _value(source, point, "chain rule", chain["before"]), rtol=1e-9)
+    shown = run_cli("diff", "-e", source, "--wrt", "x", "--steps").stdout
+    assert "\n  where t1 = " in shown
