@@ -931,7 +931,7 @@ def steps_view(found: Any, answer: Any, latex: bool, placeholders: list[str]) ->
         if step.part != part:
             _flush_steps(parts, lines)
             part = step.part
-            statement = step.part.split("/")[0].lstrip("∂d")
+            statement = step.part.split("/")[0][1:]  # "∂b/∂a" or "dy/dx": one sign, then the name
             defined = found.definitions.get(statement) if step.part != "chain rule" else None
             title = f"{part}, {statement} = {defined}" if defined else \
                 f"d{found.of}/d{found.wrt} by the chain rule" if part == "chain rule" else part
@@ -1004,7 +1004,7 @@ def _steps_latex(found: Any) -> str:
             if part == "chain rule":
                 head = rf"\frac{{d {latex_name(found.of)}}}{{d {latex_name(found.wrt)}}}"
             else:
-                top, bottom = (name.lstrip("∂d") for name in part.split("/"))
+                top, bottom = (name[1:] for name in part.split("/"))
                 d = r"\partial " if part.startswith("∂") else "d "
                 head = rf"\frac{{{d}{latex_name(top)}}}{{{d}{latex_name(bottom)}}}"
             rows.append(rf"{head} &= {step.latex_before}")
