@@ -103,7 +103,7 @@ def test_a_derivation_reads_as_a_course_writes_it() -> None:
     lines = shown.stdout.splitlines()
     assert lines[0] == "dy/dx, y = x^2*sin(x)"
     assert lines[1] == "  d/dx[x^2*sin(x)]"
-    assert lines[2].split() == ["=", "x^2*d/dx[sin(x)]", "+", "d/dx[x^2]*sin(x)", "(product", "rule)"]
+    assert lines[2].split() == ["=", "d/dx[x^2]*sin(x)", "+", "x^2*d/dx[sin(x)]", "(product", "rule)"]
     assert lines[3].split() == ["=", "x^2*cos(x)", "+", "2*x*sin(x)", "(derivative", "of", "sin;", "power", "rule)"]
 
 

@@ -87,6 +87,30 @@ class Steps:
     where: list[tuple[str, str, str]] = field(default_factory=list)  # diff's shared parts the last line names
 
 
+def _textbook(expr: Add) -> Add:
+    """A sum with its terms that hold unevaluated derivatives in the order of what they differentiate:
+    d/dx[x^2]*sin(x) + x^2*d/dx[sin(x)], as the product x^2*sin(x) is written (the rest stay in place)."""
+    slots = [i for i, (term, _) in enumerate(expr.terms) if _differentiated(term) is not None]
+    if len(slots) < 2:
+        return expr
+    try:
+        ordered = sorted((expr.terms[i] for i in slots), key=lambda tc: _differentiated(tc[0]).order)  # type: ignore[union-attr]
+    except TypeError:  # orders of unlike kinds: the canonical order stands
+        return expr
+    terms = list(expr.terms)
+    for i, term in zip(slots, ordered):
+        terms[i] = term
+    return Add(expr.constant, tuple(terms))
+
+
+def _differentiated(term: Expr) -> Expr | None:
+    """What the first unevaluated derivative among a term's factors differentiates."""
+    for factor in term.factors if isinstance(term, Mul) else (term,):
+        if isinstance(factor, Call) and factor.fn == _DIFF:
+            return factor.args[0]
+    return None
+
+
 class _StepPrinter(Printer):
     """gradcalc text with an unevaluated derivative shown d/dx[u] (`shown`), or as diff(u, x)."""
 
@@ -96,6 +120,9 @@ class _StepPrinter(Printer):
 
     def _common_factors(self, expr: Add) -> Mul | None:
         return None  # x*sin(x) + x stays a sum: the rule a step applies to it is the sum rule
+
+    def _sum(self, expr: Add) -> str:
+        return super()._sum(_textbook(expr))
 
     def _call(self, expr: Call) -> tuple[str, int]:
         if expr.fn == _DIFF and self.shown:
@@ -109,6 +136,9 @@ class _StepLatex(LatexPrinter):
 
     def _common_factors(self, expr: Add) -> Mul | None:
         return None
+
+    def _sum(self, expr: Add) -> str:
+        return super()._sum(_textbook(expr))
 
     def _call(self, expr: Call) -> tuple[str, int]:
         if expr.fn == _DIFF:
