@@ -925,19 +925,22 @@ def steps_view(found: Any, answer: Any, latex: bool, placeholders: list[str]) ->
     if latex:
         return Text(_steps_latex(found))
     parts: list[RenderableType] = []
-    part = None
+    part, last = None, None
     lines: list[tuple[str, str]] = []  # (text, rule) of one part
     for step in found.steps:
         if step.part != part:
             _flush_steps(parts, lines)
+            lines = []
             part = step.part
             statement = step.part.split("/")[0][1:]  # "∂b/∂a" or "dy/dx": one sign, then the name
             defined = found.definitions.get(statement) if step.part != "chain rule" else None
             title = f"{part}, {statement} = {defined}" if defined else \
                 f"d{found.of}/d{found.wrt} by the chain rule" if part == "chain rule" else part
             parts.append(Text(title, style="bold"))
-            lines = [(f"  {step.shown_before}", "")]
+        if step.shown_before != last or not lines:  # a new equation (the chain rule statement by statement)
+            lines.append((f"  {step.shown_before}", ""))
         lines.append((f"    = {step.shown_after}", f"({step.rule})"))
+        last = step.shown_after
     _flush_steps(parts, lines)
     for i, (name, text, _) in enumerate(found.where):  # diff's shared parts, too long to write in place
         parts.append(Text(f"{'  where ' if i == 0 else '        '}{name} = {text}"))
@@ -993,22 +996,24 @@ def _broken(text: str, width: int) -> list[str]:
 
 
 def _steps_latex(found: Any) -> str:
-    """One aligned block: each part's derivative, then its lines, each with its rule in \\text{}."""
+    """One aligned block: each part's derivative and its lines, each with its rule in \\text{}; the chain
+    rule's equations start from d/dx[...] itself."""
     from ..engine.symbolic import latex_name
 
     rows = []
-    part = None
+    part, last = None, None
     for step in found.steps:
-        if step.part != part:
-            part = step.part
-            if part == "chain rule":
-                head = rf"\frac{{d {latex_name(found.of)}}}{{d {latex_name(found.wrt)}}}"
-            else:
-                top, bottom = (name[1:] for name in part.split("/"))
-                d = r"\partial " if part.startswith("∂") else "d "
-                head = rf"\frac{{{d}{latex_name(top)}}}{{{d}{latex_name(bottom)}}}"
-            rows.append(rf"{head} &= {step.latex_before}")
-        rows.append(rf"&= {step.latex} && \text{{({_latex_text(step.rule)})}}")
+        rule = rf"&& \text{{({_latex_text(step.rule)})}}"
+        if step.part not in (part, "chain rule"):
+            top, bottom = (name[1:] for name in step.part.split("/"))  # "∂b/∂a" or "dy/dx": a sign, a name
+            d = r"\partial " if step.part.startswith("∂") else "d "
+            rows.append(rf"\frac{{{d}{latex_name(top)}}}{{{d}{latex_name(bottom)}}} &= {step.latex_before}")
+            rows.append(rf"&= {step.latex} {rule}")
+        elif step.part != part or step.latex_before != last:  # a new equation
+            rows.append(rf"{step.latex_before} &= {step.latex} {rule}")
+        else:
+            rows.append(rf"&= {step.latex} {rule}")
+        part, last = step.part, step.latex
     rows += [rf"& {latex_name(name)} = {latex} && \text{{(where)}}" for name, _, latex in found.where]
     return "\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}"
 

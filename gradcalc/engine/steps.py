@@ -14,6 +14,7 @@ then the chain rule joins them, over the paths `explain` lists, and the last lin
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -543,8 +544,10 @@ def derive(of: str, wrt: str, output: Node, target: Node, symbols: dict[Node, st
         final = _chain(of, wrt, output, target, order, inputs, locals_, name_of, algebra, writer, result)
     last = writer._top(0, final)
     if last != answer_text:
-        rule = "simplify" if single else "substitute " + ", ".join(
-            f"{name_of[n]} = {result.definitions[name_of[n]]}" for n in order if n is not output) + "; simplify"
+        written = [n for n in order if n is not output]
+        rule = "simplify" if single else "substitute " + (", ".join(
+            f"{name_of[n]} = {result.definitions[name_of[n]]}" for n in written) if len(written) <= _PATH_NAMES
+            else f"the {len(written)} statements above") + "; simplify"
         result.steps.append(Step(rule, last, answer_text, writer.shown.top(final), answer_text,
                                  writer.latex.top(final), answer_latex, result.steps[-1].part))
     return result
@@ -553,36 +556,61 @@ def derive(of: str, wrt: str, output: Node, target: Node, symbols: dict[Node, st
 def _chain(of: str, wrt: str, output: Node, target: Node, order: list[Node], inputs: dict[Node, set[Node]],
            locals_: dict[tuple[Node, Node], Expr], name_of: dict[Node, str], algebra: Algebra,
            writer: _Writer, result: Steps) -> Expr:
-    """The chain rule joining the statements' partial derivatives: d(node)/d(wrt) for each, in order."""
-    total: dict[Node, Expr] = {target: algebra.num(1.0)}
+    """The chain rule joining the statements' partial derivatives: over the paths, as `explain` lists them,
+    where they are few; else statement by statement, d/dx[b] from d/dx of b's inputs (linear in the
+    program). Returns the line the intermediates are then written out from."""
     paths: dict[Node, int] = {target: 1}
     for node in order:
-        total[node] = algebra.add(*(algebra.mul(locals_[(node, m)], total[m]) for m in inputs[node]))
         paths[node] = sum(paths[m] for m in inputs[node])
     var = algebra.sym(wrt, ())
+
+    def d(node: Node) -> Expr:
+        return algebra.call(_DIFF, (algebra.sym(name_of[node], tuple(node.shape)), var), (), tuple(node.shape))
+
     count = paths[output]
-    if count <= _PATH_NAMES:
-        listed = ", ".join(" → ".join(path) for path in _paths(output, target, inputs, name_of))
-        rule = f"chain rule: {count} path{'s' if count > 1 else ''}, {listed}"
-    else:
-        rule = f"chain rule: {count:,} paths, joined statement by statement"
-    start = algebra.call(_DIFF, (algebra.sym(of, tuple(output.shape)), var), (), tuple(output.shape))
-    result.steps.append(writer.step(rule, start, total[output], "chain rule"))
-    return total[output]
+    if count > _PATH_NAMES:
+        for i, node in enumerate(order):
+            joined = algebra.add(*(algebra.mul(locals_[(node, m)], algebra.num(1.0) if m is target else d(m))
+                                   for m in sorted(inputs[node], key=lambda n: n.seq)))
+            rule = f"chain rule: {count:,} paths, joined statement by statement" if i == 0 else "chain rule"
+            result.steps.append(writer.step(rule, d(node), joined, "chain rule"))
+        return d(output)
+    total: dict[Node, Expr] = {target: algebra.num(1.0)}
+    for node in order:
+        total[node] = algebra.add(*(algebra.mul(locals_[(node, m)], total[m]) for m in inputs[node]))
+    found = _paths(output, target, inputs)
+    listed = ", ".join(" → ".join(name_of[n] for n in path) for path in found)
+    rule = f"chain rule: {count} path{'s' if count > 1 else ''}, {listed}"
+    # Each path's product of partials as explain prints it, before the algebra multiplies them out.
+    text = " + ".join("*".join(_operand(writer._top(0, locals_[edge])) for edge in itertools.pairwise(path))
+                      for path in found)
+    latex = " + ".join(r" \cdot ".join(rf"\left({writer._top(2, locals_[edge])}\right)"
+                                       for edge in itertools.pairwise(path)) for path in found)
+    start = d(output)
+    result.steps.append(Step(rule, writer._top(0, start), text, writer._top(1, start), text,
+                             writer._top(2, start), latex, "chain rule"))
+    joined = total[output]
+    if writer._top(0, joined) != text:
+        result.steps.append(Step("simplify", text, writer._top(0, joined), text, writer._top(1, joined), latex,
+                                 writer._top(2, joined), "chain rule"))
+    return joined
 
 
-def _paths(output: Node, target: Node, inputs: dict[Node, set[Node]], name_of: dict[Node, str]
-           ) -> list[list[str]]:
-    """Every path from the output to the target through the statements, as names."""
-    found: list[list[str]] = []
-    stack: list[tuple[Node, list[str]]] = [(output, [name_of[output]])]
+def _operand(text: str) -> str:
+    return text if _atomic(text) else f"({text})"
+
+
+def _paths(output: Node, target: Node, inputs: dict[Node, set[Node]]) -> list[list[Node]]:
+    """The paths from the output to the target through the statements (at most _PATH_NAMES + 1)."""
+    found: list[list[Node]] = []
+    stack: list[list[Node]] = [[output]]
     while stack and len(found) <= _PATH_NAMES:
-        node, path = stack.pop()
-        if node is target:
+        path = stack.pop()
+        if path[-1] is target:
             found.append(path)
             continue
-        for m in sorted(inputs.get(node, ()), key=lambda n: -n.seq):
-            stack.append((m, [*path, name_of[m]]))
+        for m in sorted(inputs.get(path[-1], ()), key=lambda n: -n.seq):
+            stack.append([*path, m])
     return found
 
 
