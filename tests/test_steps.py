@@ -222,3 +222,10 @@ def test_a_long_program_keeps_diffs_shared_parts_named() -> None:
                                    _value(source, point, "chain rule", step["before"]), rtol=1e-9)
     shown = run_cli("diff", "-e", source, "--wrt", "x", "--steps").stdout
     assert "\n  where t1 = " in shown
+
+
+def test_by_an_intermediate_the_last_step_writes_it_out() -> None:
+    doc = _steps("x = 1; a = x^2; y = sin(a)", "a")
+    assert [(step["rule"], step["after"]) for step in doc["steps"]] == [
+        ("derivative of sin", "cos(a)"), ("substitute a = x^2; simplify", "cos(x^2)")]
+    assert doc["derivative"] == "cos(x^2)"

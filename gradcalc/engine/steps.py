@@ -545,11 +545,15 @@ def derive(of: str, wrt: str, output: Node, target: Node, symbols: dict[Node, st
     last = writer._top(0, final)
     if last != answer_text:
         written = [n for n in order if n is not output]
-        rule = "simplify" if single else "substitute " + (", ".join(
+        if target.op is not None:  # --wrt an intermediate: diff writes it out in the leaves too
+            (expr,) = symbolic.read([target], {n: name for n, name in named.items() if n is not target}, algebra)
+            result.definitions[wrt] = writer._top(0, expr)
+            written.insert(0, target)
+        rule = "simplify" if not written else "substitute " + (", ".join(
             f"{name_of[n]} = {result.definitions[name_of[n]]}" for n in written) if len(written) <= _PATH_NAMES
             else f"the {len(written)} statements above") + "; simplify"
-        result.steps.append(Step(rule, last, answer_text, writer.shown.top(final), answer_text,
-                                 writer.latex.top(final), answer_latex, result.steps[-1].part))
+        result.steps.append(Step(rule, last, answer_text, writer._top(1, final), answer_text,
+                                 writer._top(2, final), answer_latex, result.steps[-1].part))
     return result
 
 
