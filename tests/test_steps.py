@@ -229,3 +229,11 @@ def test_by_an_intermediate_the_last_step_writes_it_out() -> None:
     assert [(step["rule"], step["after"]) for step in doc["steps"]] == [
         ("derivative of sin", "cos(a)"), ("substitute a = x^2; simplify", "cos(x^2)")]
     assert doc["derivative"] == "cos(x^2)"
+
+
+def test_a_reassigned_variable_is_read_through_not_confused_with_the_leaf() -> None:
+    # x = x^2 + 1 makes a second x: the steps are in the leaf x alone, as diff's answer is.
+    doc = _steps("x = 2; x = x^2 + 1; y = sin(x)", "x")
+    assert {step["part"] for step in doc["steps"]} == {"dy/dx"}
+    assert doc["steps"][0]["before"] == "diff(sin(x^2 + 1), x)"
+    assert doc["steps"][-1]["after"] == doc["derivative"] == "2*x*cos(x^2 + 1)"

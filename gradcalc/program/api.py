@@ -514,8 +514,9 @@ class Run:
         answer = found[0]
         of, output, _, (target,) = self._select(of, [answer.wrt[0]])
         symbols = {node: name for name, node in [*self.state.leaves.items(), *self.state.constants.items()]}
-        for name, node in self.frame.items():
-            if node.op is not None and node not in symbols:
+        for name, node in self.frame.items():  # a leaf reassigned (x = x^2 + 1) is read through: one name, one node
+            if node.op is not None and node not in symbols and name not in self.state.leaves \
+                    and name not in self.state.constants:
                 symbols[node] = name
         with self._located(of), paused_gc(), B.errstate():
             return steps.derive(of, answer.wrt[0], output, target, symbols, answer, decimal), answer
