@@ -419,7 +419,7 @@ class _Writer:
 
 
 def derivation(u: Expr, var: Sym, deriver: _Deriver, writer: _Writer, part: str,
-               limit: int = 64) -> tuple[list[Step], Expr]:
+               limit: int = 1_000) -> tuple[list[Step], Expr]:
     """The steps from d/dvar[u] to an expression without derivatives, and that expression."""
     algebra = deriver.algebra
     line = algebra.call(_DIFF, (u, var), (), u.shape)
