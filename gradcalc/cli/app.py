@@ -700,10 +700,16 @@ def diff(
     ignore_extra: _IGNORE_EXTRA = False,
     decimal: Annotated[bool, typer.Option("--decimal", help="Numbers as decimals (0.5), not fractions (1/2); "
                                           "only long ones (2/3) as fractions.")] = False,
+    steps: Annotated[bool, typer.Option("--steps", help="The derivation, one named rule a line (one scalar "
+                                        "--wrt variable).")] = False,
 ) -> None:
     """Print each derivative as a simplified expression, and its value at the program's values."""
     from . import jsonout
 
+    if steps:
+        other = [flag for flag, given in [("--order", order != 1), ("--keep", bool(keep)), ("--at", at is not None),
+                                          ("--in-terms-of", in_terms_of is not Terms.leaves)] if given]
+        return _diff_steps(common, of, _names(wrt), latex, decimal, other[0] if other else "")
     if at is not None:
         return _batch(common, at, ignore_extra, "diff", dict(
             of=of, wrt=_names(wrt) or None, order=order, keep=_names(keep),
@@ -718,6 +724,27 @@ def diff(
                        shortest=in_terms_of is Terms.shortest, decimal=decimal)
     common.out.result(lambda: jsonout.diff_doc(results, placeholders),
                       lambda: _views().diff_view(run, results, latex, placeholders, common.full))
+
+
+def _diff_steps(common: Common, of: str | None, wrt: list[str], latex: bool, decimal: bool, other: str) -> None:
+    """diff --steps: the derivation of one derivative (engine/steps.py)."""
+    from . import jsonout
+
+    if other:
+        raise UsageError(f"--steps and {other} do not combine: the steps follow one first derivative",
+                         f"drop {other}, or drop --steps")
+    if len(wrt) > 1:
+        raise UsageError(f"--steps follows one derivative, and --wrt names {len(wrt)}",
+                         f"give one variable, as in --wrt {wrt[0]}")
+    program = _program(common)
+    values = _inputs(common)
+    placeholders = [name for name in program.free_names() if name not in values]
+    for name in placeholders:
+        values[name] = PLACEHOLDER
+    run = _run(common, program, values)
+    found, answer = run.steps(of, wrt[0] if wrt else None, decimal=decimal)
+    common.out.result(lambda: jsonout.steps_doc(found, answer, placeholders),
+                      lambda: _views().steps_view(found, answer, latex, placeholders))
 
 
 class Format(str, Enum):

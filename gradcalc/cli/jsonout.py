@@ -402,3 +402,12 @@ def plot_doc(found: Any) -> dict[str, Any]:
         return doc
     return {"of": found.of, "wrt": list(found.wrt), "x": B.to_json(found.x), "y": B.to_json(found.y),
             "z": B.to_json(found.z), "grad": {name: B.to_json(g) for name, g in found.grad.items()}}
+
+
+def steps_doc(found: Any, answer: Derivative, placeholders: list[str]) -> dict[str, Any]:
+    """diff's document for the one derivative, with its derivation: each step's rule, before, after and LaTeX."""
+    doc = diff_doc([answer], placeholders)
+    doc["steps"] = [{"part": step.part, "rule": step.rule, "before": step.before, "after": step.after,
+                     "latex": step.latex} for step in found.steps]
+    doc["definitions"] = found.definitions
+    return doc

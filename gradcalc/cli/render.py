@@ -935,3 +935,111 @@ def taylor_view(run: Run, result: Any, decimal: bool = False, full: bool = False
     about = f"  about {point}, to degree {result.order}" + (f"; the terms are powers of {shifted}" if shifted else "")
     return Group(heading, Text(about, style="dim"), Text(""), table,
                  *_loop_notes(run))
+
+
+STEPS_WIDTH = 80  # the steps are laid out for this many columns: an expression longer is broken at + and -
+
+
+def steps_view(found: Any, answer: Any, latex: bool, placeholders: list[str]) -> RenderableType:
+    """`diff --steps`: each part's derivation, a line a rule, rules aligned at the right where they fit."""
+    if latex:
+        return Text(_steps_latex(found))
+    parts: list[RenderableType] = []
+    part, last = None, None
+    lines: list[tuple[str, str]] = []  # (text, rule) of one part
+    for step in found.steps:
+        if step.part != part:
+            _flush_steps(parts, lines)
+            lines = []
+            part = step.part
+            statement = step.part.split("/")[0][1:]  # "∂b/∂a" or "dy/dx": one sign, then the name
+            defined = found.definitions.get(statement) if step.part != "chain rule" else None
+            title = f"{part}, {statement} = {defined}" if defined else \
+                f"d{found.of}/d{found.wrt} by the chain rule" if part == "chain rule" else part
+            parts.append(Text(title, style="bold"))
+        if step.shown_before != last or not lines:  # a new equation (the chain rule statement by statement)
+            lines.append((f"  {step.shown_before}", ""))
+        lines.append((f"    = {step.shown_after}", f"({step.rule})"))
+        last = step.shown_after
+    _flush_steps(parts, lines)
+    for i, (name, text, _) in enumerate(found.where):  # diff's shared parts, too long to write in place
+        parts.append(Text(f"{'  where ' if i == 0 else '        '}{name} = {text}"))
+    if placeholders:
+        shown = ", ".join(placeholders)
+        parts.append(Text(f"  ({shown} ha{'s' if len(placeholders) == 1 else 've'} no value: "
+                          f"give --set {placeholders[0]}=... to see the derivative's value)", style="dim"))
+    else:
+        parts.append(Text(f"  = {_indented(B.format_value(answer.value, False), 4)} at the program's values",
+                          style="dim"))
+    return Group(*parts)
+
+
+def _flush_steps(parts: list[RenderableType], lines: list[tuple[str, str]]) -> None:
+    """A part's lines: rules in one column where each line and its rule fit, else the rule on the next line."""
+    fits = [len(text) for text, rule in lines if rule and len(text) + 2 + len(rule) <= STEPS_WIDTH]
+    column = max(fits, default=0) + 2
+    for text, rule in lines:
+        wrapped = _broken(text, STEPS_WIDTH)
+        for piece in wrapped[:-1]:
+            parts.append(Text(piece))
+        last = wrapped[-1]
+        if not rule:
+            parts.append(Text(last))
+        elif len(last) + 2 + len(rule) <= STEPS_WIDTH:
+            parts.append(Text.assemble(last.ljust(max(column, len(last) + 2)) if column + len(rule) <= STEPS_WIDTH
+                                       else last + "  ", (rule, "dim")))
+        else:
+            parts.append(Text(last))
+            for piece in _broken("      " + rule, STEPS_WIDTH):
+                parts.append(Text(piece, style="dim"))
+
+
+def _broken(text: str, width: int) -> list[str]:
+    """text in lines of at most width, continued indented: broken before a + or - between terms where one
+    falls in the line's second half, else after a comma, else at a space, else (one long token) anywhere."""
+    if len(text) <= width:
+        return [text]
+    indent = len(text) - len(text.lstrip()) + 4
+    pieces: list[str] = []
+    rest = text
+    while len(rest) > width:
+        half = (indent + width) // 2
+        cut = max(rest.rfind(" + ", half, width), rest.rfind(" - ", half, width))
+        if cut < 0:
+            comma = rest.rfind(", ", indent, width - 1)
+            cut = comma + 2 if comma > indent else rest.rfind(" ", indent + 1, width)
+        if cut <= indent:
+            cut = width
+        pieces.append(rest[:cut].rstrip())
+        rest = " " * indent + rest[cut:].lstrip()
+    return [*pieces, rest]
+
+
+def _steps_latex(found: Any) -> str:
+    """One aligned block: each part's derivative and its lines, each with its rule in \\text{}; the chain
+    rule's equations start from d/dx[...] itself."""
+    from ..engine.symbolic import latex_name
+
+    rows = []
+    part, last = None, None
+    for step in found.steps:
+        rule = rf"&& \text{{({_latex_text(step.rule)})}}"
+        if step.part not in (part, "chain rule"):
+            top, bottom = (name[1:] for name in step.part.split("/"))  # "∂b/∂a" or "dy/dx": a sign, a name
+            d = r"\partial " if step.part.startswith("∂") else "d "
+            rows.append(rf"\frac{{{d}{latex_name(top)}}}{{{d}{latex_name(bottom)}}} &= {step.latex_before}")
+            rows.append(rf"&= {step.latex} {rule}")
+        elif step.part != part or step.latex_before != last:  # a new equation
+            rows.append(rf"{step.latex_before} &= {step.latex} {rule}")
+        else:
+            rows.append(rf"&= {step.latex} {rule}")
+        part, last = step.part, step.latex
+    rows += [rf"& {latex_name(name)} = {latex} && \text{{(where)}}" for name, _, latex in found.where]
+    return "\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}"
+
+
+def _latex_text(text: str) -> str:
+    """Text for \\text{}: LaTeX's special characters escaped."""
+    escapes = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "_": r"\_", "^": r"\^{}", "&": r"\&",
+               "%": r"\%", "#": r"\#", "$": r"\$", "~": r"\~{}", "→": r"$\to$", "∂": r"$\partial$"}
+    return "".join(escapes.get(c, c) for c in text)

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..engine import autodiff, graph, ops
 from ..engine import backend as B
-from ..engine import ops
 from ..engine.graph import Node, apply, constant, host_value, leaf
 from ..engine.primitives import PRIMITIVES, REDUCTION, broadcast_shape
 from ..errors import ArgumentError, FileProblem, GradcalcError, ShapeError, ValueProblem, did_you_mean
@@ -311,6 +311,49 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+DIFF_ENTRIES = 256  # diff(u, x) of a tensor takes a backward pass per entry: a bound on that work
+
+
+def _diff(u: Node, x: Node) -> Node:
+    """d/dx[u] for a scalar variable x: diff --steps's unevaluated derivative, as SymPy spells it.
+
+    Each entry is a differentiable backward pass (create_graph), so a gradient through diff() is right
+    too. It needs the program's graph: a claim, judged without one, cannot use it."""
+    if x.shape != ():
+        raise ArgumentError(f"diff(u, x) differentiates by a scalar variable; this x has shape {x.shape}",
+                            "name one scalar variable, as in diff(x^2*sin(x), x)")
+    if not graph.recording or not graph.history:
+        raise ArgumentError("diff(u, x) needs the program's graph, and it is not recorded here",
+                            "use diff() in a program's statements; write the derivative itself in an answer")
+    if not x.requires_grad:
+        raise ArgumentError("diff(u, x): x must be a variable (a value given to the program or computed from one)",
+                            "name a variable, as in diff(x^2, x)")
+    size = math.prod(u.shape)
+    if size > DIFF_ENTRIES:
+        raise ArgumentError(f"diff(u, x) of a tensor of {size:,} entries: more than {DIFF_ENTRIES} backward passes",
+                            "differentiate a sum or one entry of it, or use `gradcalc jacobian`")
+    if u.shape == ():
+        return _entry_derivative(u, x, B.scalar(1.0))
+    total: Node = constant(B.xp.zeros(u.shape, dtype=B.dtype))
+    for i in range(size):  # each entry's derivative, placed at its index
+        hot = B.xp.zeros(size, dtype=B.dtype)
+        hot[i] = 1.0
+        hot = B.xp.reshape(hot, u.shape)
+        total = ops.add(total, ops.mul(constant(hot), _entry_derivative(u, x, hot)))
+    return total
+
+
+def _entry_derivative(u: Node, x: Node, seed: Any) -> Node:
+    # A rule that reads one gradient twice (stack's, an index each) must find its value: the run frees
+    # temporaries no rule reads, so freeing is off while the rules record (put back after, as `building` does).
+    saved, graph.release_temporaries = graph.release_temporaries, False
+    try:
+        found = autodiff.backward(u, constant(seed), [x], create_graph=True).get(x)
+    finally:
+        graph.release_temporaries = saved
+    return constant(B.scalar(0.0)) if found is None else constant(found)
 
 
 # Reciprocal functions, as answers write derivatives (d tan x = sec²x dx): compositions, no rules of their own.
@@ -664,6 +707,7 @@ def _table() -> dict[str, Builtin]:
     add("transpose", _transpose, "x axis1 axis2", 1, "reversed axes, or two axes swapped")
     add("reshape", _reshape, "x *shape", 1, "the same entries in a new shape")
     add("softmax", _softmax, "x axis", 1, "softmax over the last axis (or axis)")
+    add("diff", _diff, "u x", 2, "d/dx[u] for a scalar variable x, by autodiff (diff --steps writes it)")
     add("detach", _detach, "x", 1, "the value without its history (no gradient flows through)")
     add("all", _all, "x", 1, "1 if every entry is non-zero, else 0")
     add("any", _any, "x", 1, "1 if some entry is non-zero, else 0")
