@@ -5,6 +5,7 @@
     python bench/bench_check.py --count 5000    # another number of submissions
     python bench/bench_check.py --keep DIR      # write the submissions to DIR and leave them there
     python bench/bench_check.py --profile       # cProfile of the in-process path (Judge + judge_file)
+    python bench/bench_check.py --derivation    # #23: judging a 10-line derivation in-process (seconds)
 
 Target (issue: grading throughput): grading 1,000 generated submissions against the toy network
 finishes in under 30 s on the 2-core machine with --jobs 2; report submissions per second.
@@ -27,6 +28,9 @@ the JSON on standard output (captured, not printed). --jobs 2 and --jobs 1 alter
 repeats after one untimed warm-up run; times are medians. Diagnostics: the same command on a folder
 of one submission (the fixed cost: start-up, key, workers), and the in-process path in a child process
 (`Judge` on the key's run, `judge_file` for each submission, no workers): the judging work alone.
+
+Target (#23): judging a 10-line derivation (a claim and its working, each line checked against the
+one before) under 50 ms in-process: `--derivation` times it on a key of its own, fresh judge and warm.
 
 Markdown report on standard output, progress on standard error, raw numbers in bench/out/check.json
 (--json-out PATH, '' for none).
@@ -272,6 +276,55 @@ def child_main(argv: list[str]) -> None:
 
 # --- main ---------------------------------------------------------------------------------------
 
+# #23: a key, and a derivation of 10 lines that all follow (and the same with its last line broken: the product
+# rule's term dropped, which the diagnosis names), as a student writes one.
+DERIVATION_KEY = "x = 0.7\ny = x^2*sin(x)\n"
+DERIVATION = """dy/dx = 2x sin(x) + x^2 cos(x)
+= x(2 sin(x) + x cos(x))
+= 2x sin(x) + x x cos(x)
+= x^2 cos(x) + 2x sin(x)
+= x (x cos(x) + 2 sin(x))
+= x^2 cos(x) + x sin(x) + x sin(x)
+= sin(x) 2x + cos(x) x^2
+= x (2 sin x + x cos x)
+= 2 x sin(x) + x^2 cos(x)
+= x^2 cos(x) + 2x sin(x)"""
+TARGET_DERIVATION_S = 0.050
+
+
+def bench_derivation(repeats: int) -> None:
+    """Judge the 10-line derivation in-process: with a fresh Judge each time (the key's nearby runs made
+    anew) and with one warm Judge (a grader's case); right, and with its last line broken. Wall-clock and
+    CPU time: on the shared machine the load multiplies the first, and the target is judged on the second."""
+    from gradcalc.program.api import Program
+    from gradcalc.tools.homework.check import Judge, parse_claim_option
+
+    run = Program(DERIVATION_KEY).run({}, keep_values=True)
+    broken = DERIVATION.rsplit("\n", 1)[0] + "\n= 2x sin(x)"
+    rows = []
+    for name, text, follow in (("all 10 lines follow", DERIVATION, 10), ("line 10 broken", broken, 9)):
+        claims = parse_claim_option(text)
+        warm = Judge(run)
+        times: dict[str, list[tuple[float, float]]] = {"fresh judge": [], "warm judge": []}
+        for _ in range(repeats):
+            for kind, taken in times.items():
+                judge = Judge(run) if kind == "fresh judge" else warm
+                wall, cpu = time.perf_counter(), time.process_time()
+                verdict = judge.report("bench", claims).verdicts[0]
+                taken.append((time.perf_counter() - wall, time.process_time() - cpu))
+                working = verdict.working
+                if working is None or working.lines != 10 or working.follow != follow:  # what is timed is right
+                    raise SystemExit(f"the derivation was misjudged: {working}")
+        rows.append((name, *[(med([w for w, _ in times[k]]), med([c for _, c in times[k]])) for k in times]))
+    print(f"## #23 derivations (`python bench/bench_check.py --derivation`), {time.strftime('%Y-%m-%d %H:%M')}, "
+          f"median of {repeats}, load {benchkit.loadavg()}\n")
+    print("| derivation | fresh judge: wall / CPU | warm judge: wall / CPU | target (CPU) |\n| --- | --- | --- | --- |")
+    for name, (fresh_wall, fresh_cpu), (warm_wall, warm_cpu) in rows:
+        met = max(fresh_cpu, warm_cpu) < TARGET_DERIVATION_S
+        print(f"| {name} | {fmt_time(fresh_wall)} / {fmt_time(fresh_cpu)} | {fmt_time(warm_wall)} / "
+              f"{fmt_time(warm_cpu)} | < {fmt_time(TARGET_DERIVATION_S)}: {'met' if met else 'NOT met'} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="200 submissions, 1 repeat")
@@ -282,7 +335,11 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile of the in-process path instead of timings")
     parser.add_argument("--json-out", default=str(REPO / "bench" / "out" / "check.json"),
                         help="where to write the raw numbers ('' for nowhere)")
+    parser.add_argument("--derivation", action="store_true", help="#23: time judging a 10-line derivation")
     args = benchkit.parse_args_or_run_child(parser, child_main)
+    if args.derivation:
+        bench_derivation(args.repeats or 30)
+        return
     count = args.count or (200 if args.quick else 1000)
     repeats = args.repeats or (1 if args.quick else 3)
     started = time.perf_counter()

@@ -6,6 +6,7 @@
     python bench/bench_diff.py --sympy-timeout 120 --sympy-all   # longer cap; try every N on SymPy
     python bench/bench_diff.py --profile        # cProfile of gradcalc's diff of the 2,000-statement chain
     python bench/bench_diff.py --profile --case sum-200         # ... of another case
+    python bench/bench_diff.py --steps          # diff --steps on a 50-statement program (#23: under 1 s)
 
 (d1) chain: `x = 0.5; y = x` then `y = sin(y)*0.999 + 0.01*y*y` N times (N = 500, 1000, 2000):
      ∂y/∂x. gradcalc: parse (`gradcalc.parse_program`), run (`Program.run()`) and diff
@@ -437,6 +438,63 @@ def profile(case: str) -> None:
         print(f"Top 10 by {order}:\n\n```\n" + "\n".join(body[start:]) + "\n```\n")
 
 
+STEPS_STATEMENTS = 50
+STEPS_LIMIT = 1.0  # seconds: #23's target for --steps on a 50-statement program
+
+
+def steps_program(n: int = STEPS_STATEMENTS) -> str:
+    """x, then a chain of n - 1 statements that each read the one before and x (n - 1 paths), then y."""
+    return "\n".join(["x = 0.5", "a1 = sin(x) + x^2"] +
+                      [f"a{k} = tanh(a{k - 1})*0.9 + 0.05*a{k - 1}^2 + 0.01*x*a{k - 1}" for k in range(2, n - 1)] +
+                      [f"y = a{n - 2}^2"]) + "\n"
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of the finished child processes: a loaded machine's wall time is mostly waiting."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def bench_steps(reps: int) -> None:
+    """parse + run + Run.steps in-process (wall and CPU, medians after a warm-up), and the whole command."""
+    import gradcalc
+
+    text = steps_program()
+    walls, cpus = [], []
+    for i in range(reps + 1):
+        gc.collect()
+        w0, c0 = time.perf_counter(), time.process_time()
+        found, answer = gradcalc.parse_program(text).run().steps("y", "x")
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        if i:  # the first pays the lazy imports: the command's own row below counts them
+            walls.append(wall)
+            cpus.append(cpu)
+    run = gradcalc.parse_program(text).run()
+    assert abs(float(run.grad("y", ["x"]).grads["x"]) - float(answer.value)) <= 1e-12 * abs(float(answer.value))
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "chain50.eq"
+        path.write_text(text)
+        command = [sys.executable, "-m", "gradcalc", "diff", str(path), "--wrt", "x", "--steps", "--json"]
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        cold, cold_cpu = [], []
+        for _ in range(reps):
+            c0, u0 = time.perf_counter(), _children_cpu()
+            subprocess.run(command, check=True, capture_output=True, env=env)
+            cold.append(time.perf_counter() - c0)
+            cold_cpu.append(_children_cpu() - u0)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"diff --steps, {STEPS_STATEMENTS} statements ({len(found.steps)} steps), load average {load:.1f}, "
+          f"median of {reps}:\n")
+    print("| measure | wall | CPU |\n| --- | --- | --- |")
+    print(f"| parse + run + steps, in-process | {fmt_time(med(walls))} | {fmt_time(med(cpus))} |")
+    print(f"| `gradcalc diff --steps --json`, a fresh process (imports included) | {fmt_time(med(cold))} | "
+          f"{fmt_time(med(cold_cpu))} |")
+    verdict = "met" if med(cpus) < STEPS_LIMIT else "NOT met"
+    print(f"\nTarget (under {STEPS_LIMIT:g} s in-process): {verdict}.")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, few repeats")
@@ -446,7 +504,11 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile tables instead of timings")
     parser.add_argument("--case", default="chain-2000", help="the case --profile looks at (chain-N, sum-T)")
     parser.add_argument("--json-out", default=str(REPO / "bench" / "out" / "diff.json"))
+    parser.add_argument("--steps", action="store_true", help="diff --steps on a 50-statement program")
     args = benchkit.parse_args_or_run_child(parser, child_main)
+    if args.steps:
+        bench_steps(3 if args.quick else 5)
+        return
     if args.profile:
         profile(args.case)
         return

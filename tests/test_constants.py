@@ -93,7 +93,8 @@ def test_diff_names_a_constant() -> None:
 
 
 def test_graph_draws_a_constant_without_a_gradient() -> None:
-    doc = json_ok("graph", "-e", SQUARE)
+    assert "N" not in {node["name"] for node in json_ok("graph", "-e", SQUARE)["nodes"]}  # hidden unless --all
+    doc = json_ok("graph", "-e", SQUARE, "--all")
     nodes = {node["name"]: node for node in doc["nodes"]}
     assert nodes["N"]["kind"] == "constant" and nodes["N"]["grad"] is None and nodes["N"]["is_leaf"], nodes
     assert nodes["x"]["kind"] == "leaf" and nodes["x"]["grad"] == 16.0, nodes

@@ -256,8 +256,8 @@ def test_a_leaf_reassigned_as_a_new_leaf_keeps_each_path() -> None:
 
 
 def test_rules_off_every_path_from_the_targets_do_not_run() -> None:
-    """det's rule needs an inverse, which a singular A lacks: differentiating only w never runs it."""
-    text = "A = [[1, 2], [2, 4]]\nw = 2\nL = w*w + det(A)"
+    """logdet's rule needs an inverse, which a singular A lacks: differentiating only w never runs it."""
+    text = "A = [[1, 2], [2, 4]]\nw = 2\nL = w*w + logdet(A)"
     run = gradcalc.parse_program(text).run()
     assert float(run.grad(of="L", wrt=["w"]).grads["w"]) == 4.0
     with pytest.raises(gradcalc.GradcalcError, match="singular"):

@@ -652,11 +652,12 @@ def test_an_answers_line_left_open_is_named_not_the_next_claim(tmp_path) -> None
 
 
 @pytest.mark.parametrize("command", ["grad", "hessian"])
-def test_det_s_derivative_at_a_singular_matrix_says_it_is_the_rule_s_inverse(command: str) -> None:
-    """The value is 0; the derivative's rule needs the inverse: the error says so, and names det, not inv."""
+def test_logdet_s_derivative_at_a_singular_matrix_says_it_is_the_rule_s_inverse(command: str) -> None:
+    """The value is -inf; the derivative's rule needs the inverse: the error says so, and names logdet, not inv.
+    (det's has the cofactors where the matrix is singular: test_functions.py.)"""
     assert json_ok("eval", "-e", "A = [[1, 2], [2, 4]]\nL = det(A)")["values"]["L"] == 0
-    error = json_error(run_cli(command, "-e", "A = [[1, 2], [2, 4]]\nL = det(A)", "--json"))
-    assert error["message"] == "the derivative of det needs the inverse of a singular matrix", error
+    error = json_error(run_cli(command, "-e", "A = [[1, 2], [2, 4]]\nL = logdet(A)", "--json"))
+    assert error["message"] == "the derivative of logdet needs the inverse of a singular matrix", error
     assert "inv:" not in error["message"] and error["line"] == 2, error
 
 

@@ -31,7 +31,7 @@ def test_the_samples_found_are_the_repository_s() -> None:
     found = examples.samples_dir()
     assert found in (Path(examples.__file__).resolve().parent.parent / "samples", SAMPLES)
     assert tree(found) == shipped()
-    assert {"neuron.eq", "homework.eq", "answers.txt", "submissions/alice.txt"} <= set(shipped())
+    assert {"neuron.eq", "mlp.eq", "homework.eq", "answers.txt", "submissions/alice.txt"} <= set(shipped())
 
 
 def test_examples_writes_every_sample_and_says_what_to_try(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -169,7 +169,7 @@ def test_a_number_is_of_no_loop_iteration() -> None:
     """A number written in the program is one constant node, made once: the graph gives it no iteration
     even when it is first used inside a loop (here as a function's argument)."""
     program = "f(q) = q * w\nw = 0.5\ny = 0\nfor i in range(2) {\n  y = y + f(3)\n}"
-    nodes = json_ok("graph", "-e", program)["nodes"]
+    nodes = json_ok("graph", "-e", program, "--all")["nodes"]  # q = 3 is a constant: drawn with --all
     (q,) = [node for node in nodes if node["name"] == "q"]
     assert q["value"] == 3.0 and q["origin"] == [], q
     (output,) = [node for node in nodes if node["kind"] == "output"]
@@ -245,13 +245,13 @@ def test_detach_and_no_grad_cuts_are_shown(text: str, cut: str | None, grad_x: f
     live = [e for e in view.edges if not e.detached]
     assert len(live) == 1 and float(live[0].value) == pytest.approx(grad_x)
 
-    tree = run_cli("graph", "-e", text)
+    tree = run_cli("graph", "-e", text, "--all")  # cut values are drawn with --all (hidden by default)
     assert tree.exit_code == EXIT_OK, tree.output
     assert "cut from the graph" in tree.stdout, tree.stdout
     cut_line = next(line for line in tree.stdout.splitlines() if "cut from the graph" in line)
     assert "detached" in cut_line
 
-    doc = json_ok("graph", "-e", text)
+    doc = json_ok("graph", "-e", text, "--all")
     kinds = {n["id"]: n["kind"] for n in doc["nodes"]}
     cut_edges = [e for e in doc["edges"] if e["detached"]]
     assert len(cut_edges) == 1 and kinds[cut_edges[0]["to"]] == "detached"
@@ -291,7 +291,7 @@ def test_doubling_view_has_one_node_per_iteration() -> None:
 
 def test_doubling_tree_collapses_the_y_nodes_and_mentions_the_loop() -> None:
     iterations = doubling_iterations()
-    result = run_cli("graph", DOUBLING, "--of", "y")
+    result = run_cli("graph", DOUBLING, "--of", "y", "--detail", "full")  # y's values, to count its nodes
     assert result.exit_code == EXIT_OK, result.output
     text = result.stdout
     lines = text.strip().splitlines()

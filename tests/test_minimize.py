@@ -303,6 +303,8 @@ def test_plot_draws_the_loss_curve_and_the_path(tmp_path: Path) -> None:
     assert root.tag.endswith("svg")
     text = svg.read_text(encoding="utf-8")
     assert "step" in text  # the axis labels are drawn as paths, named in comments and ids
+    # The path's panel: the loss's contours under it, and its gradient's direction as arrows.
+    assert 'id="QuadContourSet_' in text and 'id="Quiver_' in text and "∇L (direction)" in text
     json_ok("minimize", "-e", ROSENBROCK, "--steps", "20", "--lr", "0.001", "--plot", str(png))
     header = png.read_bytes()[:24]
     assert header[:8] == b"\x89PNG\r\n\x1a\n"

@@ -19,7 +19,7 @@ from test_rules import CASES, Case
 from gradcalc.engine import batching, graph, ops, primitives, rules, symbolic
 from gradcalc.engine.autodiff import backward
 from gradcalc.engine.graph import ELEMENTWISE_BATCH, OWN_BATCH, REDUCTION_BATCH, UNBATCHED, Node, Primitive, leaf
-from gradcalc.engine.primitives import COMPARISON, ELEMENTWISE, LOGIC, PRIMITIVES, REDUCTION
+from gradcalc.engine.primitives import COMPARISON, ELEMENTWISE, LOGIC, POSITION, PRIMITIVES, REDUCTION
 from gradcalc.program.builtins import BUILTINS
 
 DIFFERENTIABLE = [name for name, prim in PRIMITIVES.items() if prim.differentiable]
@@ -30,6 +30,12 @@ NO_GRADIENT = {
     if prim.n_inputs == 2 else [Case("vector", getattr(ops, name), (np.array([0.0, 0.5, -2.0]),))]
     for name, prim in PRIMITIVES.items() if not prim.differentiable
 }
+# argmax and argmin take an axis (None: over every entry).
+NO_GRADIENT |= {name: [Case("matrix, axis 1", lambda x, f=getattr(ops, name): f(x, 1), (np.array([[0.0, 2.0, 1.0],
+                                                                                               [3.0, -1.0, 0.5]]),)),
+                       Case("every entry", lambda x, f=getattr(ops, name): f(x, None), (np.array([[0.0, 2.0],
+                                                                                                [3.0, -1.0]]),))]
+                for name in ("argmax", "argmin")}
 POINTS = {**CASES, **NO_GRADIENT}
 
 
@@ -58,8 +64,9 @@ def test_a_record_has_a_rule_per_input_reads_batching_and_a_grad_fn(name: str) -
             assert reads is None or reads <= set(range(prim.n_inputs)), f"{name} reads inputs it has not: {reads}"
             assert prim.frees_inputs == (reads is not None and len(reads) < prim.n_inputs), name
     else:
-        # comparisons, logic and floor division (integer-valued): no gradient, as in PyTorch
-        assert (prim.kind in (COMPARISON, LOGIC) or name == "floor_divide") and prim not in rules.RULES, name
+        # comparisons, logic, positions and floor division (integer-valued): no gradient, as in PyTorch
+        assert (prim.kind in (COMPARISON, LOGIC, POSITION) or name == "floor_divide") and prim not in rules.RULES, \
+            f"{name} has no rule"
     assert prim.batching in (ELEMENTWISE_BATCH, REDUCTION_BATCH, OWN_BATCH, UNBATCHED), f"{name}: batching?"
     if prim.batching == OWN_BATCH:
         assert prim in batching._OWN, f"{name}'s record says batching.py has its batched form; it has none"

@@ -8,6 +8,7 @@ it at).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -221,6 +222,151 @@ def _det_values() -> np.ndarray:
 
 _sign_pattern = np.array([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
 
+
+# --- Issue 25's functions -------------------------------------------------------------------------
+
+def _statistic_cases(fn: Callable[..., Node]) -> list[Case]:
+    return [
+        Case("all", lambda x: fn(x, None, False, 0), (normal(3, 4),)),
+        Case("all, ddof 1", lambda x: fn(x, None, False, 1), (normal(3, 4),)),
+        Case("axis 0, ddof 1", lambda x: fn(x, 0, False, 1), (normal(3, 4),)),
+        Case("axis -1, keepdims", lambda x: fn(x, -1, True, 0), (normal(3, 4),)),
+        Case("axes (0, 2) of 3-D", lambda x: fn(x, (0, 2), False, 1), (normal(2, 3, 4),)),
+        Case("vector", lambda x: fn(x, None, False, 0), (normal(5),)),
+    ]
+
+
+def _cumulative_cases(fn: Callable[..., Node], make: Callable[..., np.ndarray]) -> list[Case]:
+    return [
+        Case("vector", lambda x: fn(x, 0), (make(5),)),
+        Case("matrix, axis 0", lambda x: fn(x, 0), (make(3, 4),)),
+        Case("matrix, axis 1", lambda x: fn(x, 1), (make(3, 4),)),
+        Case("3-D, axis 1", lambda x: fn(x, 1), (make(2, 3, 4),)),
+    ]
+
+
+def _with_a_zero(*shape: int) -> np.ndarray:
+    x = _prod_values(*shape)
+    x.reshape(-1)[1] = 0.0
+    return x
+
+
+def _probabilities(*shape: int) -> np.ndarray:
+    p = uniform(0.1, 1.0, *shape)
+    return np.asarray(p / p.sum(axis=-1, keepdims=True))
+
+
+def _one_hot(labels: list[int], classes: int) -> np.ndarray:
+    return np.asarray(np.eye(classes)[labels])
+
+
+def _spd(m: Node) -> Node:
+    """A symmetric positive definite matrix made of any square m (m m^T + I, one operation reading m): the inputs
+    cholesky reads, which a difference of one entry above the diagonal would not move."""
+    return ops.add(ops.einsum(m, m, "ij,kj->ik"), ops.eye(m.shape[-1], m.shape[-1]))
+
+
+FUNCTION_CASES: dict[str, list[Case]] = {
+    "expm1": _elementwise(ops.expm1, normal),
+    "exp2": _elementwise(ops.exp2, normal),
+    "rsqrt": _elementwise(ops.rsqrt, positive),
+    "erf": _elementwise(ops.erf, lambda *s: normal(*s, scale=1.5)),
+    "gelu": _elementwise(ops.gelu, lambda *s: normal(*s, scale=2.0)),
+    "silu": _elementwise(ops.silu, lambda *s: normal(*s, scale=2.0)),
+    "elu": [*_elementwise(lambda x: ops.elu(x, 1.0), signed),
+            Case("alpha 0.4", lambda x: ops.elu(x, 0.4), (signed(2, 3),))],
+    "leaky_relu": [*_elementwise(lambda x: ops.leaky_relu(x, 0.01), signed),
+                   Case("slope 0.3", lambda x: ops.leaky_relu(x, 0.3), (signed(2, 3),))],
+    "var": _statistic_cases(ops.var),
+    "std": _statistic_cases(ops.std),
+    "squeeze": [
+        Case("(1,3,1) to (3,)", lambda x: ops.squeeze(x, (3,), None), (normal(1, 3, 1),)),
+        Case("axis 0 of (1,2,3)", lambda x: ops.squeeze(x, (2, 3), 0), (normal(1, 2, 3),)),
+    ],
+    "unsqueeze": [
+        Case("vector to a row", lambda x: ops.unsqueeze(x, (1, 3), 0), (normal(3),)),
+        Case("matrix, axis 2", lambda x: ops.unsqueeze(x, (2, 3, 1), 2), (normal(2, 3),)),
+    ],
+    "flip": [
+        Case("vector", lambda x: ops.flip(x, (0,)), (normal(4),)),
+        Case("matrix, axis 1", lambda x: ops.flip(x, (1,)), (normal(3, 4),)),
+        Case("matrix, both axes", lambda x: ops.flip(x, (0, 1)), (normal(3, 4),)),
+    ],
+    "concatenate": [
+        Case("vectors of 3 and 2", lambda a, b: ops.concatenate(a, b, 0), (normal(3), normal(2))),
+        Case("matrices, axis 1", lambda a, b, c: ops.concatenate(a, b, c, 1), (normal(2, 1), normal(2, 3),
+                                                                              normal(2, 2))),
+        Case("matrices, axis 0, one constant", lambda a, b: ops.concatenate(a, b, 0), (normal(1, 3), normal(2, 3)),
+             (False, True)),
+    ],
+    "norm_ord": [
+        Case("ord 1, all", lambda x: ops.norm_ord(x, None, False, 1), (signed(3, 4),)),
+        Case("ord 1, axis 1, keepdims", lambda x: ops.norm_ord(x, 1, True, 1), (signed(3, 4),)),
+        Case("ord inf, all", lambda x: ops.norm_ord(x, None, False, math.inf), (signed(3, 4),)),
+        Case("ord inf, axis 0", lambda x: ops.norm_ord(x, 0, False, math.inf), (signed(3, 4),)),
+    ],
+    "stack_axis": [
+        Case("vectors along axis 1", lambda a, b: ops.stack_axis(a, b, 1), (normal(3), normal(3))),
+        Case("matrices along axis 2, one constant", lambda a, b, c: ops.stack_axis(a, b, c, 2),
+             (normal(2, 3), normal(2, 3), normal(2, 3)), (True, False, True)),
+    ],
+    "cumsum": _cumulative_cases(ops.cumsum, normal),
+    "cumprod": [
+        *_cumulative_cases(ops.cumprod, _prod_values),
+        Case("a zero, vector", lambda x: ops.cumprod(x, 0), (np.array([0.7, 0.0, -1.3, 1.1]),)),
+        Case("zeros, matrix axis 1", lambda x: ops.cumprod(x, 1), (_with_zeros(),)),
+        Case("a zero, 3-D axis 1", lambda x: ops.cumprod(x, 1), (_with_a_zero(2, 3, 2),)),
+    ],
+    "log_softmax": [
+        Case("axis 1", lambda x: ops.log_softmax(x, 1), (normal(3, 4),)),
+        Case("axis 0", lambda x: ops.log_softmax(x, 0), (normal(3, 4),)),
+        Case("vector", lambda x: ops.log_softmax(x, 0), (normal(5, scale=3.0),)),
+    ],
+    "cross_entropy": [
+        Case("indices, mean", lambda z, p: ops.cross_entropy(z, p, "mean", True),
+             (normal(4, 3), _one_hot([2, 0, 1, 2], 3)), (True, False)),
+        Case("indices, sum", lambda z, p: ops.cross_entropy(z, p, "sum", True),
+             (normal(4, 3), _one_hot([2, 0, 1, 2], 3)), (True, False)),
+        Case("indices, none", lambda z, p: ops.cross_entropy(z, p, "none", True),
+             (normal(4, 3), _one_hot([1, 0, 1, 2], 3)), (True, False)),
+        Case("probabilities, mean", lambda z, p: ops.cross_entropy(z, p, "mean", False),
+             (normal(2, 5), _probabilities(2, 5))),
+        Case("one example", lambda z, p: ops.cross_entropy(z, p, "mean", False), (normal(4), _probabilities(4))),
+        Case("probabilities, none", lambda z, p: ops.cross_entropy(z, p, "none", False),
+             (normal(3, 2), _probabilities(3, 2))),
+    ],
+    "mse_loss": [
+        Case("mean", lambda x, y: ops.mse_loss(x, y, "mean"), (normal(2, 3), normal(2, 3))),
+        Case("sum", lambda x, y: ops.mse_loss(x, y, "sum"), (normal(4), normal(4))),
+        Case("none, constant target", lambda x, y: ops.mse_loss(x, y, "none"), (normal(2, 3), normal(2, 3)),
+             (True, False)),
+    ],
+    "solve": [
+        Case("vector right side", ops.solve, (well_conditioned(3, 3), normal(3))),
+        Case("matrix right side", ops.solve, (well_conditioned(3, 3), normal(3, 2))),
+        Case("constant matrix", ops.solve, (well_conditioned(2, 2), normal(2)), (False, True)),
+    ],
+    "logdet": [
+        Case("3x3", lambda x: ops.logdet(x, False), (well_conditioned(3, 3),)),
+        Case("batched", lambda x: ops.logdet(x, False), (well_conditioned(2, 2, 2),)),
+        Case("log |det|, negative determinant", lambda x: ops.logdet(x, True), (_det_values(),)),
+    ],
+    "einsum": [
+        Case("'ij,j->i'", lambda a, x: ops.einsum(a, x, "ij,j->i"), (normal(2, 3), normal(3))),
+        Case("'ij,jk->ki'", lambda a, b: ops.einsum(a, b, "ij,jk->ki"), (normal(2, 3), normal(3, 4))),
+        Case("'ij->' (letters only one operand has)", lambda a: ops.einsum(a, "ij->"), (normal(2, 3),)),
+        Case("'i,j->ij'", lambda a, b: ops.einsum(a, b, "i,j->ij"), (normal(2), normal(3))),
+        Case("'bij,bjk->bik', one constant", lambda a, b: ops.einsum(a, b, "bij,bjk->bik"),
+             (normal(2, 2, 3), normal(2, 3, 2)), (True, False)),
+        Case("'ij,ik,j->k'", lambda a, b, c: ops.einsum(a, b, c, "ij,ik,j->k"), (normal(2, 3), normal(2, 2),
+                                                                               normal(3))),
+    ],
+    "cholesky": [
+        Case("3x3", lambda m: ops.cholesky(_spd(m)), (normal(3, 3),)),
+        Case("2x2", lambda m: ops.cholesky(_spd(m)), (normal(2, 2),)),
+    ],
+}
+
 CASES: dict[str, list[Case]] = {
     "add": _binary(ops.add, normal, normal),
     "sub": [*_binary(ops.sub, normal, normal),
@@ -340,12 +486,15 @@ CASES: dict[str, list[Case]] = {
         Case("2x2", ops.det, (well_conditioned(2, 2),)),
         Case("negative determinant", ops.det, (_det_values(),)),
         Case("batched", ops.det, (well_conditioned(2, 3, 3),)),
+        Case("singular 2x2 (the adjugate)", ops.det, (np.array([[1.0, 2.0], [2.0, 4.0]]),)),
+        Case("singular 3x3 of rank 2", ops.det, (np.array([[1.0, 2.0, 3.0], [2.0, -1.0, 0.5], [3.0, 1.0, 3.5]]),)),
     ],
     "inv": [
         Case("3x3", ops.inv, (well_conditioned(3, 3),)),
         Case("2x2", ops.inv, (well_conditioned(2, 2),)),
         Case("batched", ops.inv, (well_conditioned(2, 3, 3),)),
     ],
+    **FUNCTION_CASES,
 }
 
 

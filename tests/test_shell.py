@@ -130,7 +130,7 @@ def test_help_offers_to_install_completion() -> None:
 
 BASH_CASES = [
     (["gr"], ["grad", "graph", "gradcheck"]),
-    (["graph", "samples/neuron.eq", "--format", ""], ["tree", "dot", "mermaid", "svg", "png"]),
+    (["graph", "samples/neuron.eq", "--format", ""], ["tree", "dot", "mermaid", "svg", "png", "html"]),
     (["grad", "samples/neuron.eq", "--wrt", "w"], ["w1", "w2", "w3", "w4"]),
     (["grad", "samples/neuron.eq", "--wrt", "w1,a,"], [f"w1,a,{n}" for n in "a w1 w2 w3 w4 b c d L".split()]),
     (["jacobian", "-e", "x=[1,2];y=x^2", "--of", ""], ["x", "y"]),
@@ -162,7 +162,8 @@ def test_zsh_and_fish_completion(shell: str) -> None:
     script = completion_script(shell)
     assert "_GRADCALC_COMPLETE=complete_" + shell in script and "_TYPER_COMPLETE_ARGS" in script, script
     env = {"_GRADCALC_COMPLETE": f"complete_{shell}", "_TYPER_COMPLETE_FISH_ACTION": "get-args"}
-    for line, expected in (("gradcalc graph samples/neuron.eq --format ", ["tree", "dot", "mermaid", "svg", "png"]),
+    for line, expected in (("gradcalc graph samples/neuron.eq --format ",
+                            ["tree", "dot", "mermaid", "svg", "png", "html"]),
                            ("gradcalc grad samples/neuron.eq --of w", ["w1", "w2", "w3", "w4"])):
         result = process(env={**env, "_TYPER_COMPLETE_ARGS": line}, text=True)
         assert result.returncode == EXIT_OK, result.stderr
@@ -213,7 +214,8 @@ def test_output_dash_with_the_tree_prints_the_tree() -> None:
 
 @pytest.mark.parametrize(("suffix", "start"), [(".dot", b"digraph"), (".gv", b"digraph"), (".DOT", b"digraph"),
                                                (".mmd", b"graph TD"), (".mermaid", b"graph TD"),
-                                               (".svg", b"<svg"), (".png", b"\x89PNG")])
+                                               (".svg", b"<svg"), (".png", b"\x89PNG"),
+                                               (".html", b"<!DOCTYPE html>"), (".HTM", b"<!DOCTYPE html>")])
 def test_the_format_comes_from_the_suffix(suffix: str, start: bytes, tmp_path: Any, fake_dot: dict[str, str]) -> None:
     """Which format a suffix means is the command's own logic: checked in-process (the pipes are checked below)."""
     target = tmp_path / f"graph{suffix}"
@@ -225,7 +227,7 @@ def test_the_format_comes_from_the_suffix(suffix: str, start: bytes, tmp_path: A
 @pytest.mark.parametrize(("args", "message"), [
     (("--format", "dot", "-o", "g.svg"), "--format dot contradicts -o g.svg: a .svg file is svg"),
     (("--format", "png", "-o", "g.mmd"), "--format png contradicts -o g.mmd: a .mmd file is mermaid"),
-    (("--format", "tree", "-o", "g.dot"), "-o writes --format dot, mermaid, svg or png"),
+    (("--format", "tree", "-o", "g.dot"), "-o writes --format dot, mermaid, svg, png or html"),
     (("-o", "g.txt"), "cannot tell the format of -o g.txt from its suffix"),
     (("--format", "dot", "--json"), "--json and --format dot do not combine"),
     (("--format", "tree", "--json"), "--json and --format tree do not combine"),

@@ -63,3 +63,12 @@ def test_a_finite_run_loads_no_nan_locator() -> None:
     assert status == 0 and "gradcalc.program.anomaly" not in modules
     _, status, modules = loaded_by("grad", "-e", "x = 1; y = sqrt(x - 2)", "--json")
     assert status == 0 and "gradcalc.program.anomaly" in modules
+
+
+def test_grad_loads_no_plotting_library() -> None:
+    """plotext and Matplotlib are `plot`'s (and `minimize --plot`'s) alone: no other command pays to import them."""
+    _, status, modules = loaded_by("grad", str(SAMPLES / "neuron.eq"))
+    assert status == 0
+    assert not {m for m in modules if m.split(".")[0] in ("plotext", "matplotlib") or m == "gradcalc.cli.charts"}
+    _, status, modules = loaded_by("plot", str(SAMPLES / "neuron.eq"), "--wrt", "w1", "--points", "3", "--json")
+    assert status == 0 and not {m for m in modules if m.split(".")[0] in ("plotext", "matplotlib")}  # the data

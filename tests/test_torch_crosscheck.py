@@ -352,3 +352,93 @@ def test_subgradient_at_kinks_matches_torch(expr: str, torch_fn: Callable[[Env],
     for name, t in env.items():
         expected = t.grad.numpy() if t.grad is not None else np.zeros(t.shape)
         np.testing.assert_allclose(result.grads[name], expected, rtol=1e-12, atol=0, err_msg=f"∂r/∂{name}")
+
+
+# --- Issue 25's functions on random shapes: values, gradients (with random weights) and grad_fn names -------
+
+def _function_leaves(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    n, m = (int(v) for v in rng.integers(2, 6, 2))
+    square = rng.standard_normal((n, n))
+    return {
+        "x": rng.standard_normal(n) * 1.5,
+        "z": rng.standard_normal((m, n)),
+        "p": rng.dirichlet(np.ones(n), m),  # rows of probabilities over n classes
+        "labels": rng.integers(0, n, m).astype(np.float64),
+        "S": square @ square.T + n * np.eye(n),  # symmetric positive definite
+        "t": rng.standard_normal((m, n)),
+    }
+
+
+FUNCTION_CASES: list[tuple[str, Callable[[Env], Any]]] = [
+    ("expm1(x)", lambda e: torch.expm1(e["x"])),
+    ("exp2(x)", lambda e: torch.exp2(e["x"])),
+    ("square(z)", lambda e: torch.square(e["z"])),
+    ("rsqrt(exp(x))", lambda e: torch.rsqrt(torch.exp(e["x"]))),
+    ("erf(x)", lambda e: torch.erf(e["x"])),
+    ("gelu(z)", lambda e: torch.nn.functional.gelu(e["z"])),
+    ("gelu(z, approximate='tanh')", lambda e: torch.nn.functional.gelu(e["z"], approximate="tanh")),
+    ("silu(z)", lambda e: torch.nn.functional.silu(e["z"])),
+    ("elu(z, alpha=0.7)", lambda e: torch.nn.functional.elu(e["z"], alpha=0.7)),
+    ("leaky_relu(z, negative_slope=0.1)", lambda e: torch.nn.functional.leaky_relu(e["z"], 0.1)),
+    ("clamp(z, min=-0.5)", lambda e: torch.clamp(e["z"], min=-0.5)),
+    ("var(z, ddof=1)", lambda e: torch.var(e["z"])),
+    ("std(z, axis=1, ddof=0)", lambda e: torch.std(e["z"], dim=1, correction=0)),
+    ("var(z, axis=0, keepdims=True, ddof=1)", lambda e: torch.var(e["z"], dim=0, keepdim=True)),
+    ("squeeze(unsqueeze(x, 0))", lambda e: e["x"].unsqueeze(0).squeeze()),
+    ("unsqueeze(z, 1)", lambda e: e["z"].unsqueeze(1)),
+    ("flatten(z)", lambda e: e["z"].flatten()),
+    ("flip(z, axis=1)", lambda e: torch.flip(e["z"], (1,))),
+    ("cat([z, t], axis=1)", lambda e: torch.cat([e["z"], e["t"]], dim=1)),
+    ("concatenate([x, x * 2])", lambda e: torch.cat([e["x"], e["x"] * 2])),
+    ("stack([x, x * 2])", lambda e: torch.stack([e["x"], e["x"] * 2])),
+    ("stack([z, t, z], axis=2)", lambda e: torch.stack([e["z"], e["t"], e["z"]], dim=2)),
+    ("cumsum(z, axis=1)", lambda e: torch.cumsum(e["z"], 1)),
+    ("cumprod(z, axis=0)", lambda e: torch.cumprod(e["z"], 0)),
+    ("log_softmax(z, axis=1)", lambda e: torch.log_softmax(e["z"], 1)),
+    ("cross_entropy(z, labels)", lambda e: torch.nn.functional.cross_entropy(e["z"], e["labels"].long())),
+    ("cross_entropy(z, labels, reduction='none')",
+     lambda e: torch.nn.functional.cross_entropy(e["z"], e["labels"].long(), reduction="none")),
+    ("cross_entropy(z, p)", lambda e: torch.nn.functional.cross_entropy(e["z"], e["p"])),
+    ("cross_entropy(z, p, reduction='sum')",
+     lambda e: torch.nn.functional.cross_entropy(e["z"], e["p"], reduction="sum")),
+    ("cross_entropy(x, p[0])", lambda e: torch.nn.functional.cross_entropy(e["x"], e["p"][0])),
+    ("mse_loss(z, t)", lambda e: torch.nn.functional.mse_loss(e["z"], e["t"])),
+    ("mse_loss(z, t, reduction='sum')", lambda e: torch.nn.functional.mse_loss(e["z"], e["t"], reduction="sum")),
+    ("norm(x)", lambda e: torch.linalg.vector_norm(e["x"])),
+    ("norm(flatten(z), ord=1)", lambda e: torch.linalg.vector_norm(e["z"].flatten(), 1)),
+    ("norm(z, axis=1, ord=inf)", lambda e: torch.linalg.vector_norm(e["z"], float("inf"), dim=1)),
+    ("norm(z, ord='fro')", lambda e: torch.linalg.norm(e["z"], "fro")),
+    ("matmul(z, S)", lambda e: torch.matmul(e["z"], e["S"])),
+    ("einsum('ij,jk->ik', z, S)", lambda e: torch.einsum("ij,jk->ik", e["z"], e["S"])),
+    ("solve(S, x)", lambda e: torch.linalg.solve(e["S"], e["x"])),
+    ("solve(S, z.T)", lambda e: torch.linalg.solve(e["S"], e["z"].T)),
+    ("logdet(S)", lambda e: torch.logdet(e["S"])),
+    ("slogdet(S)[1]", lambda e: torch.linalg.slogdet(e["S"])[1]),
+    ("cholesky(S)", lambda e: torch.linalg.cholesky(e["S"])),
+]
+# grad_fn names that are not PyTorch's: einsum's depends on the path torch takes through views and products;
+# slogdet's value is picked out of a stack; gelu's tanh form is made of the operations it names.
+_OWN_GRAD_FN = {"einsum('ij,jk->ik', z, S)", "slogdet(S)[1]", "gelu(z, approximate='tanh')"}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize(("expr", "torch_fn"), FUNCTION_CASES, ids=[expr for expr, _ in FUNCTION_CASES])
+def test_function_matches_torch(expr: str, torch_fn: Callable[[Env], Any], seed: int) -> None:
+    leaves = _function_leaves(seed)
+    header = "\n".join(f"{name} = 0" for name in leaves)
+    run = gradcalc.parse_program(f"{header}\nr = {expr}\n").run(leaves)
+    env = {name: torch.tensor(value, dtype=torch.float64, requires_grad=name != "labels")
+           for name, value in leaves.items()}
+    out = torch_fn(env)
+    np.testing.assert_allclose(run.value("r"), out.detach().numpy(), rtol=1e-11, atol=1e-13)
+    if expr not in _OWN_GRAD_FN:
+        assert run.node("r").grad_fn == type(out.grad_fn).__name__
+    weights = np.random.default_rng(seed + 10).standard_normal(tuple(out.shape)) if out.shape else np.float64(1.0)
+    (out * torch.tensor(weights)).sum().backward()
+    used = [name for name in leaves if name != "labels" and re.search(rf"\b{name}\b", expr)]
+    result = run.grad(of="r", wrt=used, vector=weights if weights.shape else None)
+    for name in used:
+        grad = env[name].grad
+        expected = grad.numpy() if grad is not None else np.zeros(leaves[name].shape)
+        np.testing.assert_allclose(result.grads[name], expected, rtol=1e-9, atol=1e-11, err_msg=f"∂r/∂{name}")

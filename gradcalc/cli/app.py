@@ -353,6 +353,13 @@ def _run(common: Common, program: Any = None, values: dict[str, Any] | None = No
     )
 
 
+def _run_options(common: Common) -> dict[str, Any]:
+    """Program.run's keywords from the shared options, for a command that runs the program many times."""
+    return dict(seed=common.seed, dtype=common.dtype.value, device=common.device.value,
+                max_elements=common.max_elements, max_iterations=common.max_iterations,
+                max_recursion=common.max_recursion, allow_read=common.allow_read, max_file_size=common.file_limit)
+
+
 def _anomalies(common: Common, run: Any, of: str | None = None, wrt: list[str] | None = None,
                grads: dict[str, Any] | None = None, vector: Any = None) -> list[dict[str, Any]]:
     """Where the run's (and the gradients') NaNs and infinities started, as warnings (program/anomaly.py);
@@ -587,7 +594,7 @@ def jvp(
     wrt: Annotated[str, typer.Option("--wrt", metavar="NAME", autocompletion=_complete_names,
                                      help="The variable that moves.")],
     tangent: Annotated[str, typer.Option("--tangent", metavar="V", help="Its direction v: 'ones', a number "
-                                         "or a JSON array of its shape.")],
+                                         "(every entry) or a JSON array of its shape.")],
     of: _OF = None,
     at: _AT = None,
     ignore_extra: _IGNORE_EXTRA = False,
@@ -693,10 +700,16 @@ def diff(
     ignore_extra: _IGNORE_EXTRA = False,
     decimal: Annotated[bool, typer.Option("--decimal", help="Numbers as decimals (0.5), not fractions (1/2); "
                                           "only long ones (2/3) as fractions.")] = False,
+    steps: Annotated[bool, typer.Option("--steps", help="The derivation, one named rule a line (one scalar "
+                                        "--wrt variable).")] = False,
 ) -> None:
     """Print each derivative as a simplified expression, and its value at the program's values."""
     from . import jsonout
 
+    if steps:
+        other = [flag for flag, given in [("--order", order != 1), ("--keep", bool(keep)), ("--at", at is not None),
+                                          ("--in-terms-of", in_terms_of is not Terms.leaves)] if given]
+        return _diff_steps(common, of, _names(wrt), latex, decimal, other[0] if other else "")
     if at is not None:
         return _batch(common, at, ignore_extra, "diff", dict(
             of=of, wrt=_names(wrt) or None, order=order, keep=_names(keep),
@@ -713,17 +726,51 @@ def diff(
                       lambda: _views().diff_view(run, results, latex, placeholders, common.full))
 
 
+def _diff_steps(common: Common, of: str | None, wrt: list[str], latex: bool, decimal: bool, other: str) -> None:
+    """diff --steps: the derivation of one derivative (engine/steps.py)."""
+    from . import jsonout
+
+    if other:
+        raise UsageError(f"--steps and {other} do not combine: the steps follow one first derivative",
+                         f"drop {other}, or drop --steps")
+    if len(wrt) > 1:
+        raise UsageError(f"--steps follows one derivative, and --wrt names {len(wrt)}",
+                         f"give one variable, as in --wrt {wrt[0]}")
+    program = _program(common)
+    values = _inputs(common)
+    placeholders = [name for name in program.free_names() if name not in values]
+    for name in placeholders:
+        values[name] = PLACEHOLDER
+    run = _run(common, program, values)
+    found, answer = run.steps(of, wrt[0] if wrt else None, decimal=decimal)
+    common.out.result(lambda: jsonout.steps_doc(found, answer, placeholders),
+                      lambda: _views().steps_view(found, answer, latex, placeholders))
+
+
 class Format(str, Enum):
     tree = "tree"
     dot = "dot"
     mermaid = "mermaid"
     svg = "svg"
     png = "png"
+    html = "html"
+
+
+class Detail(str, Enum):
+    none = "none"
+    shape = "shape"
+    summary = "summary"
+    full = "full"
+
+
+class Direction(str, Enum):
+    TB = "TB"
+    LR = "LR"
 
 
 # What -o's suffix says the format is, when --format does not.
 _SUFFIXES = {".dot": Format.dot, ".gv": Format.dot, ".mmd": Format.mermaid, ".mermaid": Format.mermaid,
-             ".svg": Format.svg, ".png": Format.png}
+             ".svg": Format.svg, ".png": Format.png, ".html": Format.html, ".htm": Format.html}
 
 
 @command(
@@ -731,33 +778,93 @@ _SUFFIXES = {".dot": Format.dot, ".gv": Format.dot, ".mmd": Format.mermaid, ".me
     "  gradcalc graph -e 'a = 2; w = 3; L = (w*a - 1)^2' -o graph.dot       (the format from the suffix)\n\n"
     "  gradcalc graph -e 'a = 2; w = 3; L = (w*a - 1)^2' --format mermaid\n\n"
     "  gradcalc graph net.eq -o graph.svg        (net.eq: a file of your own; needs Graphviz)\n\n"
-    "  gradcalc graph net.eq --format png > graph.png"
+    "  gradcalc graph net.eq --format png > graph.png\n\n"
+    "  gradcalc graph net.eq -o graph.html        (a page that plays the backward pass, step by step)\n\n"
+    "  gradcalc graph net.eq --focus W1 --detail shape\n\n"
+    "  gradcalc graph net.eq --expand f --all --depth 3"
 )
 def graph(
     common: Common,
     of: _OF = None,
     format_: Annotated[Optional[Format], typer.Option(
-        "--format", help="tree (for people), dot or mermaid (text), svg or png (drawn by Graphviz). "
-        "Default: the one -o's suffix names (.dot .gv .mmd .svg .png), else tree.", show_default=False)] = None,
+        "--format", help="tree (for people), dot or mermaid (text), svg or png (drawn by Graphviz), html "
+        "(a page that plays the backward pass). Default: the one -o's suffix names (.dot .gv .mmd .svg .png "
+        ".html), else tree.", show_default=False)] = None,
     output: Annotated[Optional[str], typer.Option(
         "--output", "-o", metavar="FILE", help="Write to FILE instead of standard output ('-': standard output, "
         "even a PNG to a terminal).")] = None,
+    detail: Annotated[Detail, typer.Option(
+        metavar="LEVEL", help="How much of a tensor each node shows: none (names only), shape, summary (shape, "
+        "min, max and norm), full (the values). Scalars are shown in full but for none.")] = Detail.summary,
+    focus: Annotated[list[str], typer.Option(
+        metavar="NAME", autocompletion=_complete_names, help="Only the nodes on paths from the output to NAME "
+        "(as explain's paths); repeat it for several.", show_default=False)] = [],  # noqa: B006
+    depth: Annotated[Optional[int], typer.Option(
+        min=1, metavar="K", help="Only the nodes within K edges of the output; the rest are one '… N more' "
+        "node.", show_default=False)] = None,
+    expand: Annotated[list[str], typer.Option(
+        metavar="FUNCTION", help="Draw FUNCTION's calls node by node (each call is one node, its result, "
+        "otherwise); repeat it for several.", show_default=False)] = [],  # noqa: B006
+    everything: Annotated[bool, typer.Option(
+        "--all", help="Draw the constants and the values cut from the gradient (detach, no_grad) too.")] = False,
+    direction: Annotated[Direction, typer.Option(
+        metavar="DIR", help="Layout of dot, mermaid, svg and png: TB (output at the top) or LR (at the "
+        "left).")] = Direction.TB,
+    dpi: Annotated[Optional[int], typer.Option(
+        min=1, max=1200, metavar="N", help="A PNG's dots per inch (Graphviz's -Gdpi; default 96).",
+        show_default=False)] = None,
+    size: Annotated[Optional[str], typer.Option(
+        metavar="WxH", help="A PNG's largest size in pixels, e.g. 1920x1080: a larger picture is scaled down "
+        "to fit.", show_default=False)] = None,
 ) -> None:
     """Print the computation graph: each variable's grad_fn, value and gradient; each edge's local derivative."""
+    from ..engine import graphview
     from . import drawing
 
     kind = _graph_format(format_, output, common.json)  # a contradiction is refused before the program runs
+    if (dpi is not None or size is not None) and kind is not Format.png:
+        given = "--json" if common.json else "the tree" if kind is Format.tree else f"--format {kind.value}"
+        raise UsageError(f"{'--dpi' if dpi is not None else '--size'} sizes a PNG, not {given}",
+                         "add --format png (or -o graph.png), or drop it")
+    if direction is not Direction.TB and kind is Format.tree and not common.json:
+        raise UsageError("--direction lays out dot, mermaid, svg and png: the tree grows downwards",
+                         "add --format svg (or dot, mermaid, png), or drop --direction")
+    pixels = _pixels(size) if size is not None else None
+    functions = tuple(_names(expand))
+    options = graphview.Options(values=detail.value, focus=tuple(_names(focus)), depth=depth,
+                                expand=functions, everything=everything, direction=direction.value)
     run = _run(common, keep_values=True)
-    view = run.graph(of)
+    from ..language import syntax as S
+
+    defined = {stmt.name for stmt in run.program.module.body if isinstance(stmt, S.FuncDef)}
+    for name in functions:
+        if name not in defined:
+            raise UsageError(f"--expand {name}: the program defines no function {name}",
+                             f"its functions: {', '.join(sorted(defined))}" if defined else
+                             "--expand opens a function of the program; this one defines none")
+    view = run.graph(of, options)
 
     def shown() -> Any:  # the tree (Rich) on standard output, or the bytes of a file format where -o says
         if kind is Format.tree:
             return _views().graph_tree(view)
+        if kind is Format.html:
+            from . import page
+
+            return _write(page.html(view, run), output)
         data = {"dot": drawing.dot, "mermaid": drawing.mermaid}[kind.value](view).encode("utf-8") \
-            if kind in (Format.dot, Format.mermaid) else drawing.picture(view, kind.value)
+            if kind in (Format.dot, Format.mermaid) else drawing.picture(view, kind.value, dpi, pixels)
         _write(data, output)
 
     common.out.result(lambda: drawing.view_json(view), shown)
+
+
+def _pixels(size: str) -> tuple[int, int]:
+    """--size WxH: two whole numbers of pixels."""
+    width, _, height = size.lower().replace("×", "x").partition("x")
+    if not (width.strip().isdigit() and height.strip().isdigit() and int(width) > 0 and int(height) > 0):
+        raise UsageError(f"--size {size}: expected the width and height in pixels, as 1920x1080",
+                         "give two whole numbers above 0 joined by x")
+    return int(width), int(height)
 
 
 def _graph_format(given: Format | None, output: str | None, json: bool) -> Format:
@@ -769,7 +876,7 @@ def _graph_format(given: Format | None, output: str | None, json: bool) -> Forma
                          " for the JSON (redirect it to keep it: > graph.json)")
     to_file = output not in (None, "-")
     if given is Format.tree and to_file:
-        raise UsageError("-o writes --format dot, mermaid, svg or png: the tree is for the terminal",
+        raise UsageError("-o writes --format dot, mermaid, svg, png or html: the tree is for the terminal",
                          "drop -o, or pick another --format")
     suffix = os.path.splitext(output)[1].lower() if output is not None and to_file else ""
     implied = _SUFFIXES.get(suffix)
@@ -779,7 +886,7 @@ def _graph_format(given: Format | None, output: str | None, json: bool) -> Forma
     kind = given or implied or Format.tree
     if kind is Format.tree and to_file:
         raise UsageError(f"cannot tell the format of -o {output} from its suffix",
-                         "name the file .dot, .gv, .mmd, .svg or .png, or give --format")
+                         "name the file .dot, .gv, .mmd, .svg, .png or .html, or give --format")
     if kind is Format.png and output is None and sys.stdout.isatty():  # as curl: binary is not shown on a screen
         raise UsageError("a PNG is binary: it is not written to a terminal",
                          "redirect it (> graph.png), write it with -o graph.png, or force it with -o -")
@@ -1215,13 +1322,13 @@ def minimize(
                           explain_, path=plot is not None)
     M.check_settings(settings)
     if plot is not None:
-        M.check_plot(plot)
+        from . import charts
+
+        charts.check_file(plot, "--plot")
     if save is not None and save.strip() in ("", "-"):
         raise UsageError("--save needs a file name", "for example --save values.json or --save values.npz")
     program = _program(common)
-    options = dict(seed=common.seed, dtype=common.dtype.value, device=common.device.value,
-                   max_elements=common.max_elements, max_iterations=common.max_iterations,
-                   max_recursion=common.max_recursion, allow_read=common.allow_read, max_file_size=common.file_limit)
+    options = _run_options(common)
     progress = None
     if not common.json and sys.stderr.isatty():  # a bar on a terminal only: never in a pipe, a log or --json
         from .output import console
@@ -1236,8 +1343,21 @@ def minimize(
     if save is not None:
         _save_values(result.values, save)
     if plot is not None:
-        M.draw(result, plot)
+        _draw_minimized(common, program, options, result, plot)
     common.out.result(lambda: jsonout.minimize_doc(result), lambda: _views().minimize_view(result, common.full))
+
+
+def _draw_minimized(common: Common, program: Any, options: dict[str, Any], result: Any, path: str) -> None:
+    """minimize --plot: the loss curve, and for two scalar parameters their path over the loss's contours."""
+    from ..tools import plot as P
+    from . import charts
+
+    plane, surface = charts.plane_of(result), None
+    if plane:
+        xs, ys = charts.path_of(result)
+        surface = P.surface(program, _inputs(common), options, result.of, (plane[0], plane[1]),
+                            [P.around(xs), P.around(ys)], P.DEFAULT_POINTS[2])
+    charts.minimized_file(result, path, surface)
 
 
 def _save_values(values: dict[str, Any], path: str) -> None:
@@ -1253,6 +1373,58 @@ def _save_values(values: dict[str, Any], path: str) -> None:
     text = io.StringIO()
     jsonout.write({name: backend.to_json(value) for name, value in values.items()}, text)
     _write(text.getvalue().encode("utf-8"), path)
+
+
+@command(
+    "  gradcalc plot -e 'y = x^2*sin(x)' --wrt x --range -3:3\n\n"
+    "  gradcalc plot -e 'y = x^2*sin(x)' --wrt x --range -3:3 --order 2 --tangent 1.5 -o y.svg\n\n"
+    "  gradcalc plot -e 'x = 0; y = 0; L = (1 - x)^2 + 100*(y - x^2)^2' --wrt x,y --range -2:2      (contours "
+    "of L, ∇L as arrows)"
+)
+def plot(
+    common: Common,
+    wrt: Annotated[list[str], typer.Option(
+        "--wrt", metavar="NAME", autocompletion=_complete_names,
+        help="The leaf to move (a curve), or two (a contour); comma-separated or repeated.")],
+    range_: Annotated[list[str], typer.Option(
+        "--range", metavar="LOW:HIGH", help="Where each --wrt leaf goes: one for all, or one each "
+        "\\[default: its value ± 3].", show_default=False)] = [],  # noqa: B006
+    of: Annotated[Optional[str], typer.Option(
+        "--of", metavar="NAME", autocompletion=_complete_names,
+        help="The scalar output to draw (default: the last variable assigned).")] = None,
+    order: Annotated[int, typer.Option(min=1, max=2, help="Derivatives drawn: 1 (∂y/∂x) or 2 (∂²y/∂x² too).")] = 1,
+    tangent: Annotated[Optional[float], typer.Option(metavar="A", help="Draw the tangent line at A.",
+                                                     show_default=False)] = None,
+    points: Annotated[Optional[int], typer.Option(metavar="N", help="Samples \\[default: 201; a contour 41 per "
+                                                  "axis].", show_default=False)] = None,
+    output: Annotated[Optional[str], typer.Option(
+        "--output", "-o", metavar="FILE", help="Draw to FILE, .svg, .png or .pdf (Matplotlib: pip install "
+        "'gradcalc\\[plot]'), instead of a text plot.", show_default=False)] = None,
+) -> None:
+    """Draw a scalar output and its derivatives over a leaf, or its contours and gradient over two leaves."""
+    import shutil
+
+    from ..tools import plot as P
+    from . import charts, jsonout
+    from .symbols import plain_symbols
+
+    names = _names(wrt)
+    spans, count = P.check_request(names, range_, points, order, tangent)
+    if output is not None:
+        charts.check_file(output, "-o")
+    elif not common.json:
+        charts.check_text()
+    program = _program(common)
+    options = _run_options(common)
+    found: Any = P.curve(program, _inputs(common), options, of, names[0], spans[0], count, order, tangent) \
+        if len(names) == 1 else P.surface(program, _inputs(common), options, of, (names[0], names[1]), spans, count)
+    if output is not None:
+        (charts.curve_file if len(names) == 1 else charts.surface_file)(found, output)
+    width, height = shutil.get_terminal_size((80, 24))
+    common.out.result(lambda: jsonout.plot_doc(found),
+                      lambda: None if output is not None else
+                      (charts.curve_text if len(names) == 1 else charts.surface_text)(
+                          found, width, max(12, min(height - 4, 30)), plain_symbols(sys.stdout) is not None))
 
 
 @app.command(epilog="[bold]Examples[/bold]\n\n  gradcalc doctor\n\n  gradcalc doctor --json")

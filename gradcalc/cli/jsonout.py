@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # only their types: the grad and eval paths do not load the c
     from ..engine.symbolic import Derivative
     from ..program.batch import Point
     from ..tools.gradcheck import GradCheck
-    from ..tools.homework.check import Report, Verdict
+    from ..tools.homework.check import Report, Verdict, Working
     from ..tools.homework.rubric import Mistake, Question
 
 
@@ -184,7 +184,17 @@ def verdict_doc(verdict: Verdict) -> dict[str, Any]:
         doc["points"] = verdict.points  # null: answered again below, so not the one scored
     for key, shape in verdict.elided.items():  # grading keeps no large value: its shape says what it was
         doc[f"{key}_shape"] = list(shape)
+    if verdict.working is not None:
+        doc["working"] = working_doc(verdict.working)
     return doc
+
+
+def working_doc(working: Working) -> dict[str, Any]:
+    """A derivation judged line by line: how far it got, the first line that does not follow and why."""
+    return {"lines": working.lines, "follow": working.follow, "broken": working.broken, "rule": working.rule,
+            "reason": working.reason or None, "text": working.text(),
+            "steps": [{"line": step.number, "text": step.text, "at": {"line": step.line, "column": step.column},
+                       "status": step.status, "right": step.right} for step in working.steps]}
 
 
 def check_doc(report: Report) -> dict[str, Any]:
@@ -209,6 +219,9 @@ def grading_doc(reports: list[Report], asked: Sequence[Question] = (), mistakes:
     submissions = []
     for report in reports:
         doc = {"submission": report.name, **check_doc(report), "first_problem": report.first_problem() or None}
+        follow, lines = report.derivations
+        if lines:
+            doc["working"] = {"follow": follow, "lines": lines}
         if report.error is not None:
             doc["error"] = report.error
         submissions.append(doc)
@@ -371,4 +384,30 @@ def warned(doc: dict[str, Any], warnings: list[dict[str, Any]]) -> dict[str, Any
     """The document with its "warnings" (where a NaN started: program/anomaly.py), when there are any."""
     if warnings:
         doc["warnings"] = warnings
+    return doc
+
+
+def plot_doc(found: Any) -> dict[str, Any]:
+    """`plot --json`, the data drawn: a curve's {"of", "wrt", "x", "y", "dy"(, "d2y", "tangent")}, or a contour's
+    {"of", "wrt": [A, B], "x", "y", "z", "grad": {A, B}} with z[i][j] at (x[j], y[i])."""
+    if isinstance(found.wrt, str):
+        doc: dict[str, Any] = {"of": found.of, "wrt": found.wrt, "x": B.to_json(found.x), "y": B.to_json(found.y),
+                               "dy": B.to_json(found.dy)}
+        if found.d2y is not None:
+            doc["d2y"] = B.to_json(found.d2y)
+        if found.tangent is not None:
+            line = found.tangent
+            doc["tangent"] = {"at": line.at, "value": B.to_json(B.numpy.float64(line.value)),
+                              "slope": B.to_json(B.numpy.float64(line.slope))}
+        return doc
+    return {"of": found.of, "wrt": list(found.wrt), "x": B.to_json(found.x), "y": B.to_json(found.y),
+            "z": B.to_json(found.z), "grad": {name: B.to_json(g) for name, g in found.grad.items()}}
+
+
+def steps_doc(found: Any, answer: Derivative, placeholders: list[str]) -> dict[str, Any]:
+    """diff's document for the one derivative, with its derivation: each step's rule, before, after and LaTeX."""
+    doc = diff_doc([answer], placeholders)
+    doc["steps"] = [{"part": step.part, "rule": step.rule, "before": step.before, "after": step.after,
+                     "latex": step.latex} for step in found.steps]
+    doc["definitions"] = found.definitions
     return doc

@@ -473,10 +473,10 @@ def graph_tree(view: Any) -> RenderableType:
             stack.pop()
             continue
         child = view.nodes[edge.target]
-        if child.kind == "omitted":  # the nodes past the view's limit
+        if child.kind == "omitted":  # the nodes past the view's limit, or deeper than --depth
             again = "" if child.id not in drawn else " (as above)"
-            branch.add(Text(f"… {child.count:,} more nodes not drawn{again}: the graph has {view.total:,} nodes, "
-                            "too many to draw each", style="yellow"))
+            why = child.note or f"the graph has {view.total:,} nodes, too many to draw each"
+            branch.add(Text(f"… {child.count:,} more nodes not drawn{again}: {why}", style="yellow"))
             drawn.add(child.id)
             continue
         prefix = Text(edge_text(view, edge) + "  ", style="cyan")
@@ -503,6 +503,9 @@ def graph_tree(view: Any) -> RenderableType:
             continue
         stack.append((target.add(Text.assemble(prefix, label(child))), iter(view.children.get(child.id, [])),
                       depth + 1))
+    if view.hidden:
+        return Group(root, Text(f"({view.hidden} constant{'s' if view.hidden > 1 else ''} or cut values not "
+                                "drawn, as no gradient reaches them: --all draws them)", style="dim"))
     return Group(root)
 
 
@@ -630,6 +633,8 @@ def check_view(report: Any, heading: str = "", full: bool = False, errors_apart:
                       Text(note, style="dim"))
         if not verdict.passed:
             details.append(_verdict_detail(verdict, full, errors_apart))
+        elif verdict.working is not None:  # a right answer's derivation: how far it follows
+            details.append(Group(*_heading(verdict), _working_line(verdict)))
     for answer in report.answers:
         if answer.status == "missing":
             table.add_row("", inert(answer.question.label), Text("– missing", style="red"), "", "",
@@ -671,11 +676,21 @@ def _shown(verdict: Any, key: str, full: bool) -> str:
     return f"({shape_text(shape)}, not kept in grading)" if shape is not None else ""
 
 
-def _verdict_detail(verdict: Any, full: bool, errors_apart: bool = False) -> RenderableType:
+def _heading(verdict: Any) -> list[RenderableType]:
+    """A blank line, then the claim's mark, the claim and its line."""
     where = f" (line {verdict.line})" if verdict.line is not None else ""
     word, style = _VERDICT_STYLE[verdict.status]
-    lines: list[RenderableType] = [Text(""), Text.assemble((word[0] + " ", style), (inert(verdict.claim), "bold"),
-                                                           where)]
+    return [Text(""), Text.assemble((word[0] + " ", style), (inert(verdict.claim), "bold"), where)]
+
+
+def _working_line(verdict: Any) -> Text:
+    """'  working: lines 1-2 follow; line 3 (hw.txt:7) does not follow from line 2: …'."""
+    working = verdict.working
+    return Text("  working: " + inert(working.text()), style="red" if working.broken is not None else "green")
+
+
+def _verdict_detail(verdict: Any, full: bool, errors_apart: bool = False) -> RenderableType:
+    lines: list[RenderableType] = _heading(verdict)
     if verdict.status == "invalid":
         if errors_apart and verdict.error:
             lines.append(Text(f"  could not be judged: {inert(verdict.error['message'])}"))
@@ -686,6 +701,8 @@ def _verdict_detail(verdict: Any, full: bool, errors_apart: bool = False) -> Ren
         return Group(*lines)
     if verdict.diagnosis:
         lines.append(Text("  " + verdict.diagnosis))
+    if verdict.working is not None:
+        lines.append(_working_line(verdict))
     correct = _shown(verdict, "expected", full)
     if verdict.derivative:
         text, *where_lines = verdict.derivative.split("\n")
@@ -705,8 +722,9 @@ def grading_view(reports: list[Any], totals: dict[str, Any], verbose: bool, full
                  asked: Sequence[Any] = (), mistakes: Sequence[Any] = ()) -> RenderableType:
     """`check key.eq submissions/`: one row per submission, the totals, the class's mistakes, and with -v
     each submission in detail."""
-    table = _table(("submission", "left"), ("score" if asked else "claims", "right"), ("result", "left"),
-                   wrap_last=True)
+    worked = any(report.derivations[1] for report in reports)  # a column only where derivations were handed in
+    table = _table(("submission", "left"), ("score" if asked else "claims", "right"),
+                   *((("working", "right"),) if worked else ()), ("result", "left"), wrap_last=True)
     for report in reports:
         if report.error is not None:
             claims = f"0/{_number(report.max_score)}" if asked else "–"
@@ -717,7 +735,9 @@ def grading_view(reports: list[Any], totals: dict[str, Any], verbose: bool, full
             result = Text("full marks" if asked else "all right", style="green")
         else:
             result = Text(inert(report.first_problem()), style="yellow" if report.error is not None else "red")
-        table.add_row(inert(report.name), claims, result)
+        follow, lines = report.derivations
+        working = [f"{follow}/{lines}" if lines else "–"] if worked else []
+        table.add_row(inert(report.name), claims, *working, result)
     parts: list[RenderableType] = [table, Text("")]
     count = totals["submissions"]
     line = (f"{count} submission{'s' * (count != 1)}: {totals['passed']} " + ("full marks" if asked else "all right")
@@ -917,3 +937,111 @@ def taylor_view(run: Run, result: Any, decimal: bool = False, full: bool = False
     about = f"  about {point}, to degree {result.order}" + (f"; the terms are powers of {shifted}" if shifted else "")
     return Group(heading, Text(about, style="dim"), Text(""), table,
                  *_loop_notes(run))
+
+
+STEPS_WIDTH = 80  # the steps are laid out for this many columns: an expression longer is broken at + and -
+
+
+def steps_view(found: Any, answer: Any, latex: bool, placeholders: list[str]) -> RenderableType:
+    """`diff --steps`: each part's derivation, a line a rule, rules aligned at the right where they fit."""
+    if latex:
+        return Text(_steps_latex(found))
+    parts: list[RenderableType] = []
+    part, last = None, None
+    lines: list[tuple[str, str]] = []  # (text, rule) of one part
+    for step in found.steps:
+        if step.part != part:
+            _flush_steps(parts, lines)
+            lines = []
+            part = step.part
+            statement = step.part.split("/")[0][1:]  # "∂b/∂a" or "dy/dx": one sign, then the name
+            defined = found.definitions.get(statement) if step.part != "chain rule" else None
+            title = f"{part}, {statement} = {defined}" if defined else \
+                f"d{found.of}/d{found.wrt} by the chain rule" if part == "chain rule" else part
+            parts.append(Text(title, style="bold"))
+        if step.shown_before != last or not lines:  # a new equation (the chain rule statement by statement)
+            lines.append((f"  {step.shown_before}", ""))
+        lines.append((f"    = {step.shown_after}", f"({step.rule})"))
+        last = step.shown_after
+    _flush_steps(parts, lines)
+    for i, (name, text, _) in enumerate(found.where):  # diff's shared parts, too long to write in place
+        parts.append(Text(f"{'  where ' if i == 0 else '        '}{name} = {text}"))
+    if placeholders:
+        shown = ", ".join(placeholders)
+        parts.append(Text(f"  ({shown} ha{'s' if len(placeholders) == 1 else 've'} no value: "
+                          f"give --set {placeholders[0]}=... to see the derivative's value)", style="dim"))
+    else:
+        parts.append(Text(f"  = {_indented(B.format_value(answer.value, False), 4)} at the program's values",
+                          style="dim"))
+    return Group(*parts)
+
+
+def _flush_steps(parts: list[RenderableType], lines: list[tuple[str, str]]) -> None:
+    """A part's lines: rules in one column where each line and its rule fit, else the rule on the next line."""
+    fits = [len(text) for text, rule in lines if rule and len(text) + 2 + len(rule) <= STEPS_WIDTH]
+    column = max(fits, default=0) + 2
+    for text, rule in lines:
+        wrapped = _broken(text, STEPS_WIDTH)
+        for piece in wrapped[:-1]:
+            parts.append(Text(piece))
+        last = wrapped[-1]
+        if not rule:
+            parts.append(Text(last))
+        elif len(last) + 2 + len(rule) <= STEPS_WIDTH:
+            parts.append(Text.assemble(last.ljust(max(column, len(last) + 2)) if column + len(rule) <= STEPS_WIDTH
+                                       else last + "  ", (rule, "dim")))
+        else:
+            parts.append(Text(last))
+            for piece in _broken("      " + rule, STEPS_WIDTH):
+                parts.append(Text(piece, style="dim"))
+
+
+def _broken(text: str, width: int) -> list[str]:
+    """text in lines of at most width, continued indented: broken before a + or - between terms where one
+    falls in the line's second half, else after a comma, else at a space, else (one long token) anywhere."""
+    if len(text) <= width:
+        return [text]
+    indent = len(text) - len(text.lstrip()) + 4
+    pieces: list[str] = []
+    rest = text
+    while len(rest) > width:
+        half = (indent + width) // 2
+        cut = max(rest.rfind(" + ", half, width), rest.rfind(" - ", half, width))
+        if cut < 0:
+            comma = rest.rfind(", ", indent, width - 1)
+            cut = comma + 2 if comma > indent else rest.rfind(" ", indent + 1, width)
+        if cut <= indent:
+            cut = width
+        pieces.append(rest[:cut].rstrip())
+        rest = " " * indent + rest[cut:].lstrip()
+    return [*pieces, rest]
+
+
+def _steps_latex(found: Any) -> str:
+    """One aligned block: each part's derivative and its lines, each with its rule in \\text{}; the chain
+    rule's equations start from d/dx[...] itself."""
+    from ..engine.symbolic import latex_name
+
+    rows = []
+    part, last = None, None
+    for step in found.steps:
+        rule = rf"&& \text{{({_latex_text(step.rule)})}}"
+        if step.part not in (part, "chain rule"):
+            top, bottom = (name[1:] for name in step.part.split("/"))  # "∂b/∂a" or "dy/dx": a sign, a name
+            d = r"\partial " if step.part.startswith("∂") else "d "
+            rows.append(rf"\frac{{{d}{latex_name(top)}}}{{{d}{latex_name(bottom)}}} &= {step.latex_before}")
+            rows.append(rf"&= {step.latex} {rule}")
+        elif step.part != part or step.latex_before != last:  # a new equation
+            rows.append(rf"{step.latex_before} &= {step.latex} {rule}")
+        else:
+            rows.append(rf"&= {step.latex} {rule}")
+        part, last = step.part, step.latex
+    rows += [rf"& {latex_name(name)} = {latex} && \text{{(where)}}" for name, _, latex in found.where]
+    return "\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}"
+
+
+def _latex_text(text: str) -> str:
+    """Text for \\text{}: LaTeX's special characters escaped."""
+    escapes = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "_": r"\_", "^": r"\^{}", "&": r"\&",
+               "%": r"\%", "#": r"\#", "$": r"\$", "~": r"\~{}", "→": r"$\to$", "∂": r"$\partial$"}
+    return "".join(escapes.get(c, c) for c in text)

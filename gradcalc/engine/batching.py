@@ -28,22 +28,39 @@ from . import ops
 from .graph import ELEMENTWISE_BATCH, OWN_BATCH, REDUCTION_BATCH, UNBATCHED, Primitive
 from .primitives import (
     ADD,
+    ARGMAX,
+    ARGMIN,
     BROADCAST_TO,
+    CONCATENATE,
+    CROSS_ENTROPY,
+    CUMPROD,
+    CUMSUM,
     DIV,
+    EINSUM,
     EQ,
+    FLIP,
     INDEX,
     INDEX_PUT,
+    LOG_SOFTMAX,
     MATMUL,
+    MSE_LOSS,
     MUL,
     NE,
+    NORM_ORD,
     POW,
     PRIMITIVES,
     RESHAPE,
     SCATTER,
     SOFTMAX,
+    SOLVE,
+    SQUEEZE,
+    STACK_AXIS,
+    STD,
     SUB,
     SUM_TO,
     TRANSPOSE,
+    UNSQUEEZE,
+    VAR,
     WHERE,
 )
 
@@ -448,6 +465,135 @@ def _one_hot_matmul(a: Any, b: Any) -> Batched | None:
     out[B.xp.arange(count), :, columns] = weights[:, None] * B.xp.transpose(other[:, rows])
     return Batched(out)
 
+
+
+# --- Issue 25's functions (kept apart for merging) ------------------------------------------------
+
+@_own(SQUEEZE)
+@_own(UNSQUEEZE)
+def _reshaped(x: Any, shape: tuple[int, ...], axis: Any) -> Any:
+    return _reshape(x, shape)
+
+
+@_own(FLIP)
+def _flip(x: Any, axes: tuple[int, ...]) -> Any:
+    if not isinstance(x, Batched):
+        return FLIP.forward(x, axes)
+    return Batched(B.xp.flip(x.stack, axis=tuple(a + 1 for a in axes)))
+
+
+def _along(prim: Primitive) -> Callable[..., Any]:
+    """A primitive along one axis (cumsum, log_softmax): the same axis of each point, one past the batch axis."""
+    def along(x: Any, axis: int) -> Any:
+        if not isinstance(x, Batched):
+            return prim.forward(x, axis)
+        return Batched(prim.forward(x.stack, axis % x.ndim + 1))
+
+    return along
+
+
+for _prim in (CUMSUM, CUMPROD, LOG_SOFTMAX):
+    _OWN[_prim] = _along(_prim)
+
+
+def _position(prim: Primitive) -> Callable[..., Any]:
+    """argmax and argmin: over the axis, or over each point's flattened entries."""
+    def position(x: Any, axis: int | None) -> Any:
+        if not isinstance(x, Batched):
+            return prim.forward(x, axis)
+        if axis is None:
+            return Batched(prim.forward(B.xp.reshape(x.stack, (x.stack.shape[0], -1)), 1))
+        return Batched(prim.forward(x.stack, axis % x.ndim + 1))
+
+    return position
+
+
+for _prim in (ARGMAX, ARGMIN):
+    _OWN[_prim] = _position(_prim)
+
+
+def _statistic(prim: Primitive) -> Callable[..., Any]:
+    def statistic(x: Any, axis: Any, keepdims: bool, ddof: int) -> Any:
+        if not isinstance(x, Batched):
+            return prim.forward(x, axis, keepdims, ddof)
+        return Batched(prim.forward(x.stack, _axes(axis, x.ndim), keepdims, ddof))
+
+    return statistic
+
+
+for _prim in (VAR, STD, NORM_ORD):  # each with one more param after axis and keepdims
+    _OWN[_prim] = _statistic(_prim)
+
+
+@_own(CONCATENATE)
+def _concatenate(*args: Any) -> Any:
+    *parts, axis = args
+    batched = next((p for p in parts if isinstance(p, Batched)), None)
+    if batched is None:
+        return CONCATENATE.forward(*args)
+    count = batched.stack.shape[0]
+    stacks = [p.stack if isinstance(p, Batched) else B.xp.broadcast_to(p, (count, *p.shape)) for p in parts]
+    return Batched(B.xp.concatenate(stacks, axis=axis + 1))
+
+
+@_own(STACK_AXIS)
+def _stack_axis(*args: Any) -> Any:
+    *parts, axis = args
+    batched = next((p for p in parts if isinstance(p, Batched)), None)
+    if batched is None:
+        return STACK_AXIS.forward(*args)
+    count = batched.stack.shape[0]
+    stacks = [p.stack if isinstance(p, Batched) else B.xp.broadcast_to(p, (count, *p.shape)) for p in parts]
+    return Batched(B.xp.stack(stacks, axis=axis + 1))
+
+
+def _loss(prim: Primitive) -> Callable[..., Any]:
+    """cross_entropy and mse_loss: each point's losses ('none'), then each point's reduction."""
+    def loss(x: Any, y: Any, reduction: str, *rest: Any) -> Any:
+        batched = x if isinstance(x, Batched) else y if isinstance(y, Batched) else None
+        if batched is None:
+            return prim.forward(x, y, reduction, *rest)
+        count = batched.stack.shape[0]
+        x, y = (v.stack if isinstance(v, Batched) else B.xp.broadcast_to(v, (count, *v.shape)) for v in (x, y))
+        losses = prim.forward(x, y, "none", *rest)
+        if reduction == "none":
+            return Batched(losses)
+        within = tuple(range(1, losses.ndim))
+        return Batched(B.xp.sum(losses, axis=within) if reduction == "sum" else B.xp.mean(losses, axis=within))
+
+    return loss
+
+
+for _prim in (CROSS_ENTROPY, MSE_LOSS):
+    _OWN[_prim] = _loss(_prim)
+
+
+@_own(SOLVE)
+def _solve(a: Any, b: Any) -> Any:
+    if not isinstance(a, Batched) and not isinstance(b, Batched):
+        return SOLVE.forward(a, b)
+    vector = b.ndim == 1
+    if not isinstance(a, Batched):  # one matrix, many right-hand sides: one solve with them as columns
+        if vector:
+            return Batched(B.xp.linalg.solve(a, b.stack.T).T)
+        return Batched(B.xp.linalg.solve(a, b.stack))
+    raw_b = b.stack if isinstance(b, Batched) else B.xp.broadcast_to(b, (a.stack.shape[0], *b.shape))
+    if vector:
+        return Batched(B.xp.linalg.solve(a.stack, raw_b[..., None])[..., 0])
+    return Batched(B.xp.linalg.solve(a.stack, raw_b))
+
+
+@_own(EINSUM)
+def _einsum(*args: Any) -> Any:
+    *operands, spec = args
+    if not any(isinstance(x, Batched) for x in operands):
+        return EINSUM.forward(*args)
+    letter = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA" if c not in spec)
+    inputs, output = spec.split("->")
+    subscripts = [letter + s if isinstance(x, Batched) else s
+                  for s, x in zip(inputs.split(","), operands, strict=True)]
+    raws = [x.stack if isinstance(x, Batched) else x for x in operands]
+    return Batched(B.xp.einsum(",".join(subscripts) + "->" + letter + output, *raws))
 
 def _zeros_like(x: Any) -> Any:
     if isinstance(x, Batched):

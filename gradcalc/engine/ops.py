@@ -78,8 +78,9 @@ def _recorder(prim: Primitive) -> Callable[..., Node]:
     wanted = len(prim.params) if prim.defaults else 0
 
     def record(*args: Any) -> Node:
-        if n is None:
-            return apply(prim, tuple(map(_lift, args)))
+        if n is None:  # any number of inputs, then the params (concatenate's axis)
+            count = len(args) - len(prim.params)
+            return apply(prim, tuple(map(_lift, args[:count])), args[count:])
         inputs = tuple(map(_lift, args[:n]))  # map, not a generator: no frame per input
         if check is not None:
             check(prim, *map(_SHAPE, inputs))
@@ -96,7 +97,7 @@ def _params(prim: Primitive, given: tuple) -> tuple:
 
 
 def _recording(prim: Primitive) -> Callable[..., Node]:
-    if prim.kind.elementwise and prim.n_inputs == 1 and prim.differentiable:
+    if prim.kind.elementwise and prim.n_inputs == 1 and prim.differentiable and not prim.params:
         record: Callable[..., Node] = _unary(prim)
     elif prim.kind.elementwise and prim.n_inputs == 2:
         record = _binary(prim)

@@ -25,7 +25,13 @@ from .graph import ELEMENTWISE_BATCH, OWN_BATCH, REDUCTION_BATCH, UNBATCHED, Kin
 from .rules import (
     RULES,
     EachInput,
+    EachLayer,
+    EachOperand,
+    EachPart,
+    cholesky_vjp,
     count,
+    cumprod_vjp,
+    det_vjp,
     expand,
     extremum_vjp,
     index_vjp,
@@ -35,6 +41,7 @@ from .rules import (
     piecewise_constant,
     pow_exponent,
     prod_vjp,
+    solve_matrix_vjp,
     swap,
     trace_vjp,
 )
@@ -305,7 +312,8 @@ MAX = Primitive("max", REDUCTION, lambda x, axis, keepdims: B.xp.max(x, axis=axi
                 (extremum_vjp,), reads="x ans", grad_fn=_reduction_name("Max", "0", "1"))
 MIN = Primitive("min", REDUCTION, lambda x, axis, keepdims: B.xp.min(x, axis=axis, keepdims=keepdims),
                 (extremum_vjp,), reads="x ans", grad_fn=_reduction_name("Min", "0", "1"))
-NORM = Primitive("norm", REDUCTION, _norm, (norm_vjp,), reads="x ans", grad_fn="LinalgVectorNormBackward0")
+NORM = Primitive("norm", REDUCTION, _norm, (norm_vjp,), reads="x ans", grad_fn="LinalgVectorNormBackward0",
+                builtin=None)  # its builtin takes ord= too (program/builtins.py)
 LOGSUMEXP = Primitive("logsumexp", REDUCTION, _logsumexp, (
     lambda ns, g, ans, x, axis, keepdims: expand(ns, g, x, axis, keepdims) * ns.exp(x - expand(ns, ans, x, axis,
                                                                                               keepdims)),
@@ -344,9 +352,8 @@ MATMUL = Primitive("matmul", LINEAR_ALGEBRA, operator.matmul, (matmul_vjp(0), ma
 TRACE = Primitive("trace", LINEAR_ALGEBRA, lambda x: B.xp.trace(x, axis1=-2, axis2=-1), (trace_vjp,), reads="",
                   check=_matrix, batching=UNBATCHED, builtin="sum of the diagonal")
 # d det(X) = det(X) tr(X^-1 dX); d X^-1 = -X^-1 dX X^-1.
-DET = Primitive("det", LINEAR_ALGEBRA, lambda x: B.xp.linalg.det(x), (
-    lambda ns, g, ans, x: ns.reshape(g * ans, g.shape + (1, 1)) * swap(ns, ns.inv(x)),
-), reads="x ans", check=_square, grad_fn="LinalgDetBackward0", batching=UNBATCHED, builtin="determinant")
+DET = Primitive("det", LINEAR_ALGEBRA, lambda x: B.xp.linalg.det(x), (det_vjp,), reads="x ans", check=_square,
+                grad_fn="LinalgDetBackward0", batching=UNBATCHED, builtin="determinant")
 INV = Primitive("inv", LINEAR_ALGEBRA, lambda x: B.xp.linalg.inv(x), (
     lambda ns, g, ans, x: -(swap(ns, ans) @ g @ swap(ns, ans)),
 ), reads="x ans", check=_square, grad_fn="LinalgInvExBackward0", batching=UNBATCHED,
@@ -386,6 +393,202 @@ INDEX_PUT = Primitive("index_put", SHAPE, _index_put, (
 ), reads="", inputs="x value", params=("key",), batching=OWN_BATCH,
     grad_fn=lambda n: "IndexPutBackward0" if any(isinstance(k, tuple) for k in n.params[0]) else "CopySlices")
 
+
+# --- Functions of issue 25: the names NumPy and PyTorch users write (one block, kept apart for merging) ----
+# Kinds whose members carry parameters of their own; their builtins are written in program/builtins.py.
+STATISTIC = Kind("statistic", inputs="x", params=("axis", "keepdims", "ddof"), defaults=(None, False, 0),
+                 batching=OWN_BATCH)
+LOSS = Kind("loss", inputs="x y", params=("reduction",))
+# Integer positions in the working dtype, with no gradient (PyTorch: int64, no grad_fn).
+POSITION = Kind("position", inputs="x", params=("axis",), batching=OWN_BATCH)
+
+
+def _erf(x: Any) -> Any:
+    """math.erf entry by entry (correctly rounded, as SciPy's): NumPy has none, and CuPy's is in cupyx.scipy,
+    which gradcalc does not require, so on a device the values make a trip to the host and back."""
+    entries = B.host.vectorize(math.erf, otypes=[B.dtype])(B.to_host(x))
+    return entries[()] if B.xp is B.host else B.asarray(entries)
+
+
+_SQRT_HALF = 1 / math.sqrt(2)
+_NORMAL_DENSITY = 1 / math.sqrt(2 * math.pi)
+
+
+def _gelu(x: Any) -> Any:
+    return 0.5 * x * (1 + _erf(x * _SQRT_HALF))
+
+
+def _reduce_losses(losses: Any, reduction: str) -> Any:
+    if reduction == "none":
+        return losses
+    return B.xp.sum(losses) if reduction == "sum" else B.xp.mean(losses)
+
+
+def _cross_entropy(z: Any, p: Any, reduction: str, indices: bool) -> Any:
+    """PyTorch's cross_entropy over the last axis (classes) of (C,) or (N, C) scores; p: probabilities."""
+    return _reduce_losses(-B.xp.sum(p * (z - _logsumexp(z, -1, True)), axis=-1), reduction)
+
+
+def _loss_gradient(ns: Any, g: Any, losses_shape: tuple[int, ...], reduction: str) -> Any:
+    """The output gradient as a gradient of each loss: spread over the losses for 'mean' and 'sum'."""
+    if reduction == "none":
+        return g
+    return g / math.prod(losses_shape) if reduction == "mean" else g
+
+
+def _cross_entropy_scores(ns: Any, g: Any, ans: Any, z: Any, p: Any, reduction: str, indices: bool) -> Any:
+    per = _loss_gradient(ns, g, z.shape[:-1], reduction)
+    if reduction == "none":
+        per = ns.reshape(per, per.shape + (1,))
+    if indices:  # one-hot rows sum to 1: softmax(z) - p, as the gradient is written
+        return per * (ns.softmax(z, z.ndim - 1) - p)
+    return per * (ns.softmax(z, z.ndim - 1) * ns.sum(p, z.ndim - 1, True) - p)
+
+
+def _cross_entropy_targets(ns: Any, g: Any, ans: Any, z: Any, p: Any, reduction: str, indices: bool) -> Any:
+    per = _loss_gradient(ns, g, z.shape[:-1], reduction)
+    if reduction == "none":
+        per = ns.reshape(per, per.shape + (1,))
+    return -per * ns.log_softmax(z, z.ndim - 1)
+
+
+def _mse_vjp(sign: float) -> Callable[..., Any]:
+    def rule(ns: Any, g: Any, ans: Any, x: Any, y: Any, reduction: str) -> Any:
+        return _loss_gradient(ns, g, x.shape, reduction) * (2.0 * sign) * (x - y)
+
+    return rule
+
+
+def _logdet(x: Any, absolute: bool) -> Any:
+    sign, logabs = B.xp.linalg.slogdet(x)
+    if absolute:
+        return logabs
+    return B.xp.where(sign > 0, logabs, B.xp.where(sign == 0, -B.xp.inf, B.xp.nan))  # log of a negative: NaN
+
+
+def _cholesky(x: Any) -> Any:
+    try:
+        return B.xp.linalg.cholesky(x)
+    except B.host.linalg.LinAlgError:  # NumPy's (CuPy raises NumPy's too, where it checks at all)
+        raise ValueProblem("cholesky: the matrix is not positive definite",
+                           "cholesky needs a symmetric positive definite matrix, e.g. A @ A.T + eye(n)") from None
+
+
+def _solve_shapes(prim: Primitive, a: tuple[int, ...], b: tuple[int, ...]) -> None:
+    if len(a) != 2 or a[0] != a[1]:
+        raise ValueProblem(f"solve needs a square matrix first, got shape {a}", "solve(A, b) solves A x = b")
+    if len(b) not in (1, 2) or b[0] != a[0]:
+        raise ShapeError(f"solve(A, b): b of shape {b} does not match A of shape {a}",
+                         f"b must be a vector of length {a[0]} or a matrix with {a[0]} rows")
+
+
+def _argextremum(fn: str) -> Callable[..., Any]:
+    return lambda x, axis: getattr(B.xp, fn)(x, axis=axis).astype(B.dtype)
+
+
+# Elementwise functions of one argument.
+EXPM1 = Primitive("expm1", ELEMENTWISE, "expm1", (lambda ns, g, ans, x: g * (ans + 1),), reads="ans",
+                  fold=math.expm1)
+EXP2 = Primitive("exp2", ELEMENTWISE, "exp2", (lambda ns, g, ans, x: g * ans * math.log(2),), reads="ans",
+                 fold=lambda v: 2.0**v)
+RSQRT = Primitive("rsqrt", ELEMENTWISE, lambda x: 1 / B.xp.sqrt(x), (
+    lambda ns, g, ans, x: -0.5 * g * ans * ans * ans,
+), reads="ans", fold=lambda v: 1 / math.sqrt(v), latex=r"\frac{{1}}{{\sqrt{{{}}}}}")
+ERF = Primitive("erf", ELEMENTWISE, _erf, (
+    lambda ns, g, ans, x: g * (2 / math.sqrt(math.pi)) * ns.exp(-x * x),
+), reads="x", fold=math.erf, latex=r"\operatorname{{erf}}\left({}\right)")
+# The exact (erf) form, PyTorch's default; d gelu = Φ(x) + x φ(x).
+GELU = Primitive("gelu", ELEMENTWISE, _gelu, (
+    lambda ns, g, ans, x: g * (0.5 * (1 + ns.erf(x * _SQRT_HALF)) + _NORMAL_DENSITY * x * ns.exp(-0.5 * x * x)),
+), reads="x", fold=lambda v: 0.5 * v * (1 + math.erf(v * _SQRT_HALF)), builtin=None)  # approximate=: builtins.py
+SILU = Primitive("silu", ELEMENTWISE, lambda x: x / (1.0 + B.xp.exp(-x)), (
+    lambda ns, g, ans, x: g * ns.sigmoid(x) * (1 + x * (1 - ns.sigmoid(x))),
+), reads="x", fold=lambda v: v / (1 + math.exp(-v)))
+# With a parameter each (PyTorch's alpha and negative_slope): their builtins pass it.
+ELU = Primitive("elu", ELEMENTWISE, lambda x, alpha: B.xp.where(x > 0, x, alpha * B.xp.expm1(B.xp.minimum(x, 0))), (
+    lambda ns, g, ans, x, alpha: g * ns.where(ns.gt(x, 0), 1, ans + alpha),  # alpha·e^x = ans + alpha below 0
+), reads="x ans", params=("alpha",), builtin=None)
+LEAKY_RELU = Primitive("leaky_relu", ELEMENTWISE, lambda x, slope: B.xp.where(x > 0, x, slope * x), (
+    lambda ns, g, ans, x, slope: g * ns.where(ns.gt(x, 0), 1, slope),
+), reads="x", params=("negative_slope",), grad_fn="LeakyReluBackward0", builtin=None)
+
+# Statistics: NumPy's ddof (0 by default: the population variance); program/builtins.py refuses correction=.
+VAR = Primitive("var", STATISTIC, lambda x, axis, keepdims, ddof: B.xp.var(x, axis=axis, keepdims=keepdims,
+                                                                            ddof=ddof), (
+    lambda ns, g, ans, x, axis, keepdims, ddof: expand(ns, g, x, axis, keepdims) * (x - ns.mean(x, axis, True))
+    * (2.0 / (count(x, axis) - ddof)),
+), reads="x", builtin=None)
+STD = Primitive("std", STATISTIC, lambda x, axis, keepdims, ddof: B.xp.std(x, axis=axis, keepdims=keepdims,
+                                                                            ddof=ddof), (
+    lambda ns, g, ans, x, axis, keepdims, ddof: expand(ns, g, x, axis, keepdims) * (x - ns.mean(x, axis, True))
+    / ((count(x, axis) - ddof) * expand(ns, ans, x, axis, keepdims)),
+), reads="x ans", builtin=None)
+
+# norm(x, ord=1) and ord=inf: vector norms of every entry or along axes (ord=2 is NORM), PyTorch's node for all.
+VECTOR_NORM = Kind("vector norm", inputs="x", params=("axis", "keepdims", "ord"), batching=OWN_BATCH)
+NORM_ORD = Primitive("norm_ord", VECTOR_NORM, lambda x, axis, keepdims, order: (
+    B.xp.sum if order == 1 else B.xp.max)(B.xp.abs(x), axis=axis, keepdims=keepdims), (
+    lambda ns, g, ans, x, axis, keepdims, order: expand(ns, g, x, axis, keepdims) * ns.sign(x) if order == 1
+    else extremum_vjp(ns, g, ans, ns.abs(x), axis, keepdims) * ns.sign(x),  # ties share, as amax's
+), reads="x ans", grad_fn="LinalgVectorNormBackward0", builtin=None)
+
+# Shapes: squeeze and unsqueeze are reshapes under PyTorch's names (params: the new shape, the axis given).
+SQUEEZE = Primitive("squeeze", SHAPE, lambda x, shape, axis: B.xp.reshape(x, shape), (
+    lambda ns, g, ans, x, shape, axis: ns.reshape(g, x.shape),
+), reads="", params=("shape", "axis"), batching=OWN_BATCH, builtin=None,
+    grad_fn=lambda n: "SqueezeBackward0" if n.params[1] is None else (
+        "SqueezeBackward2" if isinstance(n.params[1], tuple) else "SqueezeBackward1"))
+UNSQUEEZE = Primitive("unsqueeze", SHAPE, lambda x, shape, axis: B.xp.reshape(x, shape), (
+    lambda ns, g, ans, x, shape, axis: ns.reshape(g, x.shape),
+), reads="", params=("shape", "axis"), batching=OWN_BATCH, builtin=None)
+FLIP = Primitive("flip", SHAPE, lambda x, axes: B.xp.flip(x, axis=axes), (
+    lambda ns, g, ans, x, axes: ns.flip(g, axes),
+), reads="", params=("axes",), batching=OWN_BATCH, builtin=None)
+CONCATENATE = Primitive("concatenate", SHAPE, lambda *args: B.xp.concatenate(args[:-1], axis=args[-1]),
+                        EachPart(), reads="", inputs="*xs", params=("axis",), grad_fn="CatBackward0",
+                        batching=OWN_BATCH, builtin=None)
+# stack([a, b], axis=1): the tensor literal's stack (STACK) along another axis, under PyTorch's name for both.
+STACK_AXIS = Primitive("stack_axis", SHAPE, lambda *args: B.xp.stack(args[:-1], axis=args[-1]), EachLayer(),
+                       reads="", inputs="*xs", params=("axis",), grad_fn="StackBackward0", batching=OWN_BATCH,
+                       builtin=None)
+CUMSUM = Primitive("cumsum", ALONG_AXIS, lambda x, axis: B.xp.cumsum(x, axis=axis), (
+    lambda ns, g, ans, x, axis: ns.flip(ns.cumsum(ns.flip(g, (axis,)), axis), (axis,)),
+), reads="", batching=OWN_BATCH, builtin=None)
+CUMPROD = Primitive("cumprod", ALONG_AXIS, lambda x, axis: B.xp.cumprod(x, axis=axis), (cumprod_vjp,),
+                    reads="x ans", batching=OWN_BATCH, builtin=None)
+ARGMAX = Primitive("argmax", POSITION, _argextremum("argmax"), None, builtin=None)
+ARGMIN = Primitive("argmin", POSITION, _argextremum("argmin"), None, builtin=None)
+
+# Losses.
+LOG_SOFTMAX = Primitive("log_softmax", ALONG_AXIS, lambda x, axis: x - _logsumexp(x, axis, True), (
+    lambda ns, g, ans, x, axis: g - ns.exp(ans) * ns.sum(g, axis, True),
+), reads="ans", grad_fn="LogSoftmaxBackward0", batching=OWN_BATCH, builtin=None)
+# Targets as probabilities (class indices become one-hot rows in program/builtins.py; `indices` names the node).
+CROSS_ENTROPY = Primitive("cross_entropy", LOSS, _cross_entropy, (
+    _cross_entropy_scores, _cross_entropy_targets,
+), reads="x y", params=("reduction", "indices"), batching=OWN_BATCH, builtin=None,
+    grad_fn=lambda n: "NllLossBackward0" if n.params[1] else (
+        "DivBackward1" if n.params[0] == "mean" else "NegBackward0"))
+MSE_LOSS = Primitive("mse_loss", LOSS, lambda x, y, reduction: _reduce_losses((x - y) ** 2, reduction), (
+    _mse_vjp(1.0), _mse_vjp(-1.0),
+), reads="x y", batching=OWN_BATCH, grad_fn="MseLossBackward0", builtin=None)
+
+# Linear algebra. einsum's spec is explicit ("ij,j->i"), each letter once per operand (program/builtins.py).
+EINSUM = Primitive("einsum", LINEAR_ALGEBRA, lambda *args: B.xp.einsum(args[-1], *args[:-1]), EachOperand(),
+                   reads="xs", inputs="*xs", params=("spec",), batching=OWN_BATCH, builtin=None)
+SOLVE = Primitive("solve", LINEAR_ALGEBRA, lambda a, b: B.xp.linalg.solve(a, b), (
+    lambda ns, g, ans, a, b: solve_matrix_vjp(ns, ns.solve(swap(ns, a), g), ans),
+    lambda ns, g, ans, a, b: ns.solve(swap(ns, a), g),
+), reads="a ans", inputs="a b", check=_solve_shapes, grad_fn="LinalgSolveExBackward0", batching=OWN_BATCH,
+    builtin="x with A x = b (b a vector or a matrix of columns)")
+# log det X (NaN where det < 0, as PyTorch's logdet), or log |det X| (slogdet's second value): d = X^-T.
+LOGDET = Primitive("logdet", LINEAR_ALGEBRA, _logdet, (
+    lambda ns, g, ans, x, absolute: ns.reshape(g, g.shape + (1, 1)) * swap(ns, ns.inv(x)),
+), reads="x", params=("absolute",), check=_square, batching=UNBATCHED, builtin=None,
+    grad_fn=lambda n: "LinalgSlogdetBackward0" if n.params[0] else "WhereBackward0")  # torch.logdet: a where()
+CHOLESKY = Primitive("cholesky", LINEAR_ALGEBRA, _cholesky, (cholesky_vjp,), reads="ans", check=_square,
+                     grad_fn="LinalgCholeskyExBackward0", batching=UNBATCHED,
+                     builtin="lower-triangular L with L L^T = A (A symmetric positive definite)")
 
 # Every record above, in the order written: the one list every table is made from.
 PRIMITIVES: dict[str, Primitive] = {p.name: p for p in list(globals().values()) if isinstance(p, Primitive)}

@@ -159,6 +159,125 @@ def pow_exponent(ns: Any, g: Any, ans: Any, x: Any, y: Any) -> Any:
     return ns.where(zero, 0, g * ans * ns.log(ns.where(zero, 1, x)))
 
 
+
+# --- Rules of issue 25's functions (kept apart for merging) ----------------------------------------
+
+class EachPart:
+    """concatenate's rules: part i gets its slice of the gradient along the axis (the last argument)."""
+
+    def __getitem__(self, i: int) -> Rule:
+        def rule(ns: Any, g: Any, ans: Any, *args: Any) -> Any:
+            *parts, axis = args
+            start = sum(p.shape[axis] for p in parts[:i])
+            return ns.index(g, (slice(None),) * axis + (slice(start, start + parts[i].shape[axis]),))
+
+        return rule
+
+
+
+class EachOperand:
+    """einsum's rules: operand i gets the einsum of the output gradient with the other operands, broadcast
+    along the letters that only it has (summed out by it alone). The spec is the last argument."""
+
+    def __getitem__(self, i: int) -> Rule:
+        def rule(ns: Any, g: Any, ans: Any, *args: Any) -> Any:
+            *operands, spec = args
+            inputs, output = spec.split("->")
+            letters = inputs.split(",")
+            target = letters[i]
+            others = [s for k, s in enumerate(letters) if k != i]
+            reached = set(output).union(*others)
+            kept = "".join(c for c in target if c in reached)
+            rest = [x for k, x in enumerate(operands) if k != i]
+            partial = ns.einsum(g, *rest, ",".join([output, *others]) + "->" + kept)
+            if kept == target:
+                return partial
+            x = operands[i]
+            partial = ns.reshape(partial, tuple(n if c in reached else 1 for c, n in zip(target, x.shape, strict=True)))
+            return ns.broadcast_to(partial, x.shape)
+
+        return rule
+
+class EachLayer:
+    """stack_axis's rules: part i gets the gradient's entry i along the new axis (the last argument)."""
+
+    def __getitem__(self, i: int) -> Rule:
+        def rule(ns: Any, g: Any, ans: Any, *args: Any) -> Any:
+            return ns.index(g, (slice(None),) * args[-1] + (i,))
+
+        return rule
+
+
+def _moved_last(ns: Any, x: Any, axis: int) -> tuple[Any, tuple[int, ...] | None]:
+    """x with `axis` moved last, and the permutation that did it (None: it was last already)."""
+    if axis == x.ndim - 1:
+        return x, None
+    order = tuple(a for a in range(x.ndim) if a != axis) + (axis,)
+    return ns.transpose(x, order), order
+
+
+def cumprod_vjp(ns: Any, g: Any, ans: Any, x: Any, axis: int) -> Any:
+    """Without zeros, the reversed cumulative sum of g·ans, over x. With zeros (0/0 there), each
+    ∂ans_j/∂x_i = ∏_{k≤j, k≠i} x_k for i ≤ j directly: n² work per slice, exact and differentiable again."""
+    flipped = (axis,)
+    values = x.value if isinstance(x, Node) else x
+    if not bool(B.to_host(values == 0).any()):
+        return ns.flip(ns.cumsum(ns.flip(g * ans, flipped), axis), flipped) / x
+    n = x.shape[axis]
+    moved, order = _moved_last(ns, x, axis)
+    g_moved, _ = _moved_last(ns, g, axis)
+    rows = ns.reshape(moved, moved.shape[:-1] + (1, n))
+    grid = ns.broadcast_to(rows, moved.shape[:-1] + (n, n))  # [..., i, j] = x_j
+    identity = ns.eye(n, n)
+    partial = ns.cumprod(ns.where(identity, 1, grid), len(moved.shape))  # x_i replaced by 1 in row i
+    upper = ns.cumsum(identity, 1)  # [i, j] = 1 where j ≥ i
+    seeds = ns.reshape(g_moved, g_moved.shape[:-1] + (1, n))
+    total = ns.sum(partial * upper * seeds, len(moved.shape), False)
+    return total if order is None else ns.transpose(total, inverse_permutation(order, x.ndim))
+
+
+def solve_matrix_vjp(ns: Any, gb: Any, ans: Any) -> Any:
+    """solve(A, b)'s gradient for A, given b's (gb = A^-T g): -gb xᵀ, x the solution."""
+    if ans.ndim == 1:
+        return -(ns.reshape(gb, (gb.shape[0], 1)) * ns.reshape(ans, (1, ans.shape[0])))
+    return -(gb @ swap(ns, ans))
+
+
+def cholesky_vjp(ns: Any, g: Any, ans: Any, x: Any) -> Any:
+    """PyTorch's: L^-T Φ(Lᵀ ḡ) L^-1, symmetrized (Φ: the lower triangle, its diagonal halved)."""
+    n = x.shape[-1]
+    identity = ns.eye(n, n)
+    lower = ns.cumsum(identity, 0)  # [i, j] = 1 where j ≤ i
+    product = swap(ns, ans) @ (g * lower)
+    phi = product * lower - 0.5 * product * identity
+    inverse = ns.inv(ans)
+    half = swap(ns, inverse) @ phi @ inverse
+    return 0.5 * (half + swap(ns, half))
+
+
+def det_vjp(ns: Any, g: Any, ans: Any, x: Any) -> Any:
+    """d det(X) = det(X) tr(X^-1 dX): the cofactor matrix det(X) X^-T, or, where X is singular (no inverse),
+    the cofactors themselves (the adjugate's transpose: [[4, -2], [-2, 1]] for [[1, 2], [2, 4]])."""
+    values = x.value if isinstance(x, Node) else x
+    with B.errstate():
+        spread = B.xp.linalg.svd(values, compute_uv=False)  # singular values, largest first
+        singular = bool(B.to_host(~(spread[..., -1] > 1e-12 * spread[..., 0])).any())
+    if not singular:
+        return ns.reshape(g * ans, g.shape + (1, 1)) * swap(ns, ns.inv(x))
+    return ns.reshape(g, g.shape + (1, 1)) * cofactors(ns, x)
+
+
+def cofactors(ns: Any, x: Any) -> Any:
+    """Each entry's cofactor, (-1)^(i+j) times the determinant of x without row i and column j."""
+    n = x.shape[-1]
+    if n == 1:
+        return ns.reshape(ns.zeros_like(x), x.shape) + 1.0
+    identity = B.xp.eye(n, dtype=B.dtype)
+    keep = [identity[[k for k in range(n) if k != i]] for i in range(n)]  # (n-1)×n: drops row i
+    entries = [(-1.0) ** (i + j) * ns.det(keep[i] @ x @ keep[j].T) for i in range(n) for j in range(n)]
+    table = ns.reshape(ns.stack(*entries), (n, n) + x.shape[:-2])
+    return table if x.ndim == 2 else ns.transpose(table, tuple(range(2, x.ndim)) + (0, 1))
+
 # Each differentiable primitive's rules as its record declares them, filled as primitives.py defines
 # them: what a test that patches a primitive's `vjps` puts back and compares with.
 RULES: dict[Primitive, Rules] = {}

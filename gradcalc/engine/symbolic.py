@@ -641,7 +641,7 @@ def _translate(node: Node, args: list[Expr], algebra: Algebra) -> Expr:
         return algebra.neg(args[0])
     if name == "broadcast_to":
         return algebra.broadcast(args[0], shape)
-    if name == "reshape":
+    if name in ("reshape", "squeeze", "unsqueeze"):  # squeeze and unsqueeze are reshapes by other names
         return _reshape(args[0], shape, algebra)
     if name == "transpose" and len(shape) == 2 and isinstance(args[0], Call) and args[0].fn == "transpose" \
             and len(args[0].shape) == 2:
@@ -1028,6 +1028,14 @@ class Printer:
             return f"softmax({self.show(args[0], 0)}, axis={params[0]})", 9
         if fn == "scatter" and any(isinstance(k, tuple) for k in params[0]):  # an array index's, as written
             return f"scatter({self.show(args[0], 0)}, [{_key(params[0])}], {list(params[1])})", 9
+        if fn == "einsum":
+            return f"einsum({', '.join([repr(params[0])] + [self.show(a, 0) for a in args])})", 9
+        if fn in _KEYWORDS:  # issue 25's functions, in the keywords a program writes them with
+            shown = [self.show(a, 0) for a in args]
+            if fn in ("concatenate", "stack_axis"):
+                shown = ["[" + ", ".join(shown) + "]"]
+            called = {"stack_axis": "stack", "norm_ord": "norm"}.get(fn, fn)
+            return f"{called}({', '.join(shown + keywords(fn, params))})", 9
         inner = ", ".join(self.show(a, 0) for a in args)
         extra = "".join(f", {p!r}" for p in params)
         return f"{fn}({inner}{extra})", 9
@@ -1065,6 +1073,35 @@ class _Positive(Pow):
         super().__init__(base, Num(exponent))
         self.exponent.shape, self.exponent.order = (), (0, exponent)
         self.shape, self.order = base.shape, base.order
+
+
+# Issue 25's functions whose params a program writes as keywords: each param's name, and its default (not shown).
+_KEYWORDS: dict[str, tuple[tuple[str, Any], ...]] = {
+    "var": (("axis", None), ("keepdims", False), ("ddof", 0)),
+    "std": (("axis", None), ("keepdims", False), ("ddof", 0)),
+    "flip": (("axis", None),), "cumsum": (("axis", None),), "cumprod": (("axis", None),),
+    "argmax": (("axis", None),), "argmin": (("axis", None),), "log_softmax": (("axis", None),),
+    "concatenate": (("axis", 0),), "stack_axis": (("axis", 0),),
+    "norm_ord": (("axis", None), ("keepdims", False), ("ord", None)),
+    "cross_entropy": (("reduction", "mean"), ("", None)), "mse_loss": (("reduction", "mean"),),
+    "logdet": (("", None),),
+}
+
+
+def keywords(fn: str, params: tuple) -> list[str]:
+    """`name=value` for each of a call's params that is not its default (those named "" never show)."""
+    shown = []
+    for (name, default), value in zip(_KEYWORDS[fn], params, strict=True):
+        if not name or value == default or (value is False and default is None):
+            continue
+        if isinstance(value, str):
+            text = repr(value)
+        elif isinstance(value, tuple):
+            text = str(value[0]) if len(value) == 1 else str(list(value))
+        else:
+            text = str(int(value)) if isinstance(value, bool) else str(value)
+        shown.append(f"{name}={text}")
+    return shown
 
 
 def _key(key: tuple) -> str:
@@ -1279,6 +1316,10 @@ class LatexPrinter(Printer):
             word = _REDUCTIONS[fn].latex or rf"\operatorname{{{fn}}}"
             under = _axes_under(axis if isinstance(axis, tuple) else (axis,), keepdims)
             return rf"{word}{under} {self.show(args[0], 3)}", 2
+        if fn in _KEYWORDS:
+            inner = ", ".join([self.show(a, 0) for a in args] + keywords(fn, expr.params))
+            word = fn.replace("_", r"\_")
+            return rf"\operatorname{{{word}}}\left({inner}\right)", 9
         text, precedence = super()._call(expr)
         name = text.split("(", 1)[0]
         if name.isidentifier() and "(" in text:

@@ -135,15 +135,35 @@ class _Brackets:
         reader = self.reader
         claim = reader(0, True) if self.claims and reader is not None else None
         special = {"_NL", "CHECK", *OPENING, *CLOSING}  # the tokens this looks at; all others pass as they are
+        if self.claims:  # a derivation's `=` lines: see _derivation_line
+            special |= _DERIVATION_TOKENS
+        checking = False  # in a check statement (whose claim may go on in lines that start with `=`)
+        previous = ""  # the kind of the last token at bracket depth 0 in a claim: "" at a claim's start
+        equals = 0  # the claim's `=` so far: from the second on, each starts a line of its derivation
+        sign = Token("EQUALS", "=")  # the last of them
         for token in stream:
             kind = token.type
-            if pending_newline is None and claim is None and kind not in special:
+            if pending_newline is None and claim is None and not checking and not self.claims \
+                    and kind not in special:
                 yield token
                 continue
             if kind == "_NL":
                 if not stack or stack[-1] == "{":
                     pending_newline = pending_newline or token
                 continue
+            if (self.claims or checking) and not stack:
+                ends = pending_newline is not None or kind in _CLAIM_SEPARATORS
+                if kind in _CLAIM_EQ:
+                    if previous == "" or previous in _CLAIM_EQ:
+                        raise _derivation_error(previous, token)
+                    pending_newline, ends = None, False  # a line that starts with `=` goes on with the claim above
+                    equals, sign = equals + 1, token
+                elif previous in _CLAIM_EQ and ends and equals > 1:
+                    raise _derivation_error(previous, sign, empty=True)
+                previous, equals = ("", 0) if kind in _CLAIM_SEPARATORS else (kind, 0 if ends else equals)
+                checking = checking and not ends
+            if kind == "CHECK":
+                checking, previous = True, ""
             if pending_newline is not None:
                 if kind not in ("ELSE", "ELIF"):
                     if claim is not None:
@@ -191,10 +211,35 @@ class _Brackets:
                 f"add the matching '{_PAIR[str(opener)]}'",
                 token_pos(opener),
             )
+        if (self.claims or checking) and previous in _CLAIM_EQ and equals > 1:
+            raise _derivation_error(previous, sign, empty=True)
         if claim is not None:
             yield from claim.finish()
         if pending_newline is not None:
             yield pending_newline
+
+
+_CLAIM_EQ = frozenset({"EQUALS", "APPROX"})
+_CLAIM_SEPARATORS = frozenset({"SEMICOLON", "COMMA"})
+_DERIVATION_TOKENS = _CLAIM_EQ | _CLAIM_SEPARATORS
+
+
+class DerivationError(GradcalcSyntaxError):
+    """A derivation's `=` line that has no claim above it, or nothing after its `=`: a slip of its layout."""
+
+
+def _derivation_error(previous: str, token: Token, empty: bool = False) -> GradcalcSyntaxError:
+    """A derivation's `=` line with no claim above it, or (empty, token: its `=`) with nothing after its `=`."""
+    if empty:
+        return DerivationError("an empty '=' line: a derivation's line needs an expression after its '='",
+                               "write the line's expression after '=', or delete the line", token_pos(token))
+    if previous:
+        return DerivationError(f"'{token}' twice: a derivation's line has one '=' before its expression",
+                               "write the expression between them, or delete one", token_pos(token))
+    return DerivationError(f"a line that starts with '{token}' has no claim before it to continue",
+                           "write the claim first (dy/dx = ...), then its derivation's lines (= ...) below "
+                           "it; in --claim, separate the lines by new lines or write them on one line "
+                           "(dy/dx = ... = ...), not by ';'", token_pos(token))
 
 
 def _python_statement(word: str) -> str | None:
@@ -213,6 +258,15 @@ def _order(tokens: tuple[Token, ...]) -> None:
         raise GradcalcSyntaxError(f"a derivative of order {written.translate(_SUPERSCRIPTS).lstrip('^*')}",
                                   "claims are about first and second derivatives: dL/dw, d²L/dw², ∂²L/∂a∂b",
                                   token_pos(tokens[0]))
+
+
+def _worked(claim: S.Claim, working: tuple[Token | S.Expr, ...]) -> S.Claim:
+    """A claim with its derivation's further lines (`= expr` each): the last is what it claims."""
+    lines = [part for part in working if isinstance(part, S.Expr)]
+    if lines:
+        claim.working = [claim.claimed, *lines]
+        claim.claimed = lines[-1]
+    return claim
 
 
 def _statements(children: list) -> list[S.Stmt]:
@@ -352,15 +406,19 @@ class _ToSyntax:
         return S.Claim(str(name), None, S.Number(0.0, "0", token_pos(name)), token_pos(name))
 
     def asked_derivative(self, top: Token, op: Token, bottom: Token) -> S.Claim:
-        return self.derivative_claim(top, op, bottom, op, S.Number(0.0, "0", token_pos(op)))
+        return self._derivative_claim(top, op, bottom, S.Number(0.0, "0", token_pos(op)))
 
     def asked_second(self, head: tuple[str, Pos], op: Token, names: tuple[str, str, Token]) -> S.Claim:
-        return self.second_claim(head, op, names, op, S.Number(0.0, "0", token_pos(op)))
+        return self._second_claim(head, op, names, S.Number(0.0, "0", token_pos(op)))
 
-    def value_claim(self, name: Token, _eq: Token, claimed: S.Expr) -> S.Claim:
-        return S.Claim(str(name), None, claimed, token_pos(name))
+    def value_claim(self, name: Token, _eq: Token, claimed: S.Expr, *working: Token | S.Expr) -> S.Claim:
+        return _worked(S.Claim(str(name), None, claimed, token_pos(name)), working)
 
-    def derivative_claim(self, top: Token, op: Token, bottom: Token, _eq: Token, claimed: S.Expr) -> S.Claim:
+    def derivative_claim(self, top: Token, op: Token, bottom: Token, _eq: Token, claimed: S.Expr,
+                         *working: Token | S.Expr) -> S.Claim:
+        return _worked(self._derivative_claim(top, op, bottom, claimed), working)
+
+    def _derivative_claim(self, top: Token, op: Token, bottom: Token, claimed: S.Expr) -> S.Claim:
         if _OPERATORS.get(str(op), str(op)) != "/":
             raise GradcalcSyntaxError(f"a claim's left side is a derivative such as dL/dw1, not '{op}'",
                                       "write dL/dw1 = ... (or ∂L/∂w1 = ...), or L = ... to claim a value",
@@ -377,7 +435,11 @@ class _ToSyntax:
         return S.Claim(of, wrt, claimed, Pos(start.line, start.column, width))
 
     def second_claim(self, head: tuple[str, Pos], op: Token, names: tuple[str, str, Token], _eq: Token,
-                     claimed: S.Expr) -> S.Claim:
+                     claimed: S.Expr, *working: Token | S.Expr) -> S.Claim:
+        return _worked(self._second_claim(head, op, names, claimed), working)
+
+    def _second_claim(self, head: tuple[str, Pos], op: Token, names: tuple[str, str, Token],
+                      claimed: S.Expr) -> S.Claim:
         if _OPERATORS.get(str(op), str(op)) != "/":
             raise GradcalcSyntaxError(f"a claim's left side is a derivative such as d²L/dw², not '{op}'",
                                       "write d²L/dw² = ... (or ∂²L/∂a∂b = ...)", token_pos(op))
@@ -718,7 +780,8 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start",
     if start == "claims" and comma is not None:  # 2,5
         return GradcalcSyntaxError(f"'{comma.group(1)},{token}': a comma separates claims",
                                    f"write the decimal point as a dot: {comma.group(1)}.{token}", pos)
-    if start == "claims" and ("EQUALS" in expected or {"NAME", "PARTIAL"} <= expected):  # in dL/dw1 =
+    right_side = re.search(r"[=≈][^\n;,]*$", text[:token.start_pos or 0])  # after its =: a derivation's next = fits
+    if start == "claims" and not right_side and ("EQUALS" in expected or {"NAME", "PARTIAL"} <= expected):
         where = "where a claim starts" if "EQUALS" not in expected and "CHECK" in expected else "in a claim's left side"
         return GradcalcSyntaxError(f"unexpected '{token}' {where}", _CLAIM_FORM, pos)
     before = text[: token.start_pos].rstrip(" \t") if token.start_pos is not None else ""
@@ -763,10 +826,12 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start",
         return GradcalcSyntaxError("a second derivative's bottom is read as one name",
                                    "write the two variables apart: d²f/dx dz, or ∂²f/∂x∂z", pos)
     if token.type == "APPROX" and start != "claims":
-        use = "compare with '=='" if "COMP_OP" in expected else "assign with '='"
+        assigning = re.search(r"(?:^|[;{}\n])\s*[^\W\d]\w*\s*$", before)  # y ≈ 2 (x ≈ 2 after `y =` compares)
+        use = "compare with '=='" if "COMP_OP" in expected or not assigning else "assign with '='"
         return GradcalcSyntaxError("unexpected '≈'", f"{use} (≈ is for claims: check dL/dw1 ≈ 0.39)", pos)
     if token.type == "EQUALS":
-        if "COMP_OP" in expected or "MUL_OP" in expected:
+        # After a condition (if x = 1 {): a claim's derivation lets `expr =` reduce, so the state may be past x.
+        if "COMP_OP" in expected or "MUL_OP" in expected or (start != "claims" and "LBRACE" in expected):
             return GradcalcSyntaxError("'=' inside an expression", "use '==' to compare; '=' only assigns", pos)
     if token.type in ("EQUALS", "AUG_OP"):
         declared = re.search(r"(?:^|[;{}\n])\s*const\s+([^\W\d]\w*)\s*$", before)

@@ -299,18 +299,21 @@ class Return(Stmt):
 class Claim(Stmt):
     """`dL/dw1 = -w3*a` (of="L", wrt="w1") or `L = 15` (wrt=None): what `gradcalc check` judges."""
 
-    __slots__ = ("of", "wrt", "claimed", "pos", "text", "wrt2")
+    __slots__ = ("of", "wrt", "claimed", "pos", "text", "wrt2", "working")
     expressions = ()  # `claimed` is what the judge compares, never code the program runs
     blocks = ()
 
     def __init__(self, of: str, wrt: str | None, claimed: Expr, pos: Pos, text: str = "",
-                 wrt2: str | None = None) -> None:
+                 wrt2: str | None = None, working: list[Expr] | None = None) -> None:
         self.of = of
         self.wrt = wrt
         self.claimed = claimed
         self.pos = pos
         self.text = text  # the claim as written, filled in by the parser
         self.wrt2 = wrt2  # a second derivative ∂²of/∂wrt∂wrt2 (wrt2 == wrt for ∂²of/∂wrt²), else None
+        # A derivation (dy/dx = A, then lines `= B`, `= C`): its lines first to last, each with its place; the
+        # last is `claimed`. Empty for a claim of one line.
+        self.working: list[Expr] = working or []
 
 
 class Question(Stmt):

@@ -388,6 +388,8 @@ class Run:
             direction = self.frame[given.strip()].value
         else:
             direction = to_array(flag, given)
+        if direction.shape == () and target.shape != ():  # a number: the same in every entry (--tangent 2)
+            direction = B.xp.full(target.shape, direction, dtype=B.dtype)
         if tuple(direction.shape) != tuple(target.shape):
             raise UsageError(f"{flag} has shape {tuple(direction.shape)} but '{wrt}' has shape "
                              f"{tuple(target.shape)}", f"give a JSON array of shape {list(target.shape)}")
@@ -503,13 +505,37 @@ class Run:
         return results
 
     @_in_own_state
-    def graph(self, of: str | None = None) -> Any:
-        """The computation graph as the tutorials draw it (graphview.View): needs run(keep_values=True)."""
+    def steps(self, of: str | None = None, wrt: str | None = None, decimal: bool = False) -> tuple[Any, Derivative]:
+        """d(of)/d(wrt) one named rule a line (engine/steps.py), ending on diff's answer (also returned)."""
+        from ..engine import steps
+
+        found = self.diff(of, [wrt] if wrt else None, decimal=decimal)
+        if len(found) != 1:
+            raise UsageError(f"--steps follows one derivative, and '{found[0].of}' has {len(found)} variables",
+                             f"name one with --wrt (one of: {', '.join(d.wrt[0] for d in found)})")
+        answer = found[0]
+        of, output, _, (target,) = self._select(of, [answer.wrt[0]])
+        symbols = {node: name for name, node in [*self.state.leaves.items(), *self.state.constants.items()]}
+        for name, node in self.frame.items():  # a leaf reassigned (x = x^2 + 1) is read through: one name, one node
+            if node.op is not None and node not in symbols and name not in self.state.leaves \
+                    and name not in self.state.constants:
+                symbols[node] = name
+        with self._located(of), paused_gc(), B.errstate():
+            return steps.derive(of, answer.wrt[0], output, target, symbols, answer, decimal), answer
+
+    @_in_own_state
+    def graph(self, of: str | None = None, options: Any = None) -> Any:
+        """The computation graph as the tutorials draw it (graphview.View): needs run(keep_values=True).
+
+        `options` (graphview.Options) picks what is drawn; None: every node, values in full.
+        """
         from ..engine import graphview
 
         of = self._check_graph(of)
+        options = options or graphview.Options()
         with self._located(of), paused_gc(), B.errstate():
-            return graphview.build(self, of)
+            view = graphview.build(self, of, options=options)
+        return graphview.shaped(view, options)  # its errors are the options', not the output's line
 
     @_in_own_state
     def explain(self, of: str | None, wrt: str, limit: int | None = None) -> tuple[Any, Any]:

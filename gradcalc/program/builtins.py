@@ -8,11 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..engine import autodiff, graph, ops
 from ..engine import backend as B
-from ..engine import ops
-from ..engine.graph import Node, constant, host_value, leaf
-from ..engine.primitives import PRIMITIVES, REDUCTION
-from ..errors import ArgumentError, FileProblem, GradcalcError, ValueProblem, did_you_mean
+from ..engine.graph import Node, apply, constant, host_value, leaf
+from ..engine.primitives import PRIMITIVES, REDUCTION, broadcast_shape
+from ..errors import ArgumentError, FileProblem, GradcalcError, ShapeError, ValueProblem, did_you_mean
 from ..files import DEFAULT_MAX_FILE_SIZE, Outside, describe, open_regular, read_bounded
 
 
@@ -37,10 +37,18 @@ class Builtin:
     required: int  # how many leading parameters must be given
     summary: str
     needs_context: bool = False
+    quoted: frozenset[str] = frozenset()  # parameters that take quoted text (reduction='sum'), not values
+    parts: frozenset[str] = frozenset()  # parameters that take a list of tensors (cat([a, b])), item by item
     variadic: bool = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "variadic", any(p.startswith("*") for p in self.params))
+
+    def named(self, count: int) -> tuple[str, ...]:
+        """The parameter each of `count` arguments in order goes to ("*name" takes the rest)."""
+        if self.variadic and count > len(self.params):
+            return self.params + (self.params[-1],) * (count - len(self.params))
+        return self.params[:count]
 
     def signature(self) -> str:
         shown = [p if i < self.required or p.startswith("*") else f"{p}=…" for i, p in enumerate(self.params)]
@@ -305,6 +313,49 @@ def _is_number(text: str) -> bool:
     return True
 
 
+DIFF_ENTRIES = 256  # diff(u, x) of a tensor takes a backward pass per entry: a bound on that work
+
+
+def _diff(u: Node, x: Node) -> Node:
+    """d/dx[u] for a scalar variable x: diff --steps's unevaluated derivative, as SymPy spells it.
+
+    Each entry is a differentiable backward pass (create_graph), so a gradient through diff() is right
+    too. It needs the program's graph: a claim, judged without one, cannot use it."""
+    if x.shape != ():
+        raise ArgumentError(f"diff(u, x) differentiates by a scalar variable; this x has shape {x.shape}",
+                            "name one scalar variable, as in diff(x^2*sin(x), x)")
+    if not graph.recording or not graph.history:
+        raise ArgumentError("diff(u, x) needs the program's graph, and it is not recorded here",
+                            "use diff() in a program's statements; write the derivative itself in an answer")
+    if not x.requires_grad:
+        raise ArgumentError("diff(u, x): x must be a variable (a value given to the program or computed from one)",
+                            "name a variable, as in diff(x^2, x)")
+    size = math.prod(u.shape)
+    if size > DIFF_ENTRIES:
+        raise ArgumentError(f"diff(u, x) of a tensor of {size:,} entries: more than {DIFF_ENTRIES} backward passes",
+                            "differentiate a sum or one entry of it, or use `gradcalc jacobian`")
+    if u.shape == ():
+        return _entry_derivative(u, x, B.scalar(1.0))
+    total: Node = constant(B.xp.zeros(u.shape, dtype=B.dtype))
+    for i in range(size):  # each entry's derivative, placed at its index
+        hot = B.xp.zeros(size, dtype=B.dtype)
+        hot[i] = 1.0
+        hot = B.xp.reshape(hot, u.shape)
+        total = ops.add(total, ops.mul(constant(hot), _entry_derivative(u, x, hot)))
+    return total
+
+
+def _entry_derivative(u: Node, x: Node, seed: Any) -> Node:
+    # A rule that reads one gradient twice (stack's, an index each) must find its value: the run frees
+    # temporaries no rule reads, so freeing is off while the rules record (put back after, as `building` does).
+    saved, graph.release_temporaries = graph.release_temporaries, False
+    try:
+        found = autodiff.backward(u, constant(seed), [x], create_graph=True).get(x)
+    finally:
+        graph.release_temporaries = saved
+    return constant(B.scalar(0.0)) if found is None else constant(found)
+
+
 # Reciprocal functions, as answers write derivatives (d tan x = sec²x dx): compositions, no rules of their own.
 _RECIPROCALS: dict[str, Callable[[Node], Node]] = {
     "sec": lambda x: ops.div(1.0, ops.cos(x)), "csc": lambda x: ops.div(1.0, ops.sin(x)),
@@ -313,12 +364,334 @@ _RECIPROCALS: dict[str, Callable[[Node], Node]] = {
 }
 
 
+
+# --- Issue 25's functions: NumPy's and PyTorch's names (kept apart for merging) -------------------
+
+def _text(value: Any, what: str, choices: tuple[str, ...]) -> str:
+    """A parameter given as quoted text, one of `choices`."""
+    listed = ", ".join(f"'{c}'" for c in choices)
+    if not isinstance(value, str):
+        raise ArgumentError(f"{what} is quoted text, one of {listed}", f"{what}='{choices[0]}'")
+    if value not in choices:
+        hint = did_you_mean(value, list(choices))
+        raise ArgumentError(f"{what} '{value}' is not one of {listed}", hint or f"{what}='{choices[0]}'")
+    return value
+
+
+def _one_axis(axis: Node | None, x: Node, what: str) -> int | None:
+    resolved = as_axis(axis, x)
+    if isinstance(resolved, tuple):
+        raise ArgumentError(f"{what} takes one axis, not a list", f"{what}(x, axis=0)")
+    return resolved
+
+
+def _slope(value: Node | None, default: float, what: str) -> float:
+    return default if value is None else _number(value, what)
+
+
+def _square(x: Node) -> Node:
+    return ops.power(x, constant(2.0))  # PowBackward0, as torch.square
+
+
+def _gelu(x: Node, approximate: Any = None) -> Node:
+    if approximate is None or _text(approximate, "approximate", ("none", "tanh")) == "none":
+        return ops.gelu(x)
+    # PyTorch's tanh form, 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))), made of the operations it names
+    inner = ops.mul(ops.add(x, ops.mul(constant(0.044715), ops.power(x, constant(3.0)))),
+                    constant(math.sqrt(2 / math.pi)))
+    return ops.mul(ops.mul(constant(0.5), x), ops.add(constant(1.0), ops.tanh(inner)))
+
+
+def _elu(x: Node, alpha: Node | None = None) -> Node:
+    return ops.elu(x, _slope(alpha, 1.0, "alpha"))
+
+
+def _leaky_relu(x: Node, negative_slope: Node | None = None) -> Node:
+    return ops.leaky_relu(x, _slope(negative_slope, 0.01, "negative_slope"))
+
+
+def _clamp(x: Node, low: Node | None = None, high: Node | None = None) -> Node:
+    if low is None and high is None:
+        raise ArgumentError("clamp needs min or max (or both)", "clamp(x, min=0) or clamp(x, -1, 1)")
+    return ops.clip(x, constant(-math.inf) if low is None else low, constant(math.inf) if high is None else high)
+
+
+def _statistic(op: Callable[..., Node]) -> Callable[..., Node]:
+    def statistic(x: Node, axis: Node | None = None, keepdims: Node | None = None,
+                  ddof: Node | None = None) -> Node:
+        keep = bool(as_int(keepdims, "keepdims")) if keepdims is not None else False
+        axes = as_axis(axis, x)
+        degrees = 0 if ddof is None else as_int(ddof, "ddof")
+        taken = math.prod(x.shape) if axes is None else math.prod(
+            x.shape[a] for a in (axes if isinstance(axes, tuple) else (axes,)))
+        if not 0 <= degrees < taken:
+            raise ValueProblem(f"{op.__name__} with ddof={degrees} of {taken} entr{'y' if taken == 1 else 'ies'}",
+                               "ddof must be at least 0 and less than the number of entries (ddof=1: the "
+                               "sample estimate)")
+        return op(x, axes, keep, degrees)
+
+    return statistic
+
+
+def _squeeze(x: Node, axis: Node | None = None) -> Node:
+    if axis is None:
+        return ops.squeeze(x, tuple(n for n in x.shape if n != 1), None)
+    axes = as_axis(axis, x)
+    dropped: tuple[int, ...] = axes if isinstance(axes, tuple) else (axes,) if axes is not None else ()
+    for a in dropped:
+        if x.shape[a] != 1:
+            raise ValueProblem(f"squeeze: axis {a} has size {x.shape[a]}, not 1 (shape {x.shape})",
+                               "only axes of size 1 can be removed; squeeze(x) removes every one")
+    return ops.squeeze(x, tuple(n for i, n in enumerate(x.shape) if i not in dropped), axes)
+
+
+def _unsqueeze(x: Node, axis: Node) -> Node:
+    position = as_int(axis, "axis")
+    if not -x.ndim - 1 <= position <= x.ndim:
+        raise ValueProblem(f"axis {position} is out of range for adding an axis to shape {x.shape}",
+                           f"use an axis from 0 to {x.ndim} (or negative, from the end)")
+    position %= x.ndim + 1
+    return ops.unsqueeze(x, x.shape[:position] + (1,) + x.shape[position:], position)
+
+
+def _flatten(x: Node) -> Node:
+    return ops.reshape(x, (math.prod(x.shape),))
+
+
+def _flip(x: Node, axis: Node | None = None) -> Node:
+    if x.ndim == 0:
+        return x
+    axes = as_axis(axis, x)
+    return ops.flip(x, tuple(range(x.ndim)) if axes is None else axes if isinstance(axes, tuple) else (axes,))
+
+
+def _parts(value: Any, what: str) -> tuple[Node, ...]:
+    """A list of tensors: [a, b] item by item, or a tensor's entries along its first axis."""
+    if isinstance(value, tuple):
+        parts = value
+    elif value.ndim == 0:
+        raise ArgumentError(f"{what} takes a list of tensors, got a number", f"{what}([a, b])")
+    else:
+        parts = tuple(ops.index(value, (i,)) for i in range(value.shape[0]))
+    if not parts:
+        raise ArgumentError(f"{what} needs at least one tensor", f"{what}([a, b])")
+    return parts
+
+
+def _concatenate(xs: Any, axis: Node | None = None) -> Node:
+    parts = _parts(xs, "concatenate")
+    first = parts[0]
+    if any(p.ndim == 0 for p in parts):
+        raise ValueProblem("concatenate joins tensors along an axis, and a number has none",
+                           "stack([a, b]) makes a vector of numbers")
+    position = 0 if axis is None else _one_axis(axis, first, "concatenate")
+    assert position is not None
+    for p in parts[1:]:
+        if p.ndim != first.ndim or any(m != n for i, (m, n) in enumerate(zip(p.shape, first.shape, strict=True))
+                                       if i != position):
+            raise ShapeError(f"concatenate along axis {position}: shapes {first.shape} and {p.shape} differ on "
+                             "another axis", "every shape must match except along the axis joined")
+    B.check_size(first.shape[:position] + (sum(p.shape[position] for p in parts),) + first.shape[position + 1:],
+                 "the result of concatenate")
+    return apply(ops.CONCATENATE, tuple(parts), (position,))
+
+
+def _stack_along(xs: Any, axis: Node | None = None) -> Node:
+    parts = _parts(xs, "stack")
+    if any(p.shape != parts[0].shape for p in parts):
+        shapes = sorted({p.shape for p in parts})
+        raise ShapeError(f"stack needs tensors of one shape, got {' and '.join(map(str, shapes))}",
+                         "concatenate([a, b]) joins tensors of different lengths")
+    stacked = ops.stack(*parts)
+    if axis is None:
+        return stacked
+    position = _one_axis(axis, stacked, "stack")  # an axis of the result: one more than each part has
+    if not position:
+        return stacked
+    return apply(ops.STACK_AXIS, parts, (position,))
+
+
+def _cumulative(op: Callable[..., Node]) -> Callable[..., Node]:
+    def cumulative(x: Node, axis: Node | None = None) -> Node:
+        if axis is None:  # NumPy's default: over the flattened entries
+            return op(_flatten(x), 0)
+        return op(x, _one_axis(axis, x, op.__name__))
+
+    return cumulative
+
+
+def _position(op: Callable[..., Node]) -> Callable[..., Node]:
+    def position(x: Node, axis: Node | None = None) -> Node:
+        if x.value.size == 0:
+            raise ValueProblem(f"{op.__name__} of an empty tensor", "it has no largest or smallest entry")
+        return op(x, None if axis is None else _one_axis(axis, x, op.__name__))
+
+    return position
+
+
+def _like(value: float) -> Callable[[Node], Node]:
+    return lambda x: constant(B.xp.full(x.shape, value, dtype=B.dtype))
+
+
+def _len(x: Node) -> Node:
+    if x.ndim == 0:
+        raise ValueProblem("len of a number", "len(x) is the size of x's first axis; a number has no axes")
+    return constant(float(x.shape[0]))
+
+
+def _shape(x: Node) -> Node:
+    return constant(B.xp.asarray([float(n) for n in x.shape], dtype=B.dtype).reshape(len(x.shape)))
+
+
+def _log_softmax(x: Node, axis: Node | None = None) -> Node:
+    if x.ndim == 0:
+        return ops.log_softmax(ops.reshape(x, (1,)), 0)[0]
+    resolved = _one_axis(axis, x, "log_softmax") if axis is not None else x.ndim - 1
+    return ops.log_softmax(x, resolved)
+
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def _cross_entropy(scores: Node, target: Node, reduction: Any = None) -> Node:
+    how = "mean" if reduction is None else _text(reduction, "reduction", REDUCTIONS)
+    if scores.ndim not in (1, 2):
+        raise ValueProblem(f"cross_entropy takes scores of shape (C,) or (N, C), got {scores.shape}",
+                           "one row of class scores per example; reshape to (N, C)")
+    classes = scores.shape[-1]
+    if target.shape == scores.shape:
+        return ops.cross_entropy(scores, target, how, False)
+    if target.shape != scores.shape[:-1]:
+        raise ShapeError(f"cross_entropy: target of shape {target.shape} for scores of shape {scores.shape}",
+                         f"give class indices of shape {scores.shape[:-1]} or probabilities of shape "
+                         f"{scores.shape}")
+    labels = B.host.asarray(host_value(target))  # a batch of points: one set of labels, or split by them
+    if not ((labels == labels.round()) & (labels >= 0) & (labels < classes)).all():
+        raise ValueProblem(f"cross_entropy: class indices must be whole numbers from 0 to {classes - 1}",
+                           "check the labels, e.g. with eval; probabilities need the scores' shape")
+    one_hot = B.xp.eye(classes, dtype=B.dtype)[B.asarray(labels).astype(int)]
+    return ops.cross_entropy(scores, constant(one_hot), how, True)
+
+
+def _mse_loss(x: Node, y: Node, reduction: Any = None) -> Node:
+    how = "mean" if reduction is None else _text(reduction, "reduction", REDUCTIONS)
+    if x.shape != y.shape:
+        shape = broadcast_shape(ops.MSE_LOSS, x.shape, y.shape)
+        x, y = (v if v.shape == shape else ops.broadcast_to(v, shape) for v in (x, y))
+    return ops.mse_loss(x, y, how)
+
+
+def _norm(x: Node, axis: Node | None = None, keepdims: Node | None = None, order: Any = None) -> Node:
+    keep = bool(as_int(keepdims, "keepdims")) if keepdims is not None else False
+    axes = as_axis(axis, x)
+    if isinstance(order, str):
+        _text(order, "ord", ("fro",))
+        if x.ndim != 2 and not (isinstance(axes, tuple) and len(axes) == 2):
+            raise ValueProblem(f"ord='fro' is a matrix norm, and x has shape {x.shape}",
+                               "give a matrix (or axis=[0, 1]); for a vector leave ord out")
+        return ops.norm(x, axes, keep)
+    power = 2.0 if order is None else _number(order, "ord")
+    if power not in (1.0, 2.0, math.inf):
+        raise ArgumentError(f"ord={power:g} is not supported", "ord=1, ord=2 (the default), ord=inf or ord='fro'")
+    if order is not None and axes is None and x.ndim == 2:
+        raise ArgumentError(f"norm of a matrix with ord={power:g}: NumPy's is a matrix norm, which gradcalc does "
+                            "not compute", "give axis= for vector norms of rows or columns, norm(flatten(x), "
+                            "ord=...) for all entries, or ord='fro'")
+    if power == 2.0:
+        return ops.norm(x, axes, keep)
+    if power == math.inf and x.value.size == 0:
+        raise ValueProblem("norm(x, ord=inf) of an empty tensor", "it has no largest entry")
+    return ops.norm_ord(x, axes, keep, 1 if power == 1.0 else math.inf)
+
+
+def _slogdet(x: Node) -> Node:
+    logabs = ops.logdet(x, True)  # checks the shape first
+    return ops.stack(ops.sign(constant(ops.det(x).value)), logabs)
+
+
+def _einsum(subscripts: Any, *operands: Node) -> Node:
+    """NumPy's einsum for letters: each operand's letters once each, an explicit or implicit output."""
+    usage = "einsum('ij,jk->ik', A, B): a letter per axis, operands separated by commas"
+    if not isinstance(subscripts, str):
+        raise ArgumentError("einsum's first argument is its subscripts, in quotes", usage)
+    spec = subscripts.replace(" ", "")
+    inputs, arrow, output = spec.partition("->")
+    letters = inputs.split(",")
+    if "." in spec:
+        raise ArgumentError("einsum's ... (ellipsis) is not supported", "name every axis with a letter")
+    if not all((part.isalpha() and part.isascii()) or part == "" for part in [*letters, output]):
+        raise ArgumentError(f"einsum subscripts '{subscripts}' are not letters", usage)
+    if len(letters) != len(operands):
+        raise ArgumentError(f"einsum subscripts '{subscripts}' name {len(letters)} operand"
+                            f"{'s' if len(letters) != 1 else ''}, got {len(operands)}", usage)
+    sizes: dict[str, int] = {}
+    for part, x in zip(letters, operands, strict=True):
+        if len(part) != x.ndim:
+            raise ShapeError(f"einsum: '{part}' names {len(part)} axes for a tensor of shape {x.shape}",
+                             "one letter per axis")
+        if len(set(part)) != len(part):
+            raise ArgumentError(f"einsum: '{part}' repeats a letter (a diagonal), which is not supported",
+                                "use diag(x) or trace(x) for diagonals")
+        for c, n in zip(part, x.shape, strict=True):
+            if sizes.setdefault(c, n) != n:
+                raise ShapeError(f"einsum: '{c}' is {sizes[c]} long in one operand and {n} in another",
+                                 "a letter's axes must have one size")
+    if not arrow:  # NumPy's implicit output: the letters used once, in alphabetical order
+        output = "".join(sorted(c for c in sizes if inputs.count(c) == 1))
+    if len(set(output)) != len(output) or any(c not in sizes for c in output):
+        raise ArgumentError(f"einsum output '{output}' must name input letters, each once", usage)
+    B.check_size(tuple(sizes[c] for c in output), "the result of einsum")
+    return apply(ops.EINSUM, operands, (",".join(letters) + "->" + output,))
+
+
+def _functions(add: Callable[..., None]) -> None:
+    """Issue 25's builtins that are more than their record (keywords, defaults, composites)."""
+    add("square", _square, "x", 1, "elementwise x^2")
+    add("gelu", _gelu, "x approximate", 1, "x Φ(x), Φ the normal CDF (approximate='tanh': PyTorch's tanh form)",
+        quoted="approximate")
+    add("elu", _elu, "x alpha", 1, "x above 0, alpha·(e^x - 1) below (alpha=1)")
+    add("leaky_relu", _leaky_relu, "x negative_slope", 1, "x above 0, negative_slope·x below (0.01)")
+    add("clamp", _clamp, "x min max", 1, "x limited to [min, max] (PyTorch's name for clip; either may be left out)")
+    add("var", _statistic(ops.var), "x axis keepdims ddof", 1, "variance, ddof=0 (NumPy's; ddof=1: sample)")
+    add("std", _statistic(ops.std), "x axis keepdims ddof", 1, "standard deviation, ddof=0 (NumPy's; ddof=1: sample)")
+    add("squeeze", _squeeze, "x axis", 1, "without axes of size 1 (all, or the axis given)")
+    add("unsqueeze", _unsqueeze, "x axis", 2, "with a new axis of size 1 at axis")
+    add("expand_dims", _unsqueeze, "x axis", 2, "with a new axis of size 1 at axis (NumPy's name for unsqueeze)")
+    add("flatten", _flatten, "x", 1, "the entries as a vector")
+    add("flip", _flip, "x axis", 1, "entries in reverse order along every axis (or axis)")
+    for name in ("concatenate", "cat"):
+        add(name, _concatenate, "xs axis", 1, "tensors joined along an existing axis: concatenate([a, b], axis=0)",
+            parts="xs")
+    add("stack", _stack_along, "xs axis", 1, "tensors of one shape stacked along a new axis: stack([a, b])",
+        parts="xs")
+    add("cumsum", _cumulative(ops.cumsum), "x axis", 1, "cumulative sum along axis (flattened without one)")
+    add("cumprod", _cumulative(ops.cumprod), "x axis", 1, "cumulative product along axis (flattened without one)")
+    add("argmax", _position(ops.argmax), "x axis", 1, "position of the largest entry (no gradient)")
+    add("argmin", _position(ops.argmin), "x axis", 1, "position of the smallest entry (no gradient)")
+    add("zeros_like", _like(0.0), "x", 1, "zeros of x's shape")
+    add("ones_like", _like(1.0), "x", 1, "ones of x's shape")
+    add("len", _len, "x", 1, "the size of the first axis")
+    add("shape", _shape, "x", 1, "the sizes of x's axes, as a vector")
+    add("log_softmax", _log_softmax, "x axis", 1, "log of softmax over the last axis (or axis)")
+    add("cross_entropy", _cross_entropy, "input target reduction", 2,
+        "PyTorch's cross_entropy: scores (C,) or (N, C), class indices or probabilities", quoted="reduction")
+    add("mse_loss", _mse_loss, "input target reduction", 2, "mean squared error (reduction='mean')",
+        quoted="reduction")
+    add("norm", _norm, "x axis keepdims ord", 1, "vector norm: ord=2 (default), 1, inf; ord='fro' for a matrix",
+        quoted="ord")
+    add("matmul", ops.matmul, "a b", 2, "matrix product, a @ b")
+    add("einsum", _einsum, "subscripts *operands", 2, "NumPy's einsum: einsum('ij,j->i', A, x)",
+        quoted="subscripts")
+    add("logdet", lambda x: ops.logdet(x, False), "x", 1, "log det x (NaN where det x < 0)")
+    add("slogdet", _slogdet, "x", 1, "[sign of det x, log |det x|]")
+
 def _table() -> dict[str, Builtin]:
     table: dict[str, Builtin] = {}
 
     def add(name: str, fn: Callable[..., Node], params: str, required: int, summary: str,
-            context: bool = False) -> None:
-        table[name] = Builtin(name, fn, tuple(p for p in params.split() if p), required, summary, context)
+            context: bool = False, quoted: str = "", parts: str = "") -> None:
+        table[name] = Builtin(name, fn, tuple(p for p in params.split() if p), required, summary, context,
+                              frozenset(quoted.split()), frozenset(parts.split()))
 
     for prim in PRIMITIVES.values():  # a primitive called by name: its record says how
         if prim.builtin is not None:
@@ -334,6 +707,7 @@ def _table() -> dict[str, Builtin]:
     add("transpose", _transpose, "x axis1 axis2", 1, "reversed axes, or two axes swapped")
     add("reshape", _reshape, "x *shape", 1, "the same entries in a new shape")
     add("softmax", _softmax, "x axis", 1, "softmax over the last axis (or axis)")
+    add("diff", _diff, "u x", 2, "d/dx[u] for a scalar variable x, by autodiff (diff --steps writes it)")
     add("detach", _detach, "x", 1, "the value without its history (no gradient flows through)")
     add("all", _all, "x", 1, "1 if every entry is non-zero, else 0")
     add("any", _any, "x", 1, "1 if some entry is non-zero, else 0")
@@ -346,6 +720,7 @@ def _table() -> dict[str, Builtin]:
     add("randn", _randn, "*shape", 0, "standard normal samples (seeded by --seed)", context=True)
     add("rand", _rand, "*shape", 0, "uniform samples in [0, 1) (seeded by --seed)", context=True)
     add("load", _load, "path member", 1, 'data from .npy, .npz, .csv or .json: load("x.npy")', context=True)
+    _functions(add)
     return table
 
 

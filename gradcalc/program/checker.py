@@ -371,7 +371,11 @@ class Checker:
         if builtin.name == "load":
             load_names(expr)
             return []
-        return bind_arguments(builtin, expr)
+        operands = bind_arguments(builtin, expr)
+        if builtin.quoted:  # quoted text where the builtin takes it (reduction='sum') is no value to check
+            return [None if isinstance(arg, S.String) and name in builtin.quoted else arg
+                    for name, arg in zip(builtin.named(len(operands)), operands, strict=True)]
+        return operands
 
     def builtin(self, expr: S.Call) -> Builtin:
         """The builtin a call names; an unknown name, range() or a variable called is a mistake."""
@@ -466,7 +470,8 @@ def check_attribute(expr: S.Attribute) -> None:
 def misplaced(expr: S.Expr) -> GradcalcError:
     """Quoted text or a slice where neither belongs."""
     if isinstance(expr, S.String):
-        return GradcalcSyntaxError("quoted text is only allowed as a file name in load(\"...\")",
+        return GradcalcSyntaxError("quoted text is only allowed where a function takes it: load's file name, "
+                                   "reduction='sum', ord='fro', approximate='tanh', einsum's subscripts",
                                    "remove the quotes", expr.pos)
     return GradcalcSyntaxError("a slice (a:b) is only allowed inside [ ]", "x[1:3]", expr.pos)
 
@@ -552,9 +557,13 @@ def bind_arguments(builtin: Builtin, expr: S.Call) -> Sequence[S.Expr | None]:
     slots: list[S.Expr | None] = list(expr.args) + [None] * (len(params) - len(expr.args))
     for keyword in expr.keywords:
         if keyword.name not in params:
-            numpy_name = {"dim": "axis", "keepdim": "keepdims"}.get(keyword.name)
+            numpy_name = {"dim": "axis", "keepdim": "keepdims", "correction": "ddof", "unbiased": "ddof",
+                          "p": "ord"}.get(keyword.name)
             hint = f"gradcalc uses NumPy's names: {numpy_name}= (PyTorch's {keyword.name}=)" \
                 if numpy_name in params else did_you_mean(keyword.name, params)
+            if numpy_name == "ddof" and hint:  # the defaults differ: say so rather than let one pass for the other
+                hint += "; ddof is 0 unless given (NumPy's population variance), where PyTorch's correction is 1: " \
+                        "write ddof=1 for PyTorch's"
             raise ArgumentError(f"{builtin.name} has no parameter '{keyword.name}'", hint or usage(), keyword.pos)
         i = params.index(keyword.name)
         if slots[i] is not None:

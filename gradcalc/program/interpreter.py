@@ -32,7 +32,7 @@ from ..errors import (
 )
 from ..files import DEFAULT_MAX_FILE_SIZE
 from ..language import syntax as S
-from .builtins import BUILTINS, CONSTANTS, RANDOM, Context, as_int
+from .builtins import BUILTINS, CONSTANTS, RANDOM, Builtin, Context, as_int
 from .checker import (
     NEW_AXIS,
     Checker,
@@ -611,8 +611,11 @@ class Interpreter:
         args: Sequence[S.Expr | None] = expr.args  # the usual call, sin(x): its arguments in order, nothing to bind
         if expr.keywords or not builtin.required <= len(args) <= len(builtin.params):
             args = bind_arguments(builtin, expr)
-        values: list[Node | None]
-        if len(args) == 1 and (only := args[0]) is not None:
+        values: list[Any]
+        if builtin.quoted or builtin.parts:  # quoted text (reduction='sum') and lists of tensors (cat([a, b]))
+            values = [self.argument(builtin, name, arg, frame)
+                      for name, arg in zip(builtin.named(len(args)), args, strict=True)]
+        elif len(args) == 1 and (only := args[0]) is not None:
             values = [self.value(only, frame)]  # no list comprehension (a call of its own)
         else:
             values = [self.value(arg, frame) if arg is not None else None for arg in args]
@@ -623,6 +626,17 @@ class Interpreter:
             if len(expr.args) > 1 and "axis" in exc.message and max_hint(builtin):
                 exc.hint = (exc.hint or "") + max_hint(builtin)
             raise exc.at(expr.pos) from None
+
+    def argument(self, builtin: Builtin, name: str, arg: S.Expr | None, frame: Frame) -> Any:
+        """One argument of a builtin that takes quoted text or a list of tensors: as the text, the tensors
+        one by one, or a value."""
+        if arg is None:
+            return None
+        if type(arg) is S.String and name in builtin.quoted:
+            return arg.value
+        if type(arg) is S.Tensor and name in builtin.parts:
+            return tuple(self.value(item, frame) for item in arg.items)
+        return self.value(arg, frame)
 
     def special_call(self, expr: S.Call, frame: Frame) -> Node:
         """A call of the program's own function, of a builtin that needs the run (randn, load), or a mistake."""

@@ -140,11 +140,20 @@ class _Objective:
                  ) -> tuple[float, dict[str, Any]]:
         run = self.program.run({**self.inputs, **values, **(batch or {})}, **self.options)
         result = run.grad(self.of, self.wrt, retain_graph=False)
-        return float(result.value), {name: np.asarray(g, dtype=float) for name, g in result.grads.items()}
+        grads = result.grads  # host arrays; a float32 run's made float64, the dtype of the optimizers' arithmetic
+        return float(result.value), {name: g if g.dtype == np.float64 else np.asarray(g, dtype=float)
+                                     for name, g in grads.items()}
 
 
 def _norm(grads: Mapping[str, Any]) -> float:
-    return math.sqrt(sum(float(np.vdot(g, g)) for g in grads.values()))
+    total = 0.0
+    for g in grads.values():
+        if g.ndim:
+            total += float(np.vdot(g, g))
+        else:  # a scalar parameter: Python's arithmetic, 5x quicker than vdot's on a 0-d array
+            number = float(g)
+            total += number * number
+    return math.sqrt(total)
 
 
 def _select(run: Run, of: str | None, wrt: list[str] | None, data: list[str]) -> tuple[str, list[str]]:
@@ -227,7 +236,11 @@ def _batches(data: dict[str, Any], settings: Settings) -> tuple[int, Callable[[i
 
 
 class _Rule:
-    """A first-order update: gd, momentum (torch.optim.SGD's) or Adam (torch.optim.Adam's)."""
+    """A first-order update: gd, momentum (torch.optim.SGD's) or Adam (torch.optim.Adam's).
+
+    Each method computes the new value and returns, for --explain alone, a function that describes the step:
+    its rule in symbols, the same with the numbers (a scalar), and the terms it used. Formatting them on
+    every step was a fifth of minimize's own cost on the toy network."""
 
     def __init__(self, settings: Settings, of: str) -> None:
         self.method, self.of = settings.method, of
@@ -235,41 +248,47 @@ class _Rule:
         self.mu, (self.beta1, self.beta2) = settings.momentum, settings.betas
         self.state: dict[str, dict[str, Any]] = {}
         self.t = 0
+        self.update = getattr(self, "_" + self.method)
 
     def step(self, values: dict[str, Any], grads: dict[str, Any], explain: bool) -> list[Explained]:
         self.t += 1
         shown = []
         for name, g in grads.items():
             old = values[name]
-            new, rule, worked, terms = getattr(self, "_" + self.method)(name, old, g)
+            new, describe = self.update(name, old, g)
             values[name] = new
             if explain:
+                rule, worked, terms = describe()
                 scalar = all(np.ndim(v) == 0 for _, v in terms)
                 shown.append(Explained(name, rule, worked(old, g, new) if scalar else None,
                                        [(f"{name} (old)", old), (f"∂{self.of}/∂{name}", g), *terms,
                                         (f"{name} (new)", new)]))
         return shown
 
-    def _gd(self, name: str, old: Any, g: Any) -> tuple[Any, str, Callable[..., str], list[tuple[str, Any]]]:
+    def _gd(self, name: str, old: Any, g: Any) -> tuple[Any, Callable[[], Described]]:
         new = old - self.lr * g
-        return (new, f"{name} ← {name} − lr·∂{self.of}/∂{name}   (lr = {_n(self.lr)})",
-                lambda o, g_, n: f"{name} = {_n(o)} − {_n(self.lr)}·{_p(g_)} = {_n(n)}", [])
+        return new, lambda: (f"{name} ← {name} − lr·∂{self.of}/∂{name}   (lr = {_n(self.lr)})",
+                             lambda o, g_, n: f"{name} = {_n(o)} − {_n(self.lr)}·{_p(g_)} = {_n(n)}", [])
 
-    def _momentum(self, name: str, old: Any, g: Any) -> tuple[Any, str, Callable[..., str], list[tuple[str, Any]]]:
+    def _momentum(self, name: str, old: Any, g: Any) -> tuple[Any, Callable[[], Described]]:
         # torch.optim.SGD: the buffer starts as the first gradient, then b ← μ·b + g; the step is lr·b.
         previous = self.state.get(name, {}).get("b")
         b = g.copy() if previous is None else self.mu * previous + g
         self.state[name] = {"b": b}
         new = old - self.lr * b
-        if previous is None:
-            rule = f"b ← ∂{self.of}/∂{name} (the first step);  {name} ← {name} − lr·b   (lr = {_n(self.lr)})"
-        else:
-            rule = (f"b ← μ·b + ∂{self.of}/∂{name};  {name} ← {name} − lr·b   "
-                    f"(μ = {_n(self.mu)}, lr = {_n(self.lr)})")
-        return (new, rule, lambda o, g_, n: f"b = {_n(b)}\n{name} = {_n(o)} − {_n(self.lr)}·{_p(b)} = {_n(n)}",
-                [("b", b)])
 
-    def _adam(self, name: str, old: Any, g: Any) -> tuple[Any, str, Callable[..., str], list[tuple[str, Any]]]:
+        def describe() -> Described:
+            if previous is None:
+                rule = f"b ← ∂{self.of}/∂{name} (the first step);  {name} ← {name} − lr·b   (lr = {_n(self.lr)})"
+            else:
+                rule = (f"b ← μ·b + ∂{self.of}/∂{name};  {name} ← {name} − lr·b   "
+                        f"(μ = {_n(self.mu)}, lr = {_n(self.lr)})")
+            return (rule, lambda o, g_, n: f"b = {_n(b)}\n{name} = {_n(o)} − {_n(self.lr)}·{_p(b)} = {_n(n)}",
+                    [("b", b)])
+
+        return new, describe
+
+    def _adam(self, name: str, old: Any, g: Any) -> tuple[Any, Callable[[], Described]]:
         # torch.optim.Adam (amsgrad=False, weight_decay=0), in its order of operations: the
         # bias corrections divide the step size and the square root, eps is added after.
         state = self.state.setdefault(name, {"m": np.zeros_like(g), "v": np.zeros_like(g)})
@@ -279,14 +298,22 @@ class _Rule:
         correction1, correction2 = 1 - b1 ** t, 1 - b2 ** t
         denominator = np.sqrt(v) / math.sqrt(correction2) + ADAM_EPS
         new = old - (self.lr / correction1) * (m / denominator)
-        rule = (f"m ← β₁·m + (1 − β₁)·g;  v ← β₂·v + (1 − β₂)·g²\n{name} ← {name} − lr·m̂/(√v̂ + ε),  "
-                f"m̂ = m/(1 − β₁ᵗ),  v̂ = v/(1 − β₂ᵗ)\n(g = ∂{self.of}/∂{name}, lr = {_n(self.lr)}, β₁ = {_n(b1)}, "
-                f"β₂ = {_n(b2)}, ε = {_n(ADAM_EPS)}, t = {t})")
-        m_hat, v_hat = m / correction1, v / correction2
-        return new, rule, lambda o, g_, n: (
-            f"m = {_n(m)}, v = {_n(v)}, m̂ = {_n(m_hat)}, v̂ = {_n(v_hat)}\n"
-            f"{name} = {_n(o)} − {_n(self.lr)}·{_p(m_hat)}/(√{_n(v_hat)} + {_n(ADAM_EPS)}) = {_n(n)}"), \
-            [("m", m), ("v", v), ("m̂", m_hat), ("v̂", v_hat)]
+
+        def describe() -> Described:
+            rule = (f"m ← β₁·m + (1 − β₁)·g;  v ← β₂·v + (1 − β₂)·g²\n{name} ← {name} − lr·m̂/(√v̂ + ε),  "
+                    f"m̂ = m/(1 − β₁ᵗ),  v̂ = v/(1 − β₂ᵗ)\n(g = ∂{self.of}/∂{name}, lr = {_n(self.lr)}, "
+                    f"β₁ = {_n(b1)}, β₂ = {_n(b2)}, ε = {_n(ADAM_EPS)}, t = {t})")
+            m_hat, v_hat = m / correction1, v / correction2
+            return rule, lambda o, g_, n: (
+                f"m = {_n(m)}, v = {_n(v)}, m̂ = {_n(m_hat)}, v̂ = {_n(v_hat)}\n"
+                f"{name} = {_n(o)} − {_n(self.lr)}·{_p(m_hat)}/(√{_n(v_hat)} + {_n(ADAM_EPS)}) = {_n(n)}"), \
+                [("m", m), ("v", v), ("m̂", m_hat), ("v̂", v_hat)]
+
+        return new, describe
+
+
+# A step described for --explain: the rule, the rule with its numbers (given old, gradient, new), the terms.
+Described = tuple[str, Callable[..., str], list[tuple[str, Any]]]
 
 
 def _n(value: Any) -> str:
@@ -463,67 +490,3 @@ def _lbfgs(objective: _Objective, values: dict[str, Any], settings: Settings, st
     final = unpack(x)
     loss, grads = objective(final)
     return _result(objective, settings, final, loss, _norm(grads), max(0, len(trace) - 1), stopped, trace, [])
-
-
-PLOT_HINT = "install Matplotlib for --plot: pip install 'gradcalc[plot]'"
-PLOT_FORMATS = (".svg", ".png", ".pdf")
-
-
-def check_plot(path: str) -> None:
-    """--plot FILE's format, from its suffix, before any step is taken."""
-    import importlib.util
-
-    if not path.lower().endswith(PLOT_FORMATS):
-        raise UsageError(f"--plot {path}: which format?", "end the file's name in .svg, .png or .pdf")
-    if importlib.util.find_spec("matplotlib") is None:  # said before the steps, not after them
-        raise UsageError("--plot needs Matplotlib, which is not installed", PLOT_HINT)
-
-
-def plot_path(result: Minimized) -> list[str] | None:
-    """The two scalar parameters whose path in the plane --plot draws beside the loss, or None."""
-    names = [name for name in result.wrt if np.ndim(result.values[name]) == 0]
-    return names if len(result.wrt) == 2 and len(names) == 2 else None
-
-
-def draw(result: Minimized, path: str) -> None:
-    """--plot FILE: the loss at each step (a log scale where it stays above 0), and for two scalar parameters
-    their path in the plane; SVG, PNG or PDF by the suffix. Matplotlib is imported here only."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")  # no window: a file
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise UsageError("--plot needs Matplotlib, which is not installed", PLOT_HINT) from None
-    steps = [entry["step"] for entry in result.trace]
-    losses = [entry["loss"] for entry in result.trace]
-    plane = plot_path(result)
-    figure, axes = plt.subplots(1, 2 if plane else 1, figsize=(11 if plane else 6.4, 4.8), squeeze=False)
-    curve = axes[0][0]
-    curve.plot(steps, losses, label=f"{result.of} ({result.method})")
-    if losses and all(math.isfinite(loss) and loss > 0 for loss in losses):
-        curve.set_yscale("log")
-    curve.set_xlabel("step")
-    curve.set_ylabel(result.of)
-    curve.set_title(f"{result.of} at each step")
-    curve.legend()
-    if plane:
-        first, second = plane
-        xs = [float(entry["point"][first]) for entry in result.trace if "point" in entry]
-        ys = [float(entry["point"][second]) for entry in result.trace if "point" in entry]
-        ax = axes[0][1]
-        ax.plot(xs, ys, marker=".", markersize=3, label="path")
-        if xs:
-            ax.plot(xs[:1], ys[:1], "o", label="start")
-            ax.plot(xs[-1:], ys[-1:], "*", markersize=12, label="end")
-        ax.set_xlabel(first)
-        ax.set_ylabel(second)
-        ax.set_title(f"the path of ({first}, {second})")
-        ax.legend()
-    figure.tight_layout()
-    try:
-        figure.savefig(path)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}", "check the folder exists and is writable") from None
-    finally:
-        plt.close(figure)

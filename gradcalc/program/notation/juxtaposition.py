@@ -116,9 +116,10 @@ class Juxtaposition:
         if depth == self.depth and kind in _CLAIM_ENDS:
             self.expression, self.ended = False, not self.file
             return [*inserted, token]
+        if depth == self.depth and kind in ("EQUALS", "APPROX"):  # the claim's =, or a derivation's next line
+            self.expression, self.previous, self.divided = True, None, {}
+            return [*inserted, token]
         if not self.expression:
-            if depth == self.depth and kind in ("EQUALS", "APPROX"):
-                self.expression, self.previous, self.divided = True, None, {}
             return [*inserted, token]
         earlier, previous, self.previous = self.earlier, self.previous, token
         self.earlier = previous

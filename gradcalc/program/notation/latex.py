@@ -351,11 +351,12 @@ def _matrix(src: str, i: int, end: int, emit: Callable[[str, int], None], chars:
 
 def _derivation(src: str, i: int, body_start: int, name: str, emit: Callable[[str, int], None],
                 chars: list[str], origin: list[int]) -> int:
-    """\\begin{aligned} ∂L/∂w &= ... \\\\ &= ... \\end{aligned}: a derivation, read as the claim it ends in.
+    """\\begin{aligned} ∂L/∂w &= ... \\\\ &= ... \\end{aligned}: a derivation, read as a claim with its working.
 
-    A line with a left side starts a claim; a line that starts with its = (or ≈) is a step, and the last
-    step's right side is what is claimed (the steps between are not judged); a line without one goes on
-    with the line before it. Two claims are read as two, as on one line separated by ';'.
+    A line with a left side starts a claim; a line that starts with its = (or ≈) is the derivation's next
+    line (read as `∂L/∂w = A = B`: the last is what is claimed, and each is checked against the one before);
+    a line without one goes on with the line before it. Two claims are read as two, as on one line
+    separated by ';'.
     """
     closing = f"\\end{{{name}}}"
     body_end = src.find(closing, body_start)
@@ -376,8 +377,8 @@ def _derivation(src: str, i: int, body_start: int, name: str, emit: Callable[[st
             claims[-1][2].append((a, b))
         elif plain[a:relation.start()].strip() or not claims:
             claims.append((a, relation.start(), [(relation.start(), b)]))
-        else:  # a step: its right side replaces the one before
-            claims[-1] = (claims[-1][0], claims[-1][1], [(relation.start(), b)])
+        else:  # the derivation's next line, with its =
+            claims[-1][2].append((relation.start(), b))
     if not claims:
         raise GradcalcSyntaxError(f"\\begin{{{name}}} holds no claim", "write ∂L/∂w &= ... \\\\ &= ... in it",
                                   _at(src, i))

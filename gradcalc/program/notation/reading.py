@@ -64,8 +64,9 @@ def parse_claims(text: str, max_depth: int = parser.DEFAULT_MAX_DEPTH) -> list[S
         if error.pos is not None:
             error.pos = read.place(error.pos, text)
         raise
-    for claim in found:  # and places
-        for node in [claim, *S.walk(claim.claimed)]:
+    for claim in found:  # and places (each node once: a derivation's last line is its claimed)
+        for node in {id(node): node for line in [claim.claimed, *claim.working]
+                     for node in [claim, *S.walk(line)]}.values():
             node.pos = read.place(node.pos, text)
     return found
 
@@ -83,14 +84,23 @@ def model_claims(text: str, source: Source) -> list[S.Claim | Unreadable]:
     in LaTeX (check \\frac{\\partial L}{\\partial w} = ...) is read as an answers file's line is: where it
     does not parse, that claim is invalid, not the model."""
     lines = text.split("\n")
-    latex = {number for number, line in enumerate(lines) if _CHECK_LINE.match(line) and "\\" in line}
-    signed = {number for number, line in enumerate(lines) if _CHECK_LINE.match(line) and signs(line) != line}
-    program = "\n".join("" if n in latex else signs(line) if n in signed else line for n, line in enumerate(lines))
+    spans = {}  # each check line: the index past its last line (its derivation's `= ...` lines are its own)
+    for number, line in enumerate(lines):
+        if _CHECK_LINE.match(line):
+            end = number + 1
+            while end < len(lines) and _continues(lines[end]):
+                end += 1
+            spans[number] = end
+    latex = {number for number, end in spans.items() if any("\\" in line for line in lines[number:end])}
+    blank = {index for number in latex for index in range(number, spans[number])}
+    signed = {index for number, end in spans.items() if number not in latex for index in range(number, end)
+              if signs(lines[index]) != lines[index]}
+    program = "\n".join("" if n in blank else signs(line) if n in signed else line for n, line in enumerate(lines))
     found: list[S.Claim | Unreadable] = list(claims_of_program(parser.parse(program, dialect=NOTATION)))
     if signed:  # each claim's text as written (f'(x), not the fʹ(x) parsed)
         parser.with_claim_texts([claim for claim in found if isinstance(claim, S.Claim)], text)
     for number in sorted(latex):
-        for claim in _line_claims(lines[number], number + 1, source):
+        for claim in _line_claims("\n".join(lines[number:spans[number]]), number + 1, source):
             if isinstance(claim, Unreadable):
                 claim.text = claim.text.removeprefix("check").lstrip()  # as a check statement's claim is shown
             found.append(claim)
@@ -133,10 +143,23 @@ def answers(text: str, source: Source) -> list[S.Claim | Unreadable]:
     except GradcalcError:
         pass
     found: list[S.Claim | Unreadable] = []
+    units: list[tuple[int, list[str]]] = []  # a claim's line and its derivation's lines (`= ...`) below it
     for number, line in enumerate(text.split("\n"), 1):
         if line.strip() and not line.lstrip().startswith("#"):
-            found += _line_claims(line, number, source)
+            if _continues(line) and units:
+                units[-1][1].append(line)
+            else:
+                units.append((number, [line]))
+        elif units:
+            units[-1][1].append("")  # a blank line or a comment keeps the lines' places
+    for number, lines in units:
+        found += _line_claims("\n".join(lines).rstrip("\n"), number, source)
     return found
+
+
+def _continues(line: str) -> bool:
+    """Whether a line goes on with the claim above it: a derivation's next line, `= ...` (or `≈ ...`)."""
+    return line.lstrip().startswith(("=", "≈", "&=", "\\approx"))
 
 
 def _line_claims(line: str, number: int, source: Source) -> list[S.Claim | Unreadable]:
@@ -144,6 +167,8 @@ def _line_claims(line: str, number: int, source: Source) -> list[S.Claim | Unrea
     try:
         return list(parse_claims("\n" * (number - 1) + line))  # padded: places stay the file's
     except GradcalcError as exc:
+        if isinstance(exc, parser.DerivationError) and source.filename == "--claim":
+            raise exc.within(source) from None  # an option's layout is the command line's slip (2), not an answer's
         written = line if "'" in line or '"' in line else line.split("#", 1)[0]  # without its comment
         return [Unreadable(" ".join(written.split()), number if source.filename != "--claim" else None,
                            exc.within(source))]
@@ -170,9 +195,10 @@ _CHECK_CLAIM = re.compile(r"^[ \t]*check[ \t]+[^\s=(]")  # check dL/dw = ...; no
 def notebook_claims(text: str, filename: str) -> tuple[Claims, Source]:
     """A Jupyter notebook's claims (nbformat 4, JSON): `check` lines in its code cells, and in its Markdown
     cells each line (or $$...$$ block) that claims a derivative, in gradcalc's notation or in LaTeX, with
-    prose around its $...$. The notebook is read as text with a line `# cell N (kind)` before each cell's
-    lines, and places are in that text: line 1 of cell 3 is the line after `# cell 3`. Each line (or
-    block) is read on its own, so that one slip costs that claim only."""
+    prose around its $...$, with its derivation's lines (`= ...`) below it. The notebook is read as text
+    with a line `# cell N (kind)` before each cell's lines, and places are in that text: line 1 of cell 3
+    is the line after `# cell 3`. Each line (or block) is read on its own, so that one slip costs that
+    claim only."""
     listing: list[str] = []  # the notebook as text, for messages
     found: list[S.Claim | Unreadable] = []
     units: list[tuple[int, str]] = []  # (the line it starts on, its text) for each line or block read
@@ -182,7 +208,10 @@ def notebook_claims(text: str, filename: str) -> tuple[Claims, Source]:
         listing += lines
         kept = _code_claims(lines) if kind == "code" else _markdown_claims(lines) if kind == "markdown" else []
         for a, b, marker in kept:
-            units.append((first + a, " " * marker + "\n".join(lines[a:b])[marker:]))
+            end = b
+            while end < len(lines) and _continues(lines[end]):  # a derivation's next lines (= ...) below its claim
+                end += 1
+            units.append((first + a, " " * marker + "\n".join(lines[a:end])[marker:]))
     source = Source("\n".join(listing), filename)
     for line, unit in units:
         found += _line_claims(unit, line, source)

@@ -24,8 +24,19 @@ from ...engine import autodiff, graph, ops, symbolic
 from ...engine import backend as B
 from ...engine.graph import Node
 from ...engine.symbolic import TooLong, is_distribution, operations
-from ...errors import GradcalcError, NameNotFound, ShapeError, Source, did_you_mean, error_json, error_text
+from ...errors import (
+    GradcalcError,
+    NameNotFound,
+    ShapeError,
+    Source,
+    did_you_mean,
+    error_json,
+    error_text,
+    line_starts,
+    pos_at,
+)
 from ...files import DEFAULT_MAX_FILE_SIZE, entry_problem
+from ...language import parser
 from ...language import syntax as S
 from ...program.api import Run, differentiable_inputs, tolerance
 from ...program.builtins import BUILTINS, CONSTANTS
@@ -120,6 +131,7 @@ class Verdict:
     diagnosis_summary: str = ""  # its short form: the grading table's and the note column's
     question: str | None = None  # with a key's questions: the one this claim answers (None: not asked)
     points: float | None = None  # what it scored (None: not scored: not asked, or answered again below)
+    working: Working | None = None  # a derivation's lines checked one against the next (None: one line)
 
     @property
     def passed(self) -> bool:
@@ -133,6 +145,63 @@ class Verdict:
     @property
     def label(self) -> str:
         return _derivative_label(self.of, self.wrt, self.wrt2)
+
+
+@dataclass
+class Step:
+    """One line of a derivation: where it was written, and whether it follows from the line before."""
+
+    number: int  # its place in the derivation, from 1
+    text: str  # as written
+    line: int  # where it was written: its line and column in the file (or in --claim's text)
+    column: int
+    status: str = "unchecked"  # "follows" (line 1: "first"), "broken", "invalid", or "unchecked" (after a break)
+    right: bool | None = None  # whether it equals the true value (None: not judged)
+
+
+@dataclass
+class Working:
+    """A claim's derivation judged line by line: how far it got, and the first line that does not follow."""
+
+    steps: list[Step]
+    filename: str = ""  # where it was written (its file, or --claim)
+    follow: int = 0  # the lines that follow, from line 1, before the first break (all of them where none breaks)
+    broken: int | None = None  # the first line that does not follow from the one before (or cannot be judged)
+    rule: str | None = None  # what went wrong there, where a known mistake fits (WORKING_RULES' codes)
+    reason: str = ""  # the same for people: "the product rule drops the term x^2*cos(x)"
+    summary: str = ""  # the reason without any expression of the answer (what --reveal verdict shows)
+
+    @property
+    def lines(self) -> int:
+        return len(self.steps)
+
+    def text(self, reveal: bool = True) -> str:
+        """'lines 1-2 follow; line 3 (hw.txt:7) does not follow from line 2: the product rule drops …'."""
+        if self.broken is None:
+            return f"lines 1-{self.lines} follow"
+        follow = f"lines 1-{self.follow} follow; " if self.follow > 1 else ""
+        step = self.steps[self.broken - 1]
+        where = f"line {self.broken} ({self.filename}:{step.line})" if self.filename else f"line {self.broken}"
+        if step.status == "invalid":
+            return f"{follow}{where} cannot be judged" + (f": {self.reason}" if self.reason else "")
+        said = self.reason if reveal else self.summary
+        return f"{follow}{where} does not follow from line {self.broken - 1}" + (f": {said}" if said else "")
+
+
+# The rules a broken line of a derivation is said to misapply (JSON "rule"), besides DIAGNOSES' codes, which
+# name it where the line before is right and the Judge finds the mistake in the broken line itself.
+WORKING_RULES = {
+    "sign": "a sign error: the line is the negative of the line before",
+    "product_rule": "the product rule drops a term",
+    "quotient_rule": "the quotient rule drops a term",
+    "sum_rule": "the sum rule drops a term",
+    "dropped_term": "a term of the line before (or of the derivative) is dropped",
+    "chain_rule": "the chain rule's inner derivative is missing: the line before is the line times it",
+    "dropped_factor": "a factor of the line before is dropped",
+    "power_rule": "a wrong power: the line is the line before times a power of the variable",
+    "factor": "a constant factor off: the line is a constant times the line before",
+    "invalid": "the line cannot be judged: it does not parse, names no variable of the program, or fails",
+}
 
 
 @dataclass
@@ -151,6 +220,12 @@ class Report:
     @property
     def right(self) -> int:
         return sum(v.passed for v in self.verdicts)
+
+    @property
+    def derivations(self) -> tuple[int, int]:
+        """Its derivations' lines that follow before each one's first break, and their lines: (follow, lines)."""
+        worked = [v.working for v in self.verdicts if v.working is not None]
+        return sum(w.follow for w in worked), sum(w.lines for w in worked)
 
     @property
     def passed(self) -> bool:
@@ -489,6 +564,8 @@ class Judge:
                 GradcalcError("the claim nests too deeply to judge", "write it with fewer nested parts")
             exc.at(claim.pos).within(source)
             verdict.status, verdict.error, verdict.error_message = "invalid", error_json(exc)["error"], error_text(exc)
+        if claim.working and finished is not None and verdict.status != "invalid":
+            verdict.working = self._working(claim, finished, source)
         return verdict, finished
 
     def _check_names(self, claim: S.Claim) -> None:
@@ -1040,6 +1117,262 @@ class Judge:
         return _entry("missing_local_factor").found(f"the claim is ∂{claim.of}/∂{name}{step}: the local derivative "
                                                     f"{local} is missing")
 
+    # --- a derivation, line by line -------------------------------------------------------------------
+
+    def _working(self, claim: S.Claim, finished: S.Claim, source: Source) -> Working:
+        """Each line of the claim's derivation against the line before, as an identity: where both are
+        expressions, at the program's values and at the nearby points; where one is a number, at the program's
+        values to its digits. The first line that does not follow is named, with the rule it misapplies where
+        one fits. The last line is the claim itself, judged as any claim is (this adds to the verdict only)."""
+        runs = [self.run, *self._nearby_runs(finished.of)]
+        starts = line_starts(source.text)
+        working = Working([Step(number, *_written(expr, source.text, starts)) for number, expr in
+                           enumerate(claim.working, 1)], source.filename)
+        truth = _Line(None, [])
+        lines: list[_Line] = []
+        for step, expr in zip(working.steps, claim.working):
+            try:
+                line = self._line(finished, expr, source, runs)
+            except (GradcalcError, RecursionError) as caught:
+                step.status = "invalid"
+                reason = caught.message if isinstance(caught, GradcalcError) else "it nests too deeply to judge"
+                working.broken, working.rule, working.reason, working.summary = step.number, "invalid", reason, reason
+                return working
+            if not truth.values:
+                truth.values = [self._truth_or_skip(run, finished, line.values[0].ndim) for run in runs]
+            step.right = self._same(line, truth)
+            lines.append(line)
+            if len(lines) == 1:
+                step.status, working.follow = "first", 1
+            elif self._same(lines[-2], line):
+                step.status, working.follow = "follows", step.number
+            else:
+                step.status, working.broken = "broken", step.number
+                prev_right = bool(working.steps[step.number - 2].right)
+                with B.errstate():  # a factor tried where a value is 0 divides by it: inf, never a warning
+                    found = self._broken_step(finished, lines[-2], line, truth, prev_right, runs, source,
+                                              step.number)
+                if found is not None:
+                    working.rule, working.reason, working.summary = found
+                return working
+        return working
+
+    def _line(self, claim: S.Claim, expr: S.Expr, source: Source, runs: list[Run]) -> _Line:
+        """A derivation's line read against the program (as the claim it belongs to is) and its values at the
+        program's values and the nearby runs (None where it fails there); GradcalcError where it cannot be."""
+        line = S.Claim(claim.of, claim.wrt, expr, claim.pos, claim.text, claim.wrt2)
+        done = finish(line, self.run.frame, self._functions, source.text, self.run.interpreter).claimed
+        self._check_names(S.Claim(claim.of, claim.wrt, done, expr.pos, claim.text, claim.wrt2))
+        values: list[Any] = [self.run.evaluate(done, source)]
+        number = _is_constant(done)
+        for run in runs[1:]:
+            if number:  # a number is compared at the program's values only
+                break
+            try:
+                values.append(run.evaluate(done, source))
+            except GradcalcError:
+                values.append(None)
+        return _Line(done, values, None if self.tolerance.given or not number else _units(done), number, expr)
+
+    def _truth_or_skip(self, run: Run, claim: S.Claim, rank: int) -> Any:
+        try:
+            return self._truth(run, claim, rank)
+        except GradcalcError:
+            return _SKIP  # the key has no derivative there: nothing to compare with
+
+    def _same(self, a: _Line, b: _Line) -> bool:
+        """Whether two lines are equal: at the program's values to a number's digits, and for expressions at
+        every nearby point where either has a value (one failing where the other does not differs)."""
+        if a.number or b.number:
+            return self._same_here(a, b)
+        for x, y in zip(a.values, b.values):
+            if x is _SKIP or y is _SKIP or (x is None and y is None):
+                continue
+            if x is None or y is None:
+                return False
+            try:
+                if not self._close(x, y):
+                    return False
+            except ValueError:  # shapes that do not broadcast
+                return False
+        return True
+
+    def _same_here(self, a: _Line, b: _Line) -> bool:
+        x, y = a.values[0], b.values[0]
+        if x is None or y is None or x is _SKIP or y is _SKIP:
+            return x is _SKIP or y is _SKIP
+        try:
+            x, y = B.host.broadcast_arrays(x, y)
+        except ValueError:
+            return False
+        close = self.tolerance.close(x, y)
+        for line, got, want in ((a, x, y), (b, y, x)):
+            if line.units is not None:
+                rounded, truncated = _to_digits(got, want, line.units)
+                close = close | rounded | truncated
+        return bool(close.all())
+
+    def _broken_step(self, claim: S.Claim, prev: _Line, cur: _Line, truth: _Line, prev_right: bool,
+                     runs: list[Run], source: Source, number: int) -> tuple[str, str, str] | None:
+        """What a line that does not follow from the one before did (its rule's code, the reason, the reason
+        without expressions), where a known slip fits: a sign; a term of the line before (or of the true
+        derivative, where the line before is right) dropped; a factor dropped (the chain rule's inner derivative);
+        a power of the variable or a constant factor off; else, where the line before is right, the Judge's
+        diagnosis of the line as a claim."""
+        points = [i for i in range(min(len(prev.values), len(cur.values)))
+                  if _finite(prev.values[i]) and _finite(cur.values[i])]
+        if not points or points[0] != 0:
+            return None
+        before = number - 1
+
+        def fits(wanted: Callable[[], list[Any]]) -> bool:
+            """Whether the line is, at every point, what `wanted` makes (one value per point)."""
+            try:
+                return all(self._close(cur.values[i], want) for i, want in zip(points, wanted(), strict=True))
+            except (ValueError, TypeError, ArithmeticError):
+                return False
+
+        prev_values = [prev.values[i] for i in points]
+        if any(B.host.any(v != 0) for v in prev_values) and fits(lambda: [-v for v in prev_values]):
+            return "sign", f"a sign error: line {number} is the negative of line {before}", "a sign error"
+        pieces = self._pieces(claim, prev, prev_right, source, [runs[i] for i in points])
+        for sign, text, values in pieces.terms:
+            if fits(functools.partial(lambda s, vs: [p - s * v for p, v in zip(prev_values, vs)], sign, values)):
+                rule, name = self._term_rule(claim, [runs[i] for i in points], [sign * v for v in values])
+                said = f"{'-' if sign < 0 else ''}{text}"
+                return (rule, f"{name} drops the term {said}", f"{name} drops a term") if name else \
+                    (rule, f"line {number} drops the term {said}", "a term dropped")
+        inner: list[list[Any]] | None = None
+        for text, values in pieces.factors:
+            if fits(functools.partial(lambda vs: [p / v for p, v in zip(prev_values, vs)], values)):
+                if inner is None:
+                    inner = self._inner_derivatives(claim, [runs[i] for i in points])
+                if any(all(self._close(v, d) for v, d in zip(values, derivative)) for derivative in inner):
+                    return ("chain_rule", f"the chain rule's inner derivative {text} is missing",
+                            "the chain rule's inner derivative is missing")
+                return "dropped_factor", f"line {number} drops the factor {text}", "a factor dropped"
+        if claim.wrt is not None and self.run.node(claim.wrt, prefer_leaf=True).shape == ():
+            wrt = claim.wrt
+            xs = [B.to_host(runs[i].node(wrt, prefer_leaf=True).value) for i in points]
+            for power in (1, -1, 2, -2):
+                if fits(functools.partial(lambda k: [p * x ** k for p, x in zip(prev_values, xs)], power)):
+                    times = f"{wrt}^{abs(power)}" if abs(power) > 1 else wrt
+                    said = f"{times} × line {before}" if power > 0 else f"line {before} divided by {times}"
+                    return "power_rule", f"a wrong power: line {number} is {said}", "a wrong power"
+        ratio = _factor(_Sample(self.run, cur.values[0], prev.values[0]))
+        if ratio is not None and (len(points) > 1 or _nice(ratio)) and fits(lambda: [ratio * v for v in prev_values]):
+            return "factor", f"a factor off: line {number} is {_ratio(ratio)} × line {before}", "a factor off"
+        if prev_right and cur.expr is not None:
+            judged = Verdict("", claim.of, claim.wrt, None, "wrong", wrt2=claim.wrt2)
+            try:
+                self._judge(S.Claim(claim.of, claim.wrt, cur.expr, claim.pos, claim.text, claim.wrt2), source, judged)
+            except GradcalcError:
+                return None
+            if judged.diagnosis_code is not None:
+                return judged.diagnosis_code, judged.diagnosis, judged.diagnosis_summary
+        return None
+
+    def _close(self, got: Any, want: Any) -> bool:
+        got, want = B.host.broadcast_arrays(got, want)
+        return bool(self.tolerance.close(got, want).all())
+
+    def _pieces(self, claim: S.Claim, prev: _Line, prev_right: bool, source: Source, runs: list[Run]) -> _Pieces:
+        """The terms and factors a broken line may have dropped, with their values at the runs: the true
+        derivative's (as diff writes it), where the line before is right, then the line before's own."""
+        found = _Pieces([], [])
+        written: list[tuple[S.Expr, Source, bool]] = []  # each expression, where it was written, and whether
+        # its parts are read against the program first (the student's line is; diff's text is the program's)
+        if prev_right and claim.wrt is not None:
+            text = self._derivative(claim.of, claim.wrt, claim.wrt2)[0]
+            if text and "\n" not in text:
+                try:
+                    written.append((parser.parse_expression(text), Source(text, "<derivative>"), False))
+                except GradcalcError:
+                    pass
+        if prev.written is not None:
+            written.append((prev.written, source, True))
+        for expr, where, read in written:
+            terms = _terms(expr)[:PIECES_TRIED]
+            for sign, term in terms:
+                values = self._values(term, where, runs, claim if read else None)
+                if values is not None and len(terms) > 1:
+                    found.terms.append((sign, _written(term, where.text)[0], values))
+            for _, term in terms[:1] if len(terms) == 1 else []:  # a product's factors: the chain rule's
+                factors = _factors(term)[:FACTORS_TRIED]
+                evaluated = [(f, self._values(f, where, runs, claim if read else None)) for f in factors]
+                for size in range(1, len(factors)):
+                    for chosen in itertools.combinations(evaluated, size):
+                        if any(values is None for _, values in chosen):
+                            continue
+                        product = [functools.reduce(operator.mul, parts) for parts in
+                                   zip(*[values for _, values in chosen if values is not None])]
+                        if any(B.host.all(B.host.abs(p - 1) < 1e-12) for p in product[:1]):
+                            continue
+                        found.factors.append((_product_text([f for f, _ in chosen], where.text), product))
+        return found
+
+    def _values(self, expr: S.Expr, source: Source, runs: list[Run], claim: S.Claim | None = None
+                ) -> list[Any] | None:
+        """An expression's values at the runs (read against the program first, as a part of `claim`'s line),
+        or None where it fails at one or is 0 at all."""
+        try:
+            if claim is not None:
+                expr = finish(S.Claim(claim.of, claim.wrt, expr, claim.pos, claim.text, claim.wrt2), self.run.frame,
+                              self._functions, source.text, self.run.interpreter).claimed
+            values = [run.evaluate(expr, source) for run in runs]
+        except (GradcalcError, RecursionError):
+            return None
+        return values if any(B.host.any(v != 0) for v in values) else None
+
+    def _term_rule(self, claim: S.Claim, runs: list[Run], dropped: list[Any]) -> tuple[str, str]:
+        """Which rule a dropped term belongs to (its code, and its name for the message; '' where none is
+        known): a summand's whole gradient is the sum rule's; else the product or quotient rule's, where the
+        path from the variable to the output multiplies (or divides) two things that depend on it."""
+        around = [self._surrounding(run, claim) for run in runs]
+        if any(a is None for a in around):
+            return "dropped_term", ""
+        found = [a for a in around if a is not None]
+        terms = found[0].terms()
+        if len(terms) > 1:
+            for key in terms:
+                try:
+                    if all(self._close(-a.without(0.0, *a.terms()[key]), d) for a, d in zip(found, dropped)):
+                        return "sum_rule", "the sum rule"
+                except (KeyError, ValueError):
+                    continue
+        on_path = set(found[0].between)
+        both = [n.op.name for n in found[0].between if n.op is not None and n.op.name in ("mul", "div", "matmul")
+                and sum(parent in on_path for parent in n.inputs) == 2]
+        if "div" in both:
+            return "quotient_rule", "the quotient rule"
+        if both:
+            return "product_rule", "the product rule"
+        return "dropped_term", ""
+
+    def _inner_derivatives(self, claim: S.Claim, runs: list[Run]) -> list[list[Any]]:
+        """Where the path from the variable to the output applies a function to something computed from it
+        (sin(x²), σ(w·x)), that inner thing's derivative at each run: what the chain rule multiplies by."""
+        around = [self._surrounding(run, claim) for run in runs]
+        found = [a for a in around if a is not None]
+        if len(found) < len(around) or len({len(a.between) for a in found}) != 1:
+            return []  # a graph too large to search, or one that branches differently at another point
+        first, inner = found[0], []
+        on_path = set(first.between)
+        for index, node in enumerate(first.between):
+            if node.op is None or node.op.name in _ARITHMETIC:
+                continue
+            for i, parent in enumerate(node.inputs):
+                if parent not in on_path or parent is first.target:
+                    continue
+                values = []
+                for each in found:
+                    inside = each.between[index].inputs[i]
+                    with B.using(each.run.device, each.run.dtype, each.run.max_elements):
+                        seed = autodiff.seed_for(inside, "ones" if inside.shape else None)
+                    values.append(each._pulled(inside, seed))
+                inner.append(values)
+        return inner[:SEARCHED]
+
     def derivative(self, of: str, wrt: str, wrt2: str | None = None) -> str:
         """The correct derivative as gradcalc diff --in-terms-of TERMS prints it ('' where diff cannot:
         a vector output, or one past DERIVATIVE_BUDGET operations)."""
@@ -1166,6 +1499,99 @@ _BY_CODE = {entry.code: entry for entry in DIAGNOSES}
 
 def _entry(code: str) -> Entry:
     return _BY_CODE[code]
+
+
+_ARITHMETIC = frozenset({"add", "sub", "neg", "mul", "div", "matmul", "sum", "mean"})  # no inner function
+_SKIP = object()  # a derivation's truth at a nearby point where the key has none: nothing is compared there
+PIECES_TRIED = 12  # a broken line is tried with each of up to this many terms of the line before dropped
+FACTORS_TRIED = 6  # and a one-term line with each product of up to this many of its factors dropped
+
+
+@dataclass
+class _Line:
+    """A derivation's line read against the program: its values at the program's values and then at each nearby
+    run (None where it fails there; a number at the program's values only), and a number's last digit."""
+
+    expr: S.Expr | None  # as the program reads it
+    values: list[Any]
+    units: Any = None
+    number: bool = False
+    written: S.Expr | None = None  # as written (its parts' texts are the student's: σ'(z), not its expansion)
+
+
+@dataclass
+class _Pieces:
+    """What a broken line may have dropped: terms (sign, text, values at the runs) and factors (text, values)."""
+
+    terms: list[tuple[int, str, list[Any]]]
+    factors: list[tuple[str, list[Any]]]
+
+
+def _finite(value: Any) -> bool:
+    return value is not None and value is not _SKIP and bool(B.host.isfinite(value).all())
+
+
+def _terms(expr: S.Expr) -> list[tuple[int, S.Expr]]:
+    """The terms of a sum as written, each with its sign: a - (b + c) is +a, -b, -c."""
+    found: list[tuple[int, S.Expr]] = []
+    stack: list[tuple[int, S.Expr]] = [(1, expr)]
+    while stack:
+        sign, node = stack.pop()
+        if isinstance(node, S.Binary) and node.op in ("+", "-"):
+            stack += [(sign if node.op == "+" else -sign, node.right), (sign, node.left)]
+        elif isinstance(node, S.Unary) and node.op in ("+", "-"):
+            stack.append((sign if node.op == "+" else -sign, node.operand))
+        else:
+            found.append((sign, node))
+    return found
+
+
+def _factors(expr: S.Expr) -> list[S.Expr]:
+    """The factors of a product as written: 2*x*cos(x^2) is 2, x, cos(x^2) (side by side too: 2x cos(x²))."""
+    found: list[S.Expr] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, S.Binary) and node.op in ("*", S.JUXTAPOSED):
+            stack += [node.right, node.left]
+        else:
+            found.append(node)
+    return found
+
+
+def _product_text(factors: list[S.Expr], text: str) -> str:
+    """Factors as one product's text: 2*x (a sum in brackets)."""
+    parts = [_written(f, text)[0] for f in factors]
+    return "*".join(f"({p})" if len(factors) > 1 and len(_terms(f)) > 1 else p for f, p in zip(factors, parts))
+
+
+def _written(expr: S.Expr, text: str, starts: list[int] | None = None) -> tuple[str, int, int]:
+    """An expression as written in text (its brackets around it too), and the line and column it starts at
+    (starts: line_starts(text), where the caller has it)."""
+    starts = line_starts(text) if starts is None else starts
+
+    def offset(pos: Any, end: bool = False) -> int:
+        return min(starts[min(pos.line, len(starts)) - 1] + pos.column - 1 + (pos.width if end else 0), len(text))
+
+    nodes = [node for node in S.walk(expr) if isinstance(node, S.Expr)]
+    begin = min(offset(node.pos) for node in nodes)
+    end = max(offset(node.pos, end=True) for node in nodes)
+    while begin > 0 and text[begin - 1] in "([{ \t":  # its opening brackets (and what a node's place leaves out)
+        begin -= 1
+    depth = sum(text.count(c, begin, end) for c in "([{") - sum(text.count(c, begin, end) for c in ")]}")
+    while depth > 0 and end < len(text):
+        if text[end] in ")]}":
+            depth -= 1
+        elif not text[end].isspace():
+            break
+        end += 1
+    while depth < 0 and begin < end and text[begin] in "([{ \t":  # brackets of the line's own, not this one's
+        depth += text[begin] in "([{"
+        begin += 1
+    written = text[begin:end]
+    shown = " ".join(written.split())
+    at = pos_at(text, begin + len(written) - len(written.lstrip()))
+    return shown, at.line, at.column
 
 
 def _unreadable(item: Unreadable) -> Verdict:

@@ -51,16 +51,27 @@ def csv_text(reports: list[Report], asked: list[Question]) -> str:
     """One row per student: with questions, one column per question and the total; without, claims right."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
+    worked = any(report.derivations[1] for report in reports)  # a last column only where derivations were handed in
+    working = ["working"] if worked else []
     if asked:
-        writer.writerow(["student", *(_ascii_label(q) for q in asked), "total"])
+        writer.writerow(["student", *(_ascii_label(q) for q in asked), "total", *working])
         for report in reports:
             writer.writerow([_cell(student(report.name)), *(number(a.score) for a in report.answers),
-                             number(report.score)])
+                             number(report.score), *_working_cell(report, worked)])
     else:
-        writer.writerow(["student", "right", "claims"])
+        writer.writerow(["student", "right", "claims", *working])
         for report in reports:
-            writer.writerow([_cell(student(report.name)), report.right, len(report.verdicts)])
+            writer.writerow([_cell(student(report.name)), report.right, len(report.verdicts),
+                             *_working_cell(report, worked)])
     return out.getvalue()
+
+
+def _working_cell(report: Report, worked: bool) -> list[str]:
+    """The lines of a student's derivations that follow before each one's first break (empty: none handed in)."""
+    if not worked:
+        return []
+    follow, lines = report.derivations
+    return [str(follow) if lines else ""]
 
 
 def _parts(verdict: Verdict) -> list[tuple[str, str]]:
@@ -80,6 +91,8 @@ def _parts(verdict: Verdict) -> list[tuple[str, str]]:
         parts.append(("correct value", B.format_value(verdict.expected)))
     if verdict.derivative:
         parts.append(("correct", f"{verdict.label} = {verdict.derivative}"))
+    if verdict.working is not None:
+        parts.append(("working", verdict.working.text()))
     return parts
 
 

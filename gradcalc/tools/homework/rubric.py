@@ -172,6 +172,10 @@ def revealed(report: Report, level: str) -> Report:
         if level in ("none", "verdict"):
             shown.expected = None
             shown.elided.pop("expected", None)
+            if verdict.working is not None and verdict.working.rule != "invalid":  # a term dropped names the answer's
+                said = verdict.working.summary if level == "verdict" else ""
+                shown.working = dataclasses.replace(verdict.working, reason=said, summary=said,
+                                                    rule=verdict.working.rule if level == "verdict" else None)
             if verdict.status == "wrong":
                 shown.note = ""  # why no expression is shown: nothing of the answer is shown here
         verdicts.append(shown)
