@@ -928,3 +928,13 @@ def test_one_hot_seeds_give_the_dense_seeds_jacobian(text: str, wrt: list[str], 
     for name, got, expected in zip(wrt, structured, dense):
         np.testing.assert_array_equal(np.isnan(got), np.isnan(expected), err_msg=name)
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12, err_msg=name)
+
+
+def test_an_empty_output_has_an_empty_jacobian() -> None:
+    """y = x[2:] of a 2-vector is empty: its Jacobian is 0×2 (as torch.autograd.functional.jacobian), not a crash."""
+    program = "x = [1., 2]; y = x[2:]"
+    result = run_cli("jacobian", "-e", program)
+    assert result.exit_code == 0, result.output
+    assert "0×2" in result.stdout
+    doc = json_ok("jacobian", "-e", program)
+    assert doc["shape"] == [0, 2] and doc["jacobian"] == []

@@ -331,7 +331,9 @@ class FoldedMatrix:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         # Each column's width (its widest cell), measured once; a block takes columns while they fit.
         label = max(map(_widest, ["", *self.rows]))
-        widths = [max(_widest(title), *(_widest(row[j]) for row in self.cells)) for j, title in enumerate(self.columns)]
+        # A list, not max(title, *cells): an empty output (y = x[2:]) has no rows, and max() of one int fails.
+        widths = [max([_widest(title), *(_widest(row[j]) for row in self.cells)])
+                  for j, title in enumerate(self.columns)]
         first = 0
         while first < len(self.columns):
             end, used = first + 1, label + 2 + widths[first]  # at least one column a block, fitting or not
