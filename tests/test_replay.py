@@ -151,3 +151,29 @@ def test_replayed_gradient_matches_finite_differences(xs: list[float]) -> None:
         f = lambda a, b: np.sin(a) * np.exp(b) + a * b * b
         assert float(grads["x"]) == pytest.approx((f(x + h, y) - f(x - h, y)) / (2 * h), rel=1e-6, abs=1e-6)
         assert float(grads["y"]) == pytest.approx((f(x, y + h) - f(x, y - h)) / (2 * h), rel=1e-6, abs=1e-6)
+
+
+def test_parsed_programs_are_kept_by_their_text() -> None:
+    """The same text is parsed once; another text (one character changed) is parsed anew, and so is the first
+    text's file after it changes; the cache keeps a bounded number of texts."""
+    from gradcalc.program import api
+
+    text = "x = 3\nL = x * x  # kept"
+    first, second = Program(text), Program(text)
+    assert first.module is second.module
+    changed = Program(text.replace("3", "4"))
+    assert changed.module is not first.module
+    assert float(changed.run().value("L")) == 16 and float(first.run().value("L")) == 9
+    for i in range(api.PARSED_COUNT + 1):
+        Program(f"x = {i}\nL = x  # filler")
+    assert len(api._PARSED) <= api.PARSED_COUNT
+    assert Program(text).module is not first.module  # pushed out by newer texts, parsed again
+
+
+def test_a_changed_file_is_parsed_again(tmp_path) -> None:
+    path = tmp_path / "p.eq"
+    path.write_text("w = 2\nL = w^3\n")
+    program = Program.from_file(str(path))
+    assert float(program.run().grad(of="L").grads["w"]) == 12
+    path.write_text("w = 2\nL = w^2\n")
+    assert float(Program.from_file(str(path)).run().grad(of="L").grads["w"]) == 4

@@ -55,6 +55,14 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
+# Parsed programs by their text (and --max-depth): grading reads one key against many submissions, a
+# sweep or a fit makes one program many times. A syntax tree is not changed after parsing, so programs of
+# the same text share it. Only small texts are kept (a tree takes ~1 kB a statement), the newest few.
+_PARSED: dict[tuple[str, int], Any] = {}
+PARSED_COUNT = 16
+PARSED_TEXT_LIMIT = 100_000
+
+
 class Program:
     """A parsed program: its source text, folder (for load) and syntax tree."""
 
@@ -66,11 +74,19 @@ class Program:
         self.checked: dict[frozenset[str], Checker] = {}  # by the --set names: what runs with them share
         self.replays: dict[tuple, Any] = {}  # by names, shapes and options: False, 1 (run once), or a Recording
         raise_recursion_limit(max_depth)
-        try:
-            with paused_gc():
-                self.module = parse(text, max_depth, NOTATION)
-        except GradcalcError as exc:
-            raise exc.within(self.source) from None
+        key = (text, max_depth)
+        module = _PARSED.pop(key, None)
+        if module is None:
+            try:
+                with paused_gc():
+                    module = parse(text, max_depth, NOTATION)
+            except GradcalcError as exc:
+                raise exc.within(self.source) from None
+        if len(text) <= PARSED_TEXT_LIMIT:
+            _PARSED[key] = module  # the newest last: the oldest is the first to go
+            if len(_PARSED) > PARSED_COUNT:
+                del _PARSED[next(iter(_PARSED))]
+        self.module = module
 
     def _recorded(self, key: tuple, recorded: Any, executed: Executed, inputs: dict[str, Any]) -> None:
         """Note a run interpreted under `key`: the second such run is recorded for the next ones to replay,
