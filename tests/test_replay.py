@@ -76,8 +76,14 @@ TENSOR_PROGRAMS = [
 ]
 
 
+@pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("text, draw", TENSOR_PROGRAMS)
-def test_tensor_programs_replay_as_they_interpret(text: str, draw) -> None:
+def test_tensor_programs_replay_as_they_interpret(text: str, draw, compiled: bool, monkeypatch) -> None:
+    """Replayed by a function written from the recording, and by the loop that long recordings take."""
+    from gradcalc.program import replay
+
+    if not compiled:
+        monkeypatch.setattr(replay, "COMPILED_STEPS", 0)
     rng = np.random.default_rng(7)
     program = _replayed(text, [draw(rng) for _ in range(5)], "L")
     assert any(isinstance(entry, Recording) for entry in _recordings(program))
