@@ -183,3 +183,15 @@ def test_a_changed_file_is_parsed_again(tmp_path) -> None:
     assert float(program.run().grad(of="L").grads["w"]) == 12
     path.write_text("w = 2\nL = w^2\n")
     assert float(Program.from_file(str(path)).run().grad(of="L").grads["w"]) == 4
+
+
+def test_a_set_leaf_that_draws_keeps_the_stream_aligned_on_every_run() -> None:
+    """`x = randn(3)` given by --set still makes its draws, on the first run and on the ones after (whose checks
+    of the statement are remembered): y is the program's own y every time."""
+    text = "x = randn(3)\ny = randn(3)\nL = sum(x * y)"
+    y = np.asarray(Program(text).run().value("y"))
+    program = Program(text)
+    for given in ([1.0, 2.0, 3.0], [0.0, 1.0, 0.0], [2.0, 2.0, 2.0], [1.0, 1.0, 1.0]):
+        run = program.run({"x": given})
+        np.testing.assert_array_equal(run.value("y"), y)
+        assert float(run.value("L")) == pytest.approx(float(np.dot(given, y)), rel=1e-15)
