@@ -191,7 +191,7 @@ def test_a_set_leaf_that_draws_keeps_the_stream_aligned_on_every_run() -> None:
     text = "x = randn(3)\ny = randn(3)\nL = sum(x * y)"
     y = np.asarray(Program(text).run().value("y"))
     program = Program(text)
-    for given in ([1.0, 2.0, 3.0], [0.0, 1.0, 0.0], [2.0, 2.0, 2.0], [1.0, 1.0, 1.0]):
-        run = program.run({"x": given})
+    for chosen in ([1.0, 2.0, 3.0], [0.0, 1.0, 0.0], [2.0, 2.0, 2.0], [1.0, 1.0, 1.0]):
+        run = program.run({"x": chosen})
         np.testing.assert_array_equal(run.value("y"), y)
-        assert float(run.value("L")) == pytest.approx(float(np.dot(given, y)), rel=1e-15)
+        assert float(run.value("L")) == pytest.approx(float(np.dot(chosen, y)), rel=1e-15)
