@@ -79,14 +79,17 @@ TENSOR_PROGRAMS = [
 @pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("text, draw", TENSOR_PROGRAMS)
 def test_tensor_programs_replay_as_they_interpret(text: str, draw, compiled: bool, monkeypatch) -> None:
-    """Replayed by a function written from the recording, and by the loop that long recordings take."""
+    """Replayed by a function written from the recording (at once, here), and by the loop that long recordings
+    and the first replays take."""
     from gradcalc.program import replay
 
+    monkeypatch.setattr(replay, "COMPILE_AFTER", 0)
     if not compiled:
         monkeypatch.setattr(replay, "COMPILED_STEPS", 0)
     rng = np.random.default_rng(7)
     program = _replayed(text, [draw(rng) for _ in range(5)], "L")
-    assert any(isinstance(entry, Recording) for entry in _recordings(program))
+    recordings = [entry for entry in _recordings(program) if isinstance(entry, Recording)]
+    assert recordings and all((entry.compiled is not None) == compiled for entry in recordings)
 
 
 VALUE_DEPENDENT = [
@@ -195,3 +198,14 @@ def test_a_set_leaf_that_draws_keeps_the_stream_aligned_on_every_run() -> None:
         run = program.run({"x": chosen})
         np.testing.assert_array_equal(run.value("y"), y)
         assert float(run.value("L")) == pytest.approx(float(np.dot(chosen, y)), rel=1e-15)
+
+
+def test_a_program_keeps_a_bounded_number_of_recordings(monkeypatch) -> None:
+    from gradcalc.program import api
+
+    monkeypatch.setattr(api, "REPLAY_KEYS", 3)
+    program = Program("x = [1]\nL = sum(x * x)")
+    for size in range(1, 8):
+        for _ in range(3):
+            assert float(program.run({"x": [2.0] * size}).value("L")) == 4 * size
+    assert len(program.replays) <= 3

@@ -61,6 +61,7 @@ def paused_gc() -> Iterator[None]:
 _PARSED: dict[tuple[str, int], Any] = {}
 PARSED_COUNT = 16
 PARSED_TEXT_LIMIT = 100_000
+REPLAY_KEYS = 32  # a Program's recordings (by --set names, shapes and options) kept at most
 
 
 class Program:
@@ -92,6 +93,8 @@ class Program:
         """Note a run interpreted under `key`: the second such run is recorded for the next ones to replay,
         if nothing in the program depends on values (replay.replayable); a run made once is not."""
         if recorded is None:
+            if len(self.replays) >= REPLAY_KEYS:  # runs of ever new shapes or options: the oldest goes
+                del self.replays[next(iter(self.replays))]
             self.replays[key] = 1
         elif recorded == 1:
             from .replay import Recording, replayable

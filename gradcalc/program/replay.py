@@ -90,7 +90,7 @@ class Recording:
     """A run's nodes as steps, in creation order: each a --set leaf, a node kept (a number, a program leaf),
     or (primitive, input steps, params, requires_grad, name, origin); with where the run's names pointed."""
 
-    __slots__ = ("compiled", "constants", "final", "frame", "last_assigned", "leaves", "made", "steps")
+    __slots__ = ("compiled", "constants", "final", "frame", "last_assigned", "leaves", "made", "replays", "steps")
 
     def __init__(self, executed: Executed, inputs: Mapping[str, Any]) -> None:
         state = executed.state
@@ -116,7 +116,8 @@ class Recording:
             else:  # made the same way, from the same numbers, by every run: shared (never freed: no op)
                 steps.append((_SAME, node))
         self.steps = steps
-        self.compiled = _compiled(steps) if len(steps) <= COMPILED_STEPS else None
+        self.compiled: Callable[[Mapping[str, Any]], list[Node]] | None = None  # written once it has paid
+        self.replays = 0
         self.frame = [(name, index[id(node)]) for name, node in executed.frame.items()]
         self.leaves = [(name, index[id(node)]) for name, node in state.leaves.items()]
         self.constants = [(name, index[id(node)]) for name, node in state.constants.items()]
@@ -126,6 +127,9 @@ class Recording:
 
 
 COMPILED_STEPS = 5_000  # a longer run is replayed by the loop: its function would take long to compile
+# Writing and compiling the function costs about eight replays of a small program by the loop: a recording
+# replayed that often is written out, so a program run only a few times never pays for it.
+COMPILE_AFTER = 8
 
 
 def _compiled(steps: list[tuple]) -> Callable[[Mapping[str, Any]], list[Node]]:
@@ -162,6 +166,9 @@ def replay(recording: Recording, module: S.Module, inputs: Mapping[str, Any], co
     primitive fails on these values: the caller interprets the program then, which says where."""
     made: list[Node] = []
     add = made.append
+    recording.replays += 1
+    if recording.replays > COMPILE_AFTER and recording.compiled is None and len(recording.steps) <= COMPILED_STEPS:
+        recording.compiled = _compiled(recording.steps)
     try:
         with graph.building(release=True) as tape, B.errstate():
             if recording.compiled is not None:
