@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -125,6 +126,11 @@ def _calls_random(expr: S.Expr) -> bool:
     return any(isinstance(node, S.Call) and node.name in RANDOM for node in S.walk(expr))
 
 
+# For each checker (a program with some --set names), the leaf statements those names replace, checked,
+# by id (kept with the statement): whether each draws random numbers. Found by the first run, not by each.
+_SET_LEAVES: weakref.WeakKeyDictionary[Checker, dict[int, tuple[S.Stmt, bool]]] = weakref.WeakKeyDictionary()
+
+
 class Interpreter:
     """Runs a checked program straight from its syntax tree, recording the graph as it goes.
 
@@ -141,6 +147,7 @@ class Interpreter:
         self.state = state
         self.inputs = inputs
         self.functions = self.checker.functions
+        self.set_leaves = _SET_LEAVES.setdefault(self.checker, {})
         self.function: Function | None = None  # the function whose body is running
         self.globals: Frame = {}  # the run's top-level variables, which function bodies read
         self.numbers: dict[Any, Node] = {}  # one constant node per distinct number written
@@ -181,8 +188,11 @@ class Interpreter:
         state = self.state
         if name in self.inputs and self.checker.is_leaf(stmt):
             # A --set leaf keeps the random stream aligned: its own draws are still made.
-            self.checker.check_expr(expr, None, self.depth)
-            if _calls_random(expr):
+            known = self.set_leaves.get(id(stmt))
+            if known is None or known[0] is not stmt:
+                self.checker.check_expr(expr, None, self.depth)
+                known = self.set_leaves[id(stmt)] = (stmt, _calls_random(expr))
+            if known[1]:
                 self.value(expr, frame)
             node = self.leaf_of(self.inputs[name], name, expr)
             state.add_leaf(name, node)
