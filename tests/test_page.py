@@ -457,10 +457,12 @@ def _requests_made(browser: Any, pages: list[Path]) -> list[str]:
         return [message["params"]["request"]["url"]
                 for entry in browser.get_log("performance")
                 if (message := json.loads(entry["message"])["message"])["method"] == "Network.requestWillBeSent"]
-    # Firefox over WebDriver BiDi: its events name the requests that go out over a network (not file: loads).
+    # Firefox over WebDriver BiDi: its events name the requests that go out over a network (not file: loads),
+    # the tab's alone (the window handle is its BiDi context), not the browser's own background ones.
     seen: list[str] = []
     handler = browser.network.add_event_handler("before_request_sent",
-                                                lambda event: seen.append(event["request"]["url"]))
+                                                lambda event: seen.append(event["request"]["url"]),
+                                                contexts=[browser.current_window_handle])
     try:
         visit()
         deadline = time.monotonic() + 10  # the events come on the driver's own thread
