@@ -66,12 +66,16 @@ def test_batch_equals_each_point_run_alone(name: str, monkeypatch: pytest.Monkey
     alone: list[object] = []
     run = gradcalc.Program.run
     monkeypatch.setattr(gradcalc.Program, "run", lambda self, *a, **k: (alone.append(a), run(self, *a, **k))[1])
+    wrt = next(iter(points[0]))  # a leaf every point gives
     grads = list(program.run_batch(points, "grad"))
     values = list(program.run_batch(points, "values"))
-    assert alone == []  # every group went through as a batch: none fell back to a run per point
-    monkeypatch.undo()
     hessians = list(program.run_batch(points, "hessian"))
     jacobians = list(program.run_batch(points, "jacobian", {"of": "L"}))
+    forward = list(program.run_batch(points, "jacobian", {"of": "L", "mode": "fwd"}))
+    tangents = list(program.run_batch(points, "jvp", {"of": "L", "wrt": wrt, "tangent": "ones"}))
+    curvature = list(program.run_batch(points, "hvp", {"of": "L", "wrt": wrt, "vector": "ones"}))
+    assert alone == []  # every group went through as a batch: none fell back to a run per point
+    monkeypatch.undo()
     for i, point in enumerate(points):
         alone = _program(text).run(point)
         assert grads[i].index == i and grads[i].error is None, grads[i].error
@@ -85,8 +89,16 @@ def test_batch_equals_each_point_run_alone(name: str, monkeypatch: pytest.Monkey
         for got, want in zip(hessians[i].result.blocks, alone.hessian().blocks):
             for a, b in zip(got, want):
                 _equal(a, b)
-        for a, b in zip(jacobians[i].result.blocks, alone.jacobian("L").blocks):
-            _equal(a, b)
+        for got_jacobian in (jacobians[i].result, forward[i].result):
+            assert got_jacobian.wrt == alone.jacobian("L").wrt
+            for a, b in zip(got_jacobian.blocks, alone.jacobian("L").blocks, strict=True):
+                assert np.shape(a) == np.shape(b)
+                _equal(a, b)
+        _equal(tangents[i].result.jvp, alone.jvp("L", wrt, "ones").jvp)
+        _equal(curvature[i].result.hvp, alone.hvp("L", wrt, "ones").hvp)
+        hessian = alone.hessian()
+        assert hessians[i].result.wrt == hessian.wrt
+        _equal(hessians[i].result.value, hessian.value)
 
 
 def test_a_straight_line_program_runs_as_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -254,7 +266,7 @@ def test_run_stacked_takes_columns_and_gives_them_back_in_order() -> None:
     np.testing.assert_array_equal(values["y"], [9, 2])
 
 
-def test_run_stacked_runs_what_has_no_batching_rule_point_by_point() -> None:
+def test_run_stacked_differentiates_det_at_each_point() -> None:
     program = gradcalc.parse_program("A = [[1, 2], [3, 4]]\nL = det(A)")
     found = program.run_stacked({"A": [[[1.0, 2.0], [3.0, 4.0]], [[2.0, 0.0], [0.0, 5.0]]]}, "grad")
     np.testing.assert_allclose(found.value, [-2, 10])
@@ -266,7 +278,7 @@ def test_run_stacked_raises_a_point_s_error() -> None:
     with pytest.raises(gradcalc.GradcalcError, match="leading axis"):
         program.run_stacked({"x": 2.0})
     with pytest.raises(gradcalc.GradcalcError, match="not batched"):
-        program.run_stacked({"x": [1.0, 2.0]}, "hessian")
+        program.run_stacked({"x": [1.0, 2.0]}, "diff")
 
 
 def test_json_lines_are_each_point_s_own_document() -> None:
