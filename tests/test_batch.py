@@ -180,6 +180,49 @@ def test_random_branching_programs_batched_equal_per_point(case: tuple[str, list
             np.testing.assert_allclose(got.result.grads[name], gradient, rtol=1e-9, atol=1e-12, equal_nan=True)
 
 
+@settings(max_examples=15, deadline=None)
+@given(branching_cases())
+def test_random_programs_jacobians_and_hessians_batched_equal_per_point(
+        case: tuple[str, list[dict[str, float]]]) -> None:
+    text, points = case
+    program = gradcalc.parse_program(text)
+    hessians = list(program.run_batch(points, "hessian"))
+    jacobians = list(program.run_batch(points, "jacobian", {"of": "v", "wrt": ["x", "W"]}))
+    for hessian, jacobian, point in zip(hessians, jacobians, points):
+        alone = gradcalc.parse_program(text)
+        try:
+            expected = alone.run(point).hessian()
+        except gradcalc.GradcalcError as error:
+            assert hessian.error is not None and hessian.error.message == error.message
+            continue
+        assert hessian.error is None and jacobian.error is None, hessian.error or jacobian.error
+        for got_row, row in zip(hessian.result.blocks, expected.blocks, strict=True):
+            for got, block in zip(got_row, row, strict=True):
+                np.testing.assert_allclose(got, block, rtol=1e-9, atol=1e-12, equal_nan=True)
+        for got, block in zip(jacobian.result.blocks, alone.run(point).jacobian("v", ["x", "W"]).blocks, strict=True):
+            np.testing.assert_allclose(got, block, rtol=1e-9, atol=1e-12, equal_nan=True)
+
+
+def test_the_arm_s_jacobian_and_hessian_in_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    alone: list[int] = []
+    monkeypatch.setattr(batch, "_run_one", lambda program, point, *rest: alone.append(point.index))
+    rng = np.random.default_rng(2)
+    points = [{"t1": float(a), "t2": float(b)} for a, b in rng.normal(size=(40, 2))]
+    program = _program(ARM + "p = [x, y]\n")
+    jacobians = list(program.run_batch(points, "jacobian", {"of": "p", "wrt": ["t1", "t2"], "mode": "rev"}))
+    hessians = list(program.run_batch(points, "hessian", {"of": "L", "wrt": ["t2"]}))
+    assert alone == []
+    for point, jacobian, hessian in zip(points, jacobians, hessians):  # differentiated by hand
+        t1, t2 = point["t1"], point["t2"]
+        x, y = np.cos(t1) + 0.8 * np.cos(t1 + t2), np.sin(t1) + 0.8 * np.sin(t1 + t2)
+        _equal(jacobian.result.blocks[0], [-y, x])  # ∂(x, y)/∂t1
+        _equal(jacobian.result.blocks[1], [-0.8 * np.sin(t1 + t2), 0.8 * np.cos(t1 + t2)])
+        # L = (x-1)² + (y-0.5)²; ∂x/∂t2 = -0.8 s, ∂y/∂t2 = 0.8 c, ∂²x/∂t2² = -0.8 c, ∂²y/∂t2² = -0.8 s
+        s, c = np.sin(t1 + t2), np.cos(t1 + t2)
+        second = 2 * (0.64 * s * s + (x - 1) * -0.8 * c + 0.64 * c * c + (y - 0.5) * -0.8 * s)
+        _equal(hessian.result.blocks[0][0], second)
+
+
 def _lines(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines()]
 

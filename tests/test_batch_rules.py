@@ -102,6 +102,8 @@ MORE: list[tuple[str, list[Callable[[np.random.Generator], Any]], tuple[Any, ...
     ("matmul", [ROW, _u(3, 4)], ()),
     ("matmul", [ROW, ROW], ()),
     ("matmul", [_u(5, 2, 3), _u(3, 4)], ()),
+    ("matmul", [_u(5, 2, 3), ROW], ()),
+    ("matmul", [ROW, _u(5, 3, 2)], ()),
     ("sum", [_u(2, 3, 4)], (None, False)),
     ("sum", [_u(2, 3, 4)], ((0, 2), False)),
     ("solve", [_spd(3), ROW], ()),

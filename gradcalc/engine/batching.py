@@ -405,11 +405,18 @@ def _matmul(a: Any, b: Any) -> Any:
     if product is not None:
         return product
     if isinstance(b, Batched) and b.ndim == 1:
-        # A logical vector on the right: (.., k) @ (k,) per seed is a product with its transpose.
-        raw_a = a.stack if isinstance(a, Batched) else a
+        # A logical vector on the right, (.., k) @ (k,) at each point: for one matrix, the stack times its
+        # transpose, (count, k) @ (k, rows), one GEMM whose result has the batch axis first and contiguous
+        # (M @ stackᵀ gave it transposed: every elementwise pass after it strided); for a stack of
+        # matrices, one batched matmul (einsum's own loop runs no BLAS).
         if isinstance(a, Batched):
-            return Batched(B.xp.einsum("b...k,bk->b...", raw_a, b.stack))
-        return Batched(B.xp.moveaxis(raw_a @ b.stack.T, -1, 0)) if raw_a.ndim > 1 else Batched(raw_a @ b.stack.T)
+            if a.ndim == 1:
+                return Batched(B.xp.einsum("bk,bk->b", a.stack, b.stack))
+            return Batched(B.xp.matmul(a.stack, _aligned(b, a.ndim - 1)[..., None])[..., 0])
+        if a.ndim == 1:
+            return Batched(b.stack @ a)
+        rows = b.stack @ B.xp.reshape(a, (-1, a.shape[-1])).T
+        return Batched(B.xp.reshape(rows, (rows.shape[0], *a.shape[:-1])))
     raw_b = b.stack if isinstance(b, Batched) else b
     # The seeds become columns (or rows) of one matrix product: NumPy would otherwise run one
     # product per seed, each re-reading the whole matrix (20x slower for a 1000x1000 Jacobian).
