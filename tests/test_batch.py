@@ -392,3 +392,15 @@ def test_a_missing_points_file_stops_the_command() -> None:
     result = run_cli("grad", "-e", "x = 1; L = x^2", "--at", "no-such-points.jsonl")
     assert result.exit_code == 2 and result.stdout == ""
     assert "--at no-such-points.jsonl: cannot read it" in result.stderr
+
+
+def test_plot_s_second_derivative_runs_as_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gradcalc.tools import plot
+
+    alone: list[object] = []  # a point run on its own (run_batch's per-point path)
+    monkeypatch.setattr(gradcalc.Program, "run_batch", lambda self, *a, **k: alone.append(a))
+    found = plot.curve(gradcalc.parse_program("x = 1\ny = x^2 * sin(x)"), {}, {}, "y", "x", (-3.0, 3.0), 25, order=2)
+    assert alone == []
+    x = np.linspace(-3, 3, 25)  # (x² sin x)'' = 2 sin x + 4x cos x - x² sin x
+    _equal(found.d2y, 2 * np.sin(x) + 4 * x * np.cos(x) - x * x * np.sin(x))
+    _equal(found.dy, 2 * x * np.sin(x) + x * x * np.cos(x))
