@@ -20,7 +20,7 @@ import json
 import math
 import os
 import select
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -289,7 +289,7 @@ def _gathered(parts: list[tuple[list[int], Any]], count: int) -> Any:
     """run_stacked's groups' results put back in the points' order."""
     first = parts[0][1]
     if not isinstance(first, dict) and not hasattr(first, "grads"):  # a Jacobian's, a Hessian's, J·v, H·v
-        def gather(*columns: Any) -> Any:
+        def joined(*columns: Any) -> Any:
             if any(column.shape[1:] != columns[0].shape[1:] for column in columns):
                 raise UsageError("the points' results differ in shape between their paths",
                                  "use run_batch, which gives each point its own results")
@@ -298,7 +298,7 @@ def _gathered(parts: list[tuple[list[int], Any]], count: int) -> Any:
                 out[at] = B.to_host(column)
             return out
 
-        return _mapped(gather, *(part for _, part in parts))
+        return _mapped(joined, *(part for _, part in parts))
     columns = first if isinstance(first, dict) else {"": first.value, **first.grads}
     for _, part in parts:
         if list(part if isinstance(part, dict) else part.grads) != [name for name in columns if name]:
@@ -383,13 +383,13 @@ def _block(found: list[Any], count: int, head: tuple[int, ...], tail: tuple[int,
     return batching.Batched(B.xp.reshape(stacked, (count, *head, *tail)))
 
 
-def _jacobian_rev(output: Node, targets: list[Node], count: int) -> list[Any]:
+def _jacobian_rev(output: Node, targets: Sequence[Node], count: int) -> list[Any]:
     """Each ∂output/∂target at every point: one batched reverse pass per output entry."""
     rows = [autodiff.backward(output, seed, targets) for seed in _seeds(tuple(output.shape))]
     return [_block([row.get(t) for row in rows], count, tuple(output.shape), tuple(t.shape), 1) for t in targets]
 
 
-def _jacobian_fwd(output: Node, targets: list[Node], count: int) -> list[Any]:
+def _jacobian_fwd(output: Node, targets: Sequence[Node], count: int) -> list[Any]:
     """Each ∂output/∂target at every point: one batched JVP per input entry (autodiff's transpose trick: the
     VJP recorded with its cotangent as a leaf is linear in it, and its VJP is J·v)."""
     cotangent = leaf(B.xp.ones(output.shape, dtype=B.dtype), "u")
@@ -404,7 +404,7 @@ def _jacobian_fwd(output: Node, targets: list[Node], count: int) -> list[Any]:
     return blocks
 
 
-def _hessian(output: Node, targets: list[Node], count: int) -> list[list[Any]]:
+def _hessian(output: Node, targets: Sequence[Node], count: int) -> list[list[Any]]:
     """The blocks ∂²output/∂a∂b at every point: the gradient recorded, then one reverse pass per entry of a."""
     first = autodiff.backward(output, constant(B.xp.ones((), dtype=B.dtype)), targets, create_graph=True)
     rows = []
