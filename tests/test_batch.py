@@ -404,3 +404,16 @@ def test_plot_s_second_derivative_runs_as_one_batch(monkeypatch: pytest.MonkeyPa
     x = np.linspace(-3, 3, 25)  # (x² sin x)'' = 2 sin x + 4x cos x - x² sin x
     _equal(found.d2y, 2 * np.sin(x) + 4 * x * np.cos(x) - x * x * np.sin(x))
     _equal(found.dy, 2 * x * np.sin(x) + x * x * np.cos(x))
+
+
+def test_a_batch_of_jacobians_too_large_together_runs_in_smaller_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    sizes: list[int] = []
+    original = batch._run_batched
+    monkeypatch.setattr(batch, "_run_batched", lambda program, group, *rest: (sizes.append(len(group)),
+                                                                              original(program, group, *rest)))
+    points = [{"x": [float(i), 1.0, 2.0, 3.0]} for i in range(8)]  # 8 points' 4×4 Jacobians: 128 entries
+    found = list(_program("x = [1, 2, 3, 4]; y = x^2").run_batch(points, "jacobian", max_elements=40))
+    assert sizes == [8, 4, 2, 2, 4, 2, 2]  # halved until a batch's blocks fit (2·16 ≤ 40)
+    for i, point in enumerate(found):
+        assert point.error is None, point.error
+        _equal(point.result.blocks[0], np.diag([2.0 * i, 2, 4, 6]))  # ∂(x²)/∂x = diag(2x)

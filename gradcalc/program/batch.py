@@ -27,7 +27,7 @@ from typing import IO, Any
 from ..engine import autodiff, batching
 from ..engine import backend as B
 from ..engine.graph import Node, constant, leaf
-from ..errors import GradcalcError, InternalError, Pos, Source, UsageError, did_you_mean
+from ..errors import GradcalcError, InternalError, LimitExceeded, Pos, Source, UsageError, did_you_mean
 from ..files import DEFAULT_MAX_FILE_SIZE
 from ..language import syntax as S
 from .checker import check
@@ -170,6 +170,10 @@ def _run_group(program: Program, group: list[Point], method: str, arguments: dic
         return
     try:
         _run_batched(program, group, method, arguments, options)
+    except LimitExceeded:  # the group's results together are too large (a Jacobian per point): halves
+        half = len(group) // 2
+        _run_group(program, group[:half], method, arguments, options)
+        _run_group(program, group[half:], method, arguments, options)
     except Exception:  # some point's error (or a bug): one by one, so that each point gets its own
         for point in group:
             _run_one(program, point, method, arguments, options)
@@ -371,6 +375,11 @@ def _seeds(shape: tuple[int, ...]) -> Iterator[Any]:
         yield B.xp.reshape(seed, shape)
 
 
+def _room(count: int, head: tuple[int, ...], tail: tuple[int, ...]) -> None:
+    """--max-elements for a block of every point's results, before any pass (run_batch then halves the batch)."""
+    B.check_size((count, *head, *tail), f"a batch of {count:,} points' derivatives")
+
+
 def _block(found: list[Any], count: int, head: tuple[int, ...], tail: tuple[int, ...], axis: int) -> Any:
     """A block (count, *head, *tail) from what each seed gave, per point or the same at every point (or None:
     no path), stacked along `axis` of the points' flat seeds (1: the head's, -1: the tail's)."""
@@ -385,6 +394,8 @@ def _block(found: list[Any], count: int, head: tuple[int, ...], tail: tuple[int,
 
 def _jacobian_rev(output: Node, targets: Sequence[Node], count: int) -> list[Any]:
     """Each ∂output/∂target at every point: one batched reverse pass per output entry."""
+    for target in targets:
+        _room(count, tuple(output.shape), tuple(target.shape))
     rows = [autodiff.backward(output, seed, targets) for seed in _seeds(tuple(output.shape))]
     return [_block([row.get(t) for row in rows], count, tuple(output.shape), tuple(t.shape), 1) for t in targets]
 
@@ -392,6 +403,8 @@ def _jacobian_rev(output: Node, targets: Sequence[Node], count: int) -> list[Any
 def _jacobian_fwd(output: Node, targets: Sequence[Node], count: int) -> list[Any]:
     """Each ∂output/∂target at every point: one batched JVP per input entry (autodiff's transpose trick: the
     VJP recorded with its cotangent as a leaf is linear in it, and its VJP is J·v)."""
+    for target in targets:
+        _room(count, tuple(output.shape), tuple(target.shape))
     cotangent = leaf(B.xp.ones(output.shape, dtype=B.dtype), "u")
     linear = autodiff.backward(output, cotangent, targets, create_graph=True)
     blocks = []
@@ -406,6 +419,9 @@ def _jacobian_fwd(output: Node, targets: Sequence[Node], count: int) -> list[Any
 
 def _hessian(output: Node, targets: Sequence[Node], count: int) -> list[list[Any]]:
     """The blocks ∂²output/∂a∂b at every point: the gradient recorded, then one reverse pass per entry of a."""
+    for a in targets:
+        for b in targets:
+            _room(count, tuple(a.shape), tuple(b.shape))
     first = autodiff.backward(output, constant(B.xp.ones((), dtype=B.dtype)), targets, create_graph=True)
     rows = []
     for target in targets:
