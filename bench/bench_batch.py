@@ -111,6 +111,61 @@ for _ in range(repeats):
 print(json.dumps({"time": statistics.median(times), "check": [float(value[7]), float(grads[1][7])]}))
 '''
 
+DERIVATIVES = r'''
+import json, sys, time
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import gradcalc
+n, side = int(sys.argv[2]), sys.argv[4]
+program = gradcalc.parse_program(open(sys.argv[3]).read() + "\np = [x, y]\n")
+rng = np.random.default_rng(0)
+records = [{"l1": float(a), "t1": float(b), "t2": float(c)}
+           for a, b, c in zip(1 + 0.1 * rng.normal(size=n), rng.normal(size=n), rng.normal(size=n))]
+wrt = ["l1", "t1", "t2"]
+out = {}
+for method, arguments in [("jacobian", {"of": "p", "wrt": wrt}), ("hessian", {"of": "L", "wrt": wrt})]:
+    start = time.perf_counter()
+    if side == "batched":
+        results = [point.result for point in program.run_batch(records, method, arguments)]
+    else:  # what --at did before: each point its own run
+        results = [getattr(program.run(record), method)(**arguments) for record in records]
+    out[method] = time.perf_counter() - start
+    out[method + "_check"] = float(np.asarray(results[7].blocks[1] if method == "jacobian" else
+                                              results[7].blocks[1][2]).ravel()[0])
+print(json.dumps(out))
+'''
+
+LAYER = r'''
+import json, sys, time, statistics
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import gradcalc
+from gradcalc.engine import batching
+n, width = int(sys.argv[2]), int(sys.argv[3])
+rng = np.random.default_rng(0)
+W = rng.normal(size=(width, width)) / width ** 0.5
+text = f"const W = {W.tolist()}\nx = zeros({width})\nh = tanh(W @ x)\nL = sum(h^2)\n"
+program = gradcalc.parse_program(text)
+stacks = {"x": rng.normal(size=(n, width))}
+program.run_stacked(stacks, "grad")
+times = []
+for _ in range(int(sys.argv[4])):
+    start = time.perf_counter()
+    found = program.run_stacked(stacks, "grad")
+    times.append(time.perf_counter() - start)
+stack = batching.Batched(stacks["x"])
+products, before = [], []
+for _ in range(int(sys.argv[4])):  # the product, and one pass reading it as the run does; then the form of before
+    start = time.perf_counter()
+    np.tanh(batching._matmul(W, stack).stack)
+    products.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    np.tanh(np.moveaxis(W @ stack.stack.T, -1, 0))  # matrix @ stackᵀ, the batch axis last in memory
+    before.append(time.perf_counter() - start)
+print(json.dumps({"run": statistics.median(times), "matmul": statistics.median(products),
+                  "before": statistics.median(before), "check": float(found.grads["x"][7][0])}))
+'''
+
 GENERATOR = r'''
 import sys, random
 random.seed(0)
@@ -172,11 +227,63 @@ def main() -> None:
     parser.add_argument("--jax-python", default=sys.executable, help="an interpreter with jax installed")
     parser.add_argument("--points", type=int, default=10_000)
     parser.add_argument("--stream", type=int, default=1_000_000, help="points streamed (0: no streaming)")
+    parser.add_argument("--only", choices=["all", "arm", "derivatives", "matmul"], default="all",
+                        help="one part: the arm against JAX, Jacobians and Hessians batched against per point, "
+                        "or the batched matrix product against its form before")
     args = parser.parse_args()
     repeats = 3 if args.quick else 7
     stream = min(args.stream, 100_000) if args.quick else args.stream
     print(f"## Batch mode (#21 item 1) — {time.strftime('%Y-%m-%d %H:%M')} (`{benchkit.git_describe()}`, "
           f"load {benchkit.loadavg()})\n")
+    if args.only in ("all", "derivatives"):
+        derivatives(args.points, 1 if args.quick else 3)
+    if args.only in ("all", "matmul"):
+        matmul(args.points, repeats)
+    if args.only in ("all", "arm"):
+        arm(args, repeats, stream)
+
+
+def derivatives(points: int, rounds: int) -> None:
+    """`--at` Jacobians and Hessians of the arm (3 parameters) batched, against each point run alone (the path
+    they took before): a child a side and round, alternating."""
+    env = environment()
+    found: dict[str, list[dict[str, float]]] = {"batched": [], "alone": []}
+    for i in range(rounds):
+        for side, runs in found.items():
+            log(f"Jacobians and Hessians, {side}, round {i + 1} of {rounds}")
+            runs.append(json.loads(subprocess.run(
+                [sys.executable, "-c", DERIVATIVES, str(REPO), str(points), str(ARM), side], capture_output=True,
+                text=True, check=True, env=env).stdout))
+    print("| measure | batched | per point | ratio |")
+    print("| --- | --- | --- | --- |")
+    for method, what in [("jacobian", "Jacobian of (x, y) by l1, t1, t2"), ("hessian", "Hessian of L by l1, t1, t2")]:
+        for a, b in zip(found["batched"], found["alone"]):
+            assert abs(a[method + "_check"] - b[method + "_check"]) < 1e-9
+        batched, alone = (med([r[method] for r in found[side]]) for side in ("batched", "alone"))
+        ratios = med([a[method] / b[method] for a, b in zip(found["batched"], found["alone"])])
+        print(f"| {what}, {points:,} points (`run_batch`, as `--at` runs them) | {fmt_time(batched)} | "
+              f"{fmt_time(alone)} | {ratio_text(ratios)} |")
+    print()
+
+
+def matmul(points: int, repeats: int) -> None:
+    """A layer `h = tanh(W @ x)` (W a constant, x given per point): the batched product against the form it had
+    before (matrix @ stackᵀ, its result strided), and the whole batched run."""
+    env = environment()
+    print("| width | `W @ x` batched, then tanh | the form before (M @ stackᵀ) | ratio | whole `run_stacked` grad |")
+    print("| --- | --- | --- | --- | --- |")
+    for width in (16, 64):
+        log(f"matrix product, width {width}")
+        found = json.loads(subprocess.run([sys.executable, "-c", LAYER, str(REPO), str(points), str(width),
+                                           str(3 * repeats)], capture_output=True, text=True, check=True,
+                                          env=env).stdout)
+        print(f"| {width} ({points:,} points) | {fmt_time(found['matmul'])} | {fmt_time(found['before'])} | "
+              f"{ratio_text(found['matmul'] / found['before'])} | {fmt_time(found['run'])} |")
+    print()
+
+
+def arm(args: argparse.Namespace, repeats: int, stream: int) -> None:
+    """The arm's value and gradient at many points against JAX: the whole command, in process, streamed."""
     with tempfile.TemporaryDirectory() as folder:
         points = Path(folder) / "points.jsonl"
         write_points(points, args.points)

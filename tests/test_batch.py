@@ -66,12 +66,16 @@ def test_batch_equals_each_point_run_alone(name: str, monkeypatch: pytest.Monkey
     alone: list[object] = []
     run = gradcalc.Program.run
     monkeypatch.setattr(gradcalc.Program, "run", lambda self, *a, **k: (alone.append(a), run(self, *a, **k))[1])
+    wrt = next(iter(points[0]))  # a leaf every point gives
     grads = list(program.run_batch(points, "grad"))
     values = list(program.run_batch(points, "values"))
-    assert alone == []  # every group went through as a batch: none fell back to a run per point
-    monkeypatch.undo()
     hessians = list(program.run_batch(points, "hessian"))
     jacobians = list(program.run_batch(points, "jacobian", {"of": "L"}))
+    forward = list(program.run_batch(points, "jacobian", {"of": "L", "mode": "fwd"}))
+    tangents = list(program.run_batch(points, "jvp", {"of": "L", "wrt": wrt, "tangent": "ones"}))
+    curvature = list(program.run_batch(points, "hvp", {"of": "L", "wrt": wrt, "vector": "ones"}))
+    assert alone == []  # every group went through as a batch: none fell back to a run per point
+    monkeypatch.undo()
     for i, point in enumerate(points):
         alone = _program(text).run(point)
         assert grads[i].index == i and grads[i].error is None, grads[i].error
@@ -85,8 +89,16 @@ def test_batch_equals_each_point_run_alone(name: str, monkeypatch: pytest.Monkey
         for got, want in zip(hessians[i].result.blocks, alone.hessian().blocks):
             for a, b in zip(got, want):
                 _equal(a, b)
-        for a, b in zip(jacobians[i].result.blocks, alone.jacobian("L").blocks):
-            _equal(a, b)
+        for got_jacobian in (jacobians[i].result, forward[i].result):
+            assert got_jacobian.wrt == alone.jacobian("L").wrt
+            for a, b in zip(got_jacobian.blocks, alone.jacobian("L").blocks, strict=True):
+                assert np.shape(a) == np.shape(b)
+                _equal(a, b)
+        _equal(tangents[i].result.jvp, alone.jvp("L", wrt, "ones").jvp)
+        _equal(curvature[i].result.hvp, alone.hvp("L", wrt, "ones").hvp)
+        hessian = alone.hessian()
+        assert hessians[i].result.wrt == hessian.wrt
+        _equal(hessians[i].result.value, hessian.value)
 
 
 def test_a_straight_line_program_runs_as_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -166,6 +178,49 @@ def test_random_branching_programs_batched_equal_per_point(case: tuple[str, list
         np.testing.assert_allclose(got.result.value, expected.value, rtol=1e-9, equal_nan=True)
         for name, gradient in expected.grads.items():
             np.testing.assert_allclose(got.result.grads[name], gradient, rtol=1e-9, atol=1e-12, equal_nan=True)
+
+
+@settings(max_examples=15, deadline=None)
+@given(branching_cases())
+def test_random_programs_jacobians_and_hessians_batched_equal_per_point(
+        case: tuple[str, list[dict[str, float]]]) -> None:
+    text, points = case
+    program = gradcalc.parse_program(text)
+    hessians = list(program.run_batch(points, "hessian"))
+    jacobians = list(program.run_batch(points, "jacobian", {"of": "v", "wrt": ["x", "W"]}))
+    for hessian, jacobian, point in zip(hessians, jacobians, points):
+        alone = gradcalc.parse_program(text)
+        try:
+            expected = alone.run(point).hessian()
+        except gradcalc.GradcalcError as error:
+            assert hessian.error is not None and hessian.error.message == error.message
+            continue
+        assert hessian.error is None and jacobian.error is None, hessian.error or jacobian.error
+        for got_row, row in zip(hessian.result.blocks, expected.blocks, strict=True):
+            for got, block in zip(got_row, row, strict=True):
+                np.testing.assert_allclose(got, block, rtol=1e-9, atol=1e-12, equal_nan=True)
+        for got, block in zip(jacobian.result.blocks, alone.run(point).jacobian("v", ["x", "W"]).blocks, strict=True):
+            np.testing.assert_allclose(got, block, rtol=1e-9, atol=1e-12, equal_nan=True)
+
+
+def test_the_arm_s_jacobian_and_hessian_in_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    alone: list[int] = []
+    monkeypatch.setattr(batch, "_run_one", lambda program, point, *rest: alone.append(point.index))
+    rng = np.random.default_rng(2)
+    points = [{"t1": float(a), "t2": float(b)} for a, b in rng.normal(size=(40, 2))]
+    program = _program(ARM + "p = [x, y]\n")
+    jacobians = list(program.run_batch(points, "jacobian", {"of": "p", "wrt": ["t1", "t2"], "mode": "rev"}))
+    hessians = list(program.run_batch(points, "hessian", {"of": "L", "wrt": ["t2"]}))
+    assert alone == []
+    for point, jacobian, hessian in zip(points, jacobians, hessians):  # differentiated by hand
+        t1, t2 = point["t1"], point["t2"]
+        x, y = np.cos(t1) + 0.8 * np.cos(t1 + t2), np.sin(t1) + 0.8 * np.sin(t1 + t2)
+        _equal(jacobian.result.blocks[0], [-y, x])  # ∂(x, y)/∂t1
+        _equal(jacobian.result.blocks[1], [-0.8 * np.sin(t1 + t2), 0.8 * np.cos(t1 + t2)])
+        # L = (x-1)² + (y-0.5)²; ∂x/∂t2 = -0.8 s, ∂y/∂t2 = 0.8 c, ∂²x/∂t2² = -0.8 c, ∂²y/∂t2² = -0.8 s
+        s, c = np.sin(t1 + t2), np.cos(t1 + t2)
+        second = 2 * (0.64 * s * s + (x - 1) * -0.8 * c + 0.64 * c * c + (y - 0.5) * -0.8 * s)
+        _equal(hessian.result.blocks[0][0], second)
 
 
 def _lines(text: str) -> list[dict]:
@@ -254,7 +309,7 @@ def test_run_stacked_takes_columns_and_gives_them_back_in_order() -> None:
     np.testing.assert_array_equal(values["y"], [9, 2])
 
 
-def test_run_stacked_runs_what_has_no_batching_rule_point_by_point() -> None:
+def test_run_stacked_differentiates_det_at_each_point() -> None:
     program = gradcalc.parse_program("A = [[1, 2], [3, 4]]\nL = det(A)")
     found = program.run_stacked({"A": [[[1.0, 2.0], [3.0, 4.0]], [[2.0, 0.0], [0.0, 5.0]]]}, "grad")
     np.testing.assert_allclose(found.value, [-2, 10])
@@ -266,7 +321,7 @@ def test_run_stacked_raises_a_point_s_error() -> None:
     with pytest.raises(gradcalc.GradcalcError, match="leading axis"):
         program.run_stacked({"x": 2.0})
     with pytest.raises(gradcalc.GradcalcError, match="not batched"):
-        program.run_stacked({"x": [1.0, 2.0]}, "hessian")
+        program.run_stacked({"x": [1.0, 2.0]}, "diff")
 
 
 def test_json_lines_are_each_point_s_own_document() -> None:
@@ -337,3 +392,28 @@ def test_a_missing_points_file_stops_the_command() -> None:
     result = run_cli("grad", "-e", "x = 1; L = x^2", "--at", "no-such-points.jsonl")
     assert result.exit_code == 2 and result.stdout == ""
     assert "--at no-such-points.jsonl: cannot read it" in result.stderr
+
+
+def test_plot_s_second_derivative_runs_as_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gradcalc.tools import plot
+
+    alone: list[object] = []  # a point run on its own (run_batch's per-point path)
+    monkeypatch.setattr(gradcalc.Program, "run_batch", lambda self, *a, **k: alone.append(a))
+    found = plot.curve(gradcalc.parse_program("x = 1\ny = x^2 * sin(x)"), {}, {}, "y", "x", (-3.0, 3.0), 25, order=2)
+    assert alone == []
+    x = np.linspace(-3, 3, 25)  # (x² sin x)'' = 2 sin x + 4x cos x - x² sin x
+    _equal(found.d2y, 2 * np.sin(x) + 4 * x * np.cos(x) - x * x * np.sin(x))
+    _equal(found.dy, 2 * x * np.sin(x) + x * x * np.cos(x))
+
+
+def test_a_batch_of_jacobians_too_large_together_runs_in_smaller_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    sizes: list[int] = []
+    original = batch._run_batched
+    monkeypatch.setattr(batch, "_run_batched", lambda program, group, *rest: (sizes.append(len(group)),
+                                                                              original(program, group, *rest)))
+    points = [{"x": [float(i), 1.0, 2.0, 3.0]} for i in range(8)]  # 8 points' 4×4 Jacobians: 128 entries
+    found = list(_program("x = [1, 2, 3, 4]; y = x^2").run_batch(points, "jacobian", max_elements=40))
+    assert sizes == [8, 4, 2, 2, 4, 2, 2]  # halved until a batch's blocks fit (2·16 ≤ 40)
+    for i, point in enumerate(found):
+        assert point.error is None, point.error
+        _equal(point.result.blocks[0], np.diag([2.0 * i, 2, 4, 6]))  # ∂(x²)/∂x = diag(2x)

@@ -31,17 +31,21 @@ from .primitives import (
     ARGMAX,
     ARGMIN,
     BROADCAST_TO,
+    CHOLESKY,
     CONCATENATE,
     CROSS_ENTROPY,
     CUMPROD,
     CUMSUM,
+    DET,
     DIV,
     EINSUM,
     EQ,
     FLIP,
     INDEX,
     INDEX_PUT,
+    INV,
     LOG_SOFTMAX,
+    LOGDET,
     MATMUL,
     MSE_LOSS,
     MUL,
@@ -54,10 +58,12 @@ from .primitives import (
     SOFTMAX,
     SOLVE,
     SQUEEZE,
+    STACK,
     STACK_AXIS,
     STD,
     SUB,
     SUM_TO,
+    TRACE,
     TRANSPOSE,
     UNSQUEEZE,
     VAR,
@@ -420,11 +426,18 @@ def _matmul(a: Any, b: Any) -> Any:
     if product is not None:
         return product
     if isinstance(b, Batched) and b.ndim == 1:
-        # A logical vector on the right: (.., k) @ (k,) per seed is a product with its transpose.
-        raw_a = a.stack if isinstance(a, Batched) else a
+        # A logical vector on the right, (.., k) @ (k,) at each point: for one matrix, the stack times its
+        # transpose, (count, k) @ (k, rows), one GEMM whose result has the batch axis first and contiguous
+        # (M @ stackᵀ gave it transposed: every elementwise pass after it strided); for a stack of
+        # matrices, one batched matmul (einsum's own loop runs no BLAS).
         if isinstance(a, Batched):
-            return Batched(B.xp.einsum("b...k,bk->b...", raw_a, b.stack))
-        return Batched(B.xp.moveaxis(raw_a @ b.stack.T, -1, 0)) if raw_a.ndim > 1 else Batched(raw_a @ b.stack.T)
+            if a.ndim == 1:
+                return Batched(B.xp.einsum("bk,bk->b", a.stack, b.stack))
+            return Batched(B.xp.matmul(a.stack, _aligned(b, a.ndim - 1)[..., None])[..., 0])
+        if a.ndim == 1:
+            return Batched(b.stack @ a)
+        rows = b.stack @ B.xp.reshape(a, (-1, a.shape[-1])).T
+        return Batched(B.xp.reshape(rows, (rows.shape[0], *a.shape[:-1])))
     raw_b = b.stack if isinstance(b, Batched) else b
     # The seeds become columns (or rows) of one matrix product: NumPy would otherwise run one
     # product per seed, each re-reading the whole matrix (20x slower for a 1000x1000 Jacobian).
@@ -435,11 +448,28 @@ def _matmul(a: Any, b: Any) -> Any:
         count, inner, width = raw_b.shape
         columns = a @ B.xp.transpose(raw_b, (1, 0, 2)).reshape(inner, count * width)
         return Batched(B.xp.transpose(columns.reshape(a.shape[0], count, width), (1, 0, 2)))
-    if isinstance(a, Batched):
-        if a.ndim == 1 and isinstance(b, Batched):  # (k,) @ (k, n) per seed
-            return Batched(B.xp.einsum("bk,bk...->b...", a.stack, raw_b))
-        return Batched(a.stack @ raw_b)
-    return Batched(a @ raw_b)
+    return _promoted_matmul(a, b)
+
+
+def _promoted_matmul(a: Any, b: Any) -> Batched:
+    """Any other product, as NumPy's matmul defines it per point: a vector is a matrix of one row (on the left)
+    or one column (on the right), the batch axis leads every stack, and leading axes broadcast."""
+    left, right = a.ndim == 1, b.ndim == 1
+    ndim = max(a.ndim + left, b.ndim + right)
+
+    def raw(x: Any, vector_axis: int | None) -> Any:
+        if not isinstance(x, Batched):
+            return x if vector_axis is None else B.xp.expand_dims(x, vector_axis)
+        stack = x.stack if vector_axis is None else B.xp.expand_dims(x.stack, vector_axis)
+        missing = ndim + 1 - stack.ndim  # leading axes of the other side: inserted after the batch axis
+        return stack.reshape(stack.shape[:1] + (1,) * missing + stack.shape[1:])
+
+    out = raw(a, -2 if left else None) @ raw(b, -1 if right else None)
+    if right:
+        out = out[..., 0]
+    if left:
+        out = out[..., 0, :] if not right else out[..., 0]
+    return Batched(out)
 
 
 def _one_hot_matmul(a: Any, b: Any) -> Batched | None:
@@ -536,15 +566,48 @@ def _concatenate(*args: Any) -> Any:
     return Batched(B.xp.concatenate(stacks, axis=axis + 1))
 
 
+def _stacks(parts: Any) -> list[Any] | None:
+    """Each part as a stack of the batch's size (one that is no batch repeated, as a view); None if none is."""
+    batched = next((p for p in parts if isinstance(p, Batched)), None)
+    if batched is None:
+        return None
+    count = batched.stack.shape[0]
+    return [p.stack if isinstance(p, Batched) else B.xp.broadcast_to(p, (count, *B.xp.shape(p))) for p in parts]
+
+
 @_own(STACK_AXIS)
 def _stack_axis(*args: Any) -> Any:
     *parts, axis = args
-    batched = next((p for p in parts if isinstance(p, Batched)), None)
-    if batched is None:
+    stacks = _stacks(parts)
+    if stacks is None:
         return STACK_AXIS.forward(*args)
-    count = batched.stack.shape[0]
-    stacks = [p.stack if isinstance(p, Batched) else B.xp.broadcast_to(p, (count, *p.shape)) for p in parts]
     return Batched(B.xp.stack(stacks, axis=axis + 1))
+
+
+@_own(STACK)
+def _stack(*parts: Any) -> Any:
+    """The tensor literal [a, b, c]: the parts along a new first axis, one past the batch axis."""
+    stacks = _stacks(parts)
+    if stacks is None:
+        return STACK.forward(*parts)
+    B.check_size((len(parts), *parts[0].shape), "the stacked tensor")  # each point's, as one run checks it
+    _check((stacks[0].shape[0], len(parts), *parts[0].shape))
+    return Batched(B.xp.stack(stacks, axis=1))
+
+
+def _leading(prim: Primitive) -> Callable[..., Any]:
+    """A function of the last axes that NumPy maps over any leading ones (det, inv, trace of the last two,
+    cholesky, logdet): the stack goes in whole."""
+    def leading(x: Any, *params: Any) -> Any:
+        if not isinstance(x, Batched):
+            return prim.forward(x, *params)
+        return Batched(prim.forward(x.stack, *params))
+
+    return leading
+
+
+for _prim in (TRACE, DET, INV, LOGDET, CHOLESKY):
+    _OWN[_prim] = _leading(_prim)
 
 
 def _loss(prim: Primitive) -> Callable[..., Any]:
@@ -553,9 +616,8 @@ def _loss(prim: Primitive) -> Callable[..., Any]:
         batched = x if isinstance(x, Batched) else y if isinstance(y, Batched) else None
         if batched is None:
             return prim.forward(x, y, reduction, *rest)
-        count = batched.stack.shape[0]
-        x, y = (v.stack if isinstance(v, Batched) else B.xp.broadcast_to(v, (count, *v.shape)) for v in (x, y))
-        losses = prim.forward(x, y, "none", *rest)
+        ndim = max(x.ndim, y.ndim)  # x and y broadcast against each other within each point
+        losses = prim.forward(_aligned(x, ndim), _aligned(y, ndim), "none", *rest)
         if reduction == "none":
             return Batched(losses)
         within = tuple(range(1, losses.ndim))

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import ShapeError, ValueProblem
 from . import backend as B
-from .graph import ELEMENTWISE_BATCH, OWN_BATCH, REDUCTION_BATCH, UNBATCHED, Kind, Node, Primitive
+from .graph import ELEMENTWISE_BATCH, OWN_BATCH, REDUCTION_BATCH, Kind, Node, Primitive
 from .rules import (
     RULES,
     EachInput,
@@ -342,7 +342,7 @@ SCATTER = Primitive("scatter", SHAPE, _scatter, (
     lambda ns, g, ans, x, key, shape: ns.index(g, key),
 ), reads="", params=("key", "shape"), grad_fn="IndexPutBackward0", batching=OWN_BATCH)
 STACK = Primitive("stack", SHAPE, _stack, EachInput(lambda ns, g, ans, i: ns.index(g, (i,))), reads="xs ans",
-                  inputs="*xs", batching=UNBATCHED)
+                  inputs="*xs", batching=OWN_BATCH)
 
 # Linear algebra.
 MATMUL = Primitive("matmul", LINEAR_ALGEBRA, operator.matmul, (matmul_vjp(0), matmul_vjp(1)), reads="x y",
@@ -350,13 +350,13 @@ MATMUL = Primitive("matmul", LINEAR_ALGEBRA, operator.matmul, (matmul_vjp(0), ma
                    grad_fn=lambda n: _MATMUL_NAMES.get((n.inputs[0].ndim, n.inputs[1].ndim), "UnsafeViewBackward0"),
                    batching=OWN_BATCH)
 TRACE = Primitive("trace", LINEAR_ALGEBRA, lambda x: B.xp.trace(x, axis1=-2, axis2=-1), (trace_vjp,), reads="",
-                  check=_matrix, batching=UNBATCHED, builtin="sum of the diagonal")
+                  check=_matrix, batching=OWN_BATCH, builtin="sum of the diagonal")
 # d det(X) = det(X) tr(X^-1 dX); d X^-1 = -X^-1 dX X^-1.
 DET = Primitive("det", LINEAR_ALGEBRA, lambda x: B.xp.linalg.det(x), (det_vjp,), reads="x ans", check=_square,
-                grad_fn="LinalgDetBackward0", batching=UNBATCHED, builtin="determinant")
+                grad_fn="LinalgDetBackward0", batching=OWN_BATCH, builtin="determinant")
 INV = Primitive("inv", LINEAR_ALGEBRA, lambda x: B.xp.linalg.inv(x), (
     lambda ns, g, ans, x: -(swap(ns, ans) @ g @ swap(ns, ans)),
-), reads="x ans", check=_square, grad_fn="LinalgInvExBackward0", batching=UNBATCHED,
+), reads="x ans", check=_square, grad_fn="LinalgInvExBackward0", batching=OWN_BATCH,
     builtin="matrix inverse")
 
 
@@ -584,10 +584,10 @@ SOLVE = Primitive("solve", LINEAR_ALGEBRA, lambda a, b: B.xp.linalg.solve(a, b),
 # log det X (NaN where det < 0, as PyTorch's logdet), or log |det X| (slogdet's second value): d = X^-T.
 LOGDET = Primitive("logdet", LINEAR_ALGEBRA, _logdet, (
     lambda ns, g, ans, x, absolute: ns.reshape(g, g.shape + (1, 1)) * swap(ns, ns.inv(x)),
-), reads="x", params=("absolute",), check=_square, batching=UNBATCHED, builtin=None,
+), reads="x", params=("absolute",), check=_square, batching=OWN_BATCH, builtin=None,
     grad_fn=lambda n: "LinalgSlogdetBackward0" if n.params[0] else "WhereBackward0")  # torch.logdet: a where()
 CHOLESKY = Primitive("cholesky", LINEAR_ALGEBRA, _cholesky, (cholesky_vjp,), reads="ans", check=_square,
-                     grad_fn="LinalgCholeskyExBackward0", batching=UNBATCHED,
+                     grad_fn="LinalgCholeskyExBackward0", batching=OWN_BATCH,
                      builtin="lower-triangular L with L L^T = A (A symmetric positive definite)")
 
 # Every record above, in the order written: the one list every table is made from.

@@ -259,6 +259,7 @@ def det_vjp(ns: Any, g: Any, ans: Any, x: Any) -> Any:
     """d det(X) = det(X) tr(X^-1 dX): the cofactor matrix det(X) X^-T, or, where X is singular (no inverse),
     the cofactors themselves (the adjugate's transpose: [[4, -2], [-2, 1]] for [[1, 2], [2, 4]])."""
     values = x.value if isinstance(x, Node) else x
+    values = getattr(values, "stack", values)  # a batch of points (batching.Batched): the cofactors if any is singular
     with B.errstate():
         spread = B.xp.linalg.svd(values, compute_uv=False)  # singular values, largest first
         singular = bool(B.to_host(~(spread[..., -1] > 1e-12 * spread[..., 0])).any())

@@ -6,22 +6,28 @@ group, and a group of `values` or `grad` runs through the program at once (Progr
 each given leaf a stack of the group's values, engine/batching.py's `Batched`, and every primitive
 its batched function; points that take different paths run in groups that took the same one). A
 group where some point fails runs again point by point, so that each point gets its own result or
-error; Jacobians, Hessians, JVPs and `diff` run point by point.
+error. Jacobians, Hessians, JVPs and HVPs run batched too, as `jax.vmap(jax.jacrev(f))` does: one
+batched forward pass, then one batched reverse pass per seed (an output entry, an input entry), each
+seed the same at every point; `diff` (expressions, one per point's path) runs point by point.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import dataclasses
 import json
+import math
 import os
 import select
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
+from ..engine import autodiff, batching
 from ..engine import backend as B
-from ..engine import batching
-from ..errors import GradcalcError, InternalError, Pos, Source, UsageError, did_you_mean
+from ..engine.graph import Node, constant, leaf
+from ..errors import GradcalcError, InternalError, LimitExceeded, Pos, Source, UsageError, did_you_mean
 from ..files import DEFAULT_MAX_FILE_SIZE
 from ..language import syntax as S
 from .checker import check
@@ -33,8 +39,8 @@ Program = Any
 Run = Any
 
 CHUNK = 4096  # points read, run and written together: the memory a stream takes is bounded by it
-METHODS = ("values", "grad", "jacobian", "hessian", "jvp", "diff")  # the Run methods a batch computes
-BATCHED = ("values", "grad")  # those that run a group of points in one pass
+METHODS = ("values", "grad", "jacobian", "hessian", "jvp", "hvp", "diff")  # the Run methods a batch computes
+BATCHED = ("values", "grad", "jacobian", "hessian", "jvp", "hvp")  # those that run a group of points in one pass
 RUN_OPTIONS = ("seed", "dtype", "device", "max_elements", "max_iterations", "max_recursion", "allow_read",
                "max_file_size")
 
@@ -164,6 +170,10 @@ def _run_group(program: Program, group: list[Point], method: str, arguments: dic
         return
     try:
         _run_batched(program, group, method, arguments, options)
+    except LimitExceeded:  # the group's results together are too large (a Jacobian per point): halves
+        half = len(group) // 2
+        _run_group(program, group[:half], method, arguments, options)
+        _run_group(program, group[half:], method, arguments, options)
     except Exception:  # some point's error (or a bug): one by one, so that each point gets its own
         for point in group:
             _run_one(program, point, method, arguments, options)
@@ -201,7 +211,8 @@ def _run_batched(program: Program, group: list[Point], method: str, arguments: d
     for i, point in enumerate(group):
         point.result = {name: stack[i, ...] for name, stack in found.items()} if isinstance(found, dict) else \
             make(found.of, found.value[i, ...], {name: g[i, ...] for name, g in found.grads.items()},
-                 set(found.no_path), found.vector)
+                 set(found.no_path), found.vector) if method == "grad" else \
+            _mapped(lambda stack: stack[i, ...], found)  # noqa: B023  (used at once)
 
 
 # --- Points as columns: one pass through the program (Program.run_stacked) ------------------------------
@@ -210,7 +221,7 @@ def run_stacked(program: Program, run_class: type, stacks: Mapping[str, Any], me
                 arguments: Mapping[str, Any] | None, options: dict[str, Any]) -> Any:
     """Program.run_stacked: the points through the program at once, in groups where their paths differ."""
     if method not in BATCHED:
-        raise UsageError(f"run_stacked: method '{method}' is not batched", "use 'values' or 'grad', or "
+        raise UsageError(f"run_stacked: method '{method}' is not batched", f"use one of {', '.join(BATCHED)}, or "
                          "run_batch, which runs the others point by point")
     arrays: dict[str, Any] = {}
     for name, value in stacks.items():
@@ -246,6 +257,8 @@ def _stacked(program: Program, run_class: type, arrays: dict[str, Any], count: i
         run = program.run({name: array[0] for name, array in arrays.items()}, **options)
         if method == "values":
             return {name: value[None] for name, value in run.values().items()}
+        if method != "grad":
+            return _mapped(lambda value: B.to_host(value)[None], getattr(run, method)(**arguments))
         found = run.grad(**arguments, retain_graph=False)
         return found.__class__(found.of, found.value[None], {name: g[None] for name, g in found.grads.items()},
                                found.no_path, found.vector)
@@ -265,6 +278,9 @@ def _stacked(program: Program, run_class: type, arrays: dict[str, Any], count: i
             run = run_class(program, executed, inputs, settings)
             if method == "values":
                 return {name: batching.unstack(node.value, count) for name, node in run.frame.items()}
+            if method != "grad":
+                with _over_points(count):
+                    return _mapped(lambda value: batching.unstack(value, count), getattr(run, method)(**arguments))
             found = run.grad(**arguments, retain_graph=False, host=False)
             return found.__class__(found.of, batching.unstack(found.value, count),
                                    {name: batching.unstack(g, count) for name, g in found.grads.items()},
@@ -276,6 +292,17 @@ def _stacked(program: Program, run_class: type, arrays: dict[str, Any], count: i
 def _gathered(parts: list[tuple[list[int], Any]], count: int) -> Any:
     """run_stacked's groups' results put back in the points' order."""
     first = parts[0][1]
+    if not isinstance(first, dict) and not hasattr(first, "grads"):  # a Jacobian's, a Hessian's, J·v, H·v
+        def joined(*columns: Any) -> Any:
+            if any(column.shape[1:] != columns[0].shape[1:] for column in columns):
+                raise UsageError("the points' results differ in shape between their paths",
+                                 "use run_batch, which gives each point its own results")
+            out = B.to_host(columns[0])[:1].repeat(count, axis=0)  # every row is written below
+            for (at, _), column in zip(parts, columns):
+                out[at] = B.to_host(column)
+            return out
+
+        return _mapped(joined, *(part for _, part in parts))
     columns = first if isinstance(first, dict) else {"": first.value, **first.grads}
     for _, part in parts:
         if list(part if isinstance(part, dict) else part.grads) != [name for name in columns if name]:
@@ -300,6 +327,110 @@ def _gathered(parts: list[tuple[list[int], Any]], count: int) -> Any:
     value = gathered.pop("")
     return first.__class__(first.of, value, gathered, set().union(*(part.no_path for _, part in parts)),
                            first.vector)
+
+
+def _mapped(fn: Any, first: Any, *others: Any) -> Any:
+    """A result (Jacobians, Hessians, Tangents, Curvature; several of one kind, walked together) with `fn`
+    applied to each of its arrays, the rest (names, the mode) kept."""
+    if isinstance(first, (batching.Batched, B.host.ndarray)) or hasattr(first, "__cuda_array_interface__"):
+        return fn(first, *others)
+    if isinstance(first, list) and first and not isinstance(first[0], str):
+        if any(len(other) != len(first) for other in others):
+            raise UsageError("the points' results differ between their paths",
+                             "use run_batch, which gives each point its own results")
+        return [_mapped(fn, *items) for items in zip(first, *others)]
+    if dataclasses.is_dataclass(first) and not isinstance(first, type):
+        return dataclasses.replace(first, **{field.name: _mapped(fn, getattr(first, field.name),
+                                                                 *(getattr(other, field.name) for other in others))
+                                             for field in dataclasses.fields(first)})
+    return first
+
+
+@contextlib.contextmanager
+def _over_points(count: int) -> Iterator[None]:
+    """Within a batched run's block, Run.jacobian and Run.hessian take each seed in turn, the same seed at every
+    point, and keep the results per point (`Batched`, unstacked by the caller).
+
+    autodiff's own carry all seeds in one pass as a batch axis, which the points hold already here;
+    J·v and H·v need nothing of the kind (one seed). What they give the host stays a batch: a
+    `Batched` value is kept as it is (_mapped unstacks it), not read as one number."""
+    saved = autodiff.jacobian_rev, autodiff.jacobian_fwd, autodiff.hessian, B.to_host
+    host = B.to_host
+    autodiff.jacobian_rev, autodiff.jacobian_fwd, autodiff.hessian = (
+        lambda output, targets: _jacobian_rev(output, targets, count),
+        lambda output, targets: _jacobian_fwd(output, targets, count),
+        lambda output, targets: _hessian(output, targets, count))
+    B.to_host = lambda value: value if isinstance(value, batching.Batched) else host(value)
+    try:
+        yield
+    finally:
+        autodiff.jacobian_rev, autodiff.jacobian_fwd, autodiff.hessian, B.to_host = saved
+
+
+def _seeds(shape: tuple[int, ...]) -> Iterator[Any]:
+    """One-hot arrays of a shape, in flat order: the same seed for every point of the batch."""
+    for i in range(math.prod(shape)):
+        seed = B.xp.zeros(math.prod(shape), dtype=B.dtype)
+        seed[i] = 1
+        yield B.xp.reshape(seed, shape)
+
+
+def _room(count: int, head: tuple[int, ...], tail: tuple[int, ...]) -> None:
+    """--max-elements for a block of every point's results, before any pass (run_batch then halves the batch)."""
+    B.check_size((count, *head, *tail), f"a batch of {count:,} points' derivatives")
+
+
+def _block(found: list[Any], count: int, head: tuple[int, ...], tail: tuple[int, ...], axis: int) -> Any:
+    """A block (count, *head, *tail) from what each seed gave, per point or the same at every point (or None:
+    no path), stacked along `axis` of the points' flat seeds (1: the head's, -1: the tail's)."""
+    each = [B.xp.zeros((count, *(tail if axis == 1 else head)), dtype=B.dtype) if f is None else
+            f.stack if isinstance(f, batching.Batched) else
+            B.xp.broadcast_to(f, (count, *(tail if axis == 1 else head))) for f in found]
+    if not each:  # a target (or output) with no entries
+        return batching.Batched(B.xp.zeros((count, *head, *tail), dtype=B.dtype))
+    stacked = B.xp.stack(each, axis=1 if axis == 1 else -1)
+    return batching.Batched(B.xp.reshape(stacked, (count, *head, *tail)))
+
+
+def _jacobian_rev(output: Node, targets: Sequence[Node], count: int) -> list[Any]:
+    """Each ∂output/∂target at every point: one batched reverse pass per output entry."""
+    for target in targets:
+        _room(count, tuple(output.shape), tuple(target.shape))
+    rows = [autodiff.backward(output, seed, targets) for seed in _seeds(tuple(output.shape))]
+    return [_block([row.get(t) for row in rows], count, tuple(output.shape), tuple(t.shape), 1) for t in targets]
+
+
+def _jacobian_fwd(output: Node, targets: Sequence[Node], count: int) -> list[Any]:
+    """Each ∂output/∂target at every point: one batched JVP per input entry (autodiff's transpose trick: the
+    VJP recorded with its cotangent as a leaf is linear in it, and its VJP is J·v)."""
+    for target in targets:
+        _room(count, tuple(output.shape), tuple(target.shape))
+    cotangent = leaf(B.xp.ones(output.shape, dtype=B.dtype), "u")
+    linear = autodiff.backward(output, cotangent, targets, create_graph=True)
+    blocks = []
+    for target in targets:
+        transposed = linear.get(target)
+        columns = [None if transposed is None or not transposed.requires_grad else
+                   autodiff.backward(transposed, seed, [cotangent]).get(cotangent)
+                   for seed in _seeds(tuple(target.shape))]
+        blocks.append(_block(columns, count, tuple(output.shape), tuple(target.shape), -1))
+    return blocks
+
+
+def _hessian(output: Node, targets: Sequence[Node], count: int) -> list[list[Any]]:
+    """The blocks ∂²output/∂a∂b at every point: the gradient recorded, then one reverse pass per entry of a."""
+    for a in targets:
+        for b in targets:
+            _room(count, tuple(a.shape), tuple(b.shape))
+    first = autodiff.backward(output, constant(B.xp.ones((), dtype=B.dtype)), targets, create_graph=True)
+    rows = []
+    for target in targets:
+        gradient = first.get(target)
+        seconds = [{} if gradient is None or not gradient.requires_grad else
+                   autodiff.backward(gradient, seed, targets) for seed in _seeds(tuple(target.shape))]
+        rows.append([_block([second.get(other) for second in seconds], count, tuple(target.shape),
+                            tuple(other.shape), 1) for other in targets])
+    return rows
 
 
 # --- Reading points: JSON Lines or CSV, from a file or standard input ---------------------------------

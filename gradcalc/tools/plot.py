@@ -156,6 +156,25 @@ def _gradients(program: Program, stacks: dict[str, Any], inputs: dict[str, Any],
     return values, grads
 
 
+def _second(program: Program, x: Any, inputs: dict[str, Any], options: dict[str, Any], of: str, wrt: str) -> Any:
+    """∂²of/∂wrt² at every x, the points as a batch axis (as _gradients); a point that fails is NaN."""
+    arguments = {"of": of, "wrt": [wrt]}
+    try:
+        given = {name: B.to_host(to_array(f"--set {name}", value, options.get("seed", 0)))
+                 for name, value in inputs.items() if name != wrt}
+        found: Any = program.run_stacked({**{name: np.broadcast_to(value, (len(x), *value.shape))
+                                             for name, value in given.items()}, wrt: x}, "hessian", arguments,
+                                         **options)
+        return np.asarray(found.blocks[0][0], dtype=float)
+    except GradcalcError:  # some point fails: each point on its own, the failures gaps
+        pass
+    second = np.full(len(x), np.nan)
+    for point in program.run_batch(_points({wrt: x}, inputs), "hessian", arguments, **options):
+        if point.error is None:
+            second[point.index] = float(point.result.blocks[0][0])
+    return second
+
+
 def _points(stacks: dict[str, Any], inputs: dict[str, Any]) -> Any:
     count = len(next(iter(stacks.values())))
     return ({**inputs, **{name: float(column[i]) for name, column in stacks.items()}} for i in range(count))
@@ -169,10 +188,7 @@ def curve(program: Program, inputs: dict[str, Any], options: dict[str, Any], of:
     y, grads = _gradients(program, {wrt: x}, inputs, options, of, [wrt])
     d2y = None
     if order >= 2:
-        d2y = np.full(points, np.nan)
-        for point in program.run_batch(_points({wrt: x}, inputs), "hessian", {"of": of, "wrt": [wrt]}, **options):
-            if point.error is None:
-                d2y[point.index] = float(point.result.blocks[0][0])
+        d2y = _second(program, x, inputs, options, of, wrt)
     gaps = ~np.isfinite(y)  # where the output is not a number, neither are its derivatives: a gap in each
     dy = np.where(gaps, np.nan, grads[wrt])
     if d2y is not None:
