@@ -383,7 +383,8 @@ REMAINDER = Primitive("remainder", BROADCASTING, "remainder", (
     lambda ns, g, ans, x, y: g,
     lambda ns, g, ans, x, y: -g * ns.floor(x / y),
 ), reads="a b", inputs="a b", operator="%", dunder="mod", fold=lambda a, b: a % b, builtin=None)
-# Integer-valued: no gradient, as PyTorch's floor_divide (its result does not require grad).
+# Integer-valued, with no gradient: its result is a constant. (PyTorch's requires grad and its backward is an
+# error, 'derivative for aten::floor_divide is not implemented'; floor(a / b) is zero in both.)
 FLOOR_DIVIDE = Primitive("floor_divide", BROADCASTING, "floor_divide", None, inputs="a b", operator="//",
                          dunder="floordiv", fold=lambda a, b: a // b, builtin=None)
 # y[key] = value as a new tensor: the gradient reaches the value written, and y only where it was not written.
@@ -581,10 +582,16 @@ SOLVE = Primitive("solve", LINEAR_ALGEBRA, lambda a, b: B.xp.linalg.solve(a, b),
     lambda ns, g, ans, a, b: ns.solve(swap(ns, a), g),
 ), reads="a ans", inputs="a b", check=_solve_shapes, grad_fn="LinalgSolveExBackward0", batching=OWN_BATCH,
     builtin="x with A x = b (b a vector or a matrix of columns)")
+def _logdet_vjp(ns: Any, g: Any, ans: Any, x: Any, absolute: bool) -> Any:
+    """d log|det X| = X^-T; logdet's NaN (det < 0) has gradient zero there, as PyTorch's where() gives it."""
+    if not absolute:
+        sign, _ = B.xp.linalg.slogdet(x.value if isinstance(x, Node) else x)
+        g = g * B.xp.asarray(sign >= 0, dtype=B.dtype)
+    return ns.reshape(g, g.shape + (1, 1)) * swap(ns, ns.inv(x))
+
+
 # log det X (NaN where det < 0, as PyTorch's logdet), or log |det X| (slogdet's second value): d = X^-T.
-LOGDET = Primitive("logdet", LINEAR_ALGEBRA, _logdet, (
-    lambda ns, g, ans, x, absolute: ns.reshape(g, g.shape + (1, 1)) * swap(ns, ns.inv(x)),
-), reads="x", params=("absolute",), check=_square, batching=UNBATCHED, builtin=None,
+LOGDET = Primitive("logdet", LINEAR_ALGEBRA, _logdet, (_logdet_vjp,), reads="x", params=("absolute",), check=_square, batching=UNBATCHED, builtin=None,
     grad_fn=lambda n: "LinalgSlogdetBackward0" if n.params[0] else "WhereBackward0")  # torch.logdet: a where()
 CHOLESKY = Primitive("cholesky", LINEAR_ALGEBRA, _cholesky, (cholesky_vjp,), reads="ans", check=_square,
                      grad_fn="LinalgCholeskyExBackward0", batching=UNBATCHED,
