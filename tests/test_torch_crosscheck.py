@@ -468,3 +468,52 @@ def test_function_matches_torch(expr: str, torch_fn: Callable[[Env], Any], seed:
         grad = env[name].grad
         expected = grad.numpy() if grad is not None else np.zeros(leaves[name].shape)
         np.testing.assert_allclose(result.grads[name], expected, rtol=1e-9, atol=1e-11, err_msg=f"∂r/∂{name}")
+
+
+# --- Issue 25's "Done when": a two-layer classifier as a PyTorch user writes it ------------------------------
+
+CLASSIFIER = """\
+X = {X}
+labels = {labels}
+W1 = 0; b1 = 0; W2 = 0; b2 = 0
+h = tanh(X @ W1 + b1)
+scores = h @ W2 + b2
+L = cross_entropy(scores, labels)
+Y = eye({C})[labels]
+L_onehot = -sum(Y * log_softmax(scores, axis=1)) / len(X)
+L_probabilities = cross_entropy(scores, Y, reduction='sum')
+"""
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_two_layer_classifier_matches_torch(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n, d, hidden, classes = 5, 3, 4, 3
+    x = rng.standard_normal((n, d))
+    labels = rng.integers(0, classes, n)
+    params = {"W1": rng.standard_normal((d, hidden)), "b1": rng.standard_normal(hidden) * 0.1,
+              "W2": rng.standard_normal((hidden, classes)), "b2": rng.standard_normal(classes) * 0.1}
+    text = CLASSIFIER.format(X=x.tolist(), labels=labels.tolist(), C=classes)
+    run = gradcalc.parse_program(text).run(params)
+    t = {name: torch.tensor(value, requires_grad=True) for name, value in params.items()}
+    target = torch.tensor(labels)
+    scores = torch.tanh(torch.tensor(x) @ t["W1"] + t["b1"]) @ t["W2"] + t["b2"]
+    losses = {"L": torch.nn.functional.cross_entropy(scores, target),
+              "L_onehot": -(torch.eye(classes, dtype=torch.float64)[target] * torch.log_softmax(scores, 1)).sum() / n,
+              "L_probabilities": torch.nn.functional.cross_entropy(
+                  scores, torch.eye(classes, dtype=torch.float64)[target], reduction="sum")}
+    assert run.node("L").grad_fn == type(losses["L"].grad_fn).__name__ == "NllLossBackward0"
+    for loss, expected in losses.items():
+        torch_grads = torch.autograd.grad(expected, list(t.values()), retain_graph=True)
+        result = run.grad(of=loss, wrt=list(params))
+        np.testing.assert_allclose(float(result.value), expected.item(), rtol=1e-12, err_msg=loss)
+        for name, grad in zip(t, torch_grads, strict=True):
+            np.testing.assert_allclose(result.grads[name], grad.numpy(), rtol=1e-10, atol=1e-13,
+                                       err_msg=f"∂{loss}/∂{name}")
+    # Second order: the Hessian in the output layer's bias, torch's by double backward.
+    hessian = torch.autograd.functional.hessian(
+        lambda b: torch.nn.functional.cross_entropy(
+            torch.tanh(torch.tensor(x) @ t["W1"].detach() + t["b1"].detach()) @ t["W2"].detach() + b, target),
+        t["b2"].detach())
+    block = np.asarray(run.hessian(of="L", wrt=["b2"]).blocks[0][0])
+    np.testing.assert_allclose(block, hessian.numpy(), rtol=1e-10, atol=1e-13)
