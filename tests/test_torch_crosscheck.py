@@ -517,3 +517,68 @@ def test_two_layer_classifier_matches_torch(seed: int) -> None:
         t["b2"].detach())
     block = np.asarray(run.hessian(of="L", wrt=["b2"]).blocks[0][0])
     np.testing.assert_allclose(block, hessian.numpy(), rtol=1e-10, atol=1e-13)
+
+
+# --- Statements and edges of issue 25 against torch 2.13 ------------------------------------------------------
+
+EDGE_LEAVES = {
+    "x": np.array([1.5, -2.5, 3.7]),
+    "b": np.array([2.0, 0.7, 1.1]),
+    "W": np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]]),
+    "N": np.array([[0.0, 1.0], [1.0, 0.0]]),  # det -1: logdet is NaN
+}
+
+# (gradcalc program ending in r, the same in PyTorch, torch's grad_fn name where gradcalc gives it too)
+EDGE_CASES: list[tuple[str, Callable[[Env], Any], str | None]] = [
+    ("r = x % b", lambda e: e["x"] % e["b"], "RemainderBackward1"),
+    ("r = x % 2", lambda e: e["x"] % 2, "RemainderBackward0"),
+    # torch's 2 % x has no derivative ('not implemented'); a tensor 2 has: -floor(2/x), what gradcalc gives.
+    ("r = 2 % x", lambda e: torch.tensor(2.0, dtype=torch.float64) % e["x"], "RemainderBackward1"),
+    # torch's x // b refuses backward; its differentiable spelling has gradient zero, as gradcalc's // (a constant).
+    ("r = x // b * x", lambda e: torch.div(e["x"], e["b"], rounding_mode="floor") * e["x"], "MulBackward0"),
+    ("u, v = W\nr = u * v", lambda e: (lambda u, v: u * v)(*e["W"]), "MulBackward0"),
+    ("u, v = W\nr = v", lambda e: list(e["W"])[1], "UnbindBackward0"),
+    ("r = x[0] if x[1] > 0 else x[2] ^ 2", lambda e: e["x"][0] if e["x"][1] > 0 else e["x"][2] ** 2, "PowBackward0"),
+    ("r = x * 2\nr[1] = b[0] * x[2]", None, "CopySlices"),
+    ("r = x * 1\nr **= 2", lambda e: (e["x"] * 1) ** 2, "PowBackward0"),
+    ("r = logdet(N)", lambda e: torch.logdet(e["N"]), "WhereBackward0"),  # NaN, gradient zero
+    ("r = slogdet(N)[1]", lambda e: torch.linalg.slogdet(e["N"])[1], None),
+    ("r = var(W) + std(W, axis=1)", lambda e: torch.var(e["W"], correction=0) + torch.std(e["W"], 1, correction=0),
+     "AddBackward0"),
+    ("r = var(W, ddof=1) + std(W, axis=1, ddof=1)", lambda e: torch.var(e["W"]) + torch.std(e["W"], 1),
+     "AddBackward0"),
+]
+
+
+def _copy_slices(env: Env) -> Any:
+    r = env["x"] * 2
+    r[1] = env["b"][0] * env["x"][2]
+    return r
+
+
+@pytest.mark.parametrize(("text", "torch_fn", "grad_fn"), EDGE_CASES, ids=[text for text, _, _ in EDGE_CASES])
+def test_statements_and_edges_match_torch(text: str, torch_fn: Callable[[Env], Any] | None, grad_fn: str | None
+                                          ) -> None:
+    header = "\n".join(f"{name} = 0" for name in EDGE_LEAVES)
+    run = gradcalc.parse_program(f"{header}\n{text}\n").run(EDGE_LEAVES)
+    env = {name: torch.tensor(value, requires_grad=True) for name, value in EDGE_LEAVES.items()}
+    out = (torch_fn or _copy_slices)(env)
+    np.testing.assert_allclose(run.value("r"), out.detach().numpy(), rtol=1e-13)
+    if grad_fn is not None:
+        assert run.node("r").grad_fn == type(out.grad_fn).__name__ == grad_fn
+    weights = np.arange(1.0, out.numel() + 1).reshape(tuple(out.shape))
+    (out * torch.tensor(weights)).sum().backward()
+    result = run.grad(of="r", wrt=list(EDGE_LEAVES), vector=weights if weights.shape else None)
+    for name, t in env.items():
+        expected = t.grad.numpy() if t.grad is not None else np.zeros(t.shape)
+        np.testing.assert_allclose(result.grads[name], expected, rtol=1e-12, atol=1e-15, err_msg=f"∂r/∂{name}")
+
+
+def test_det_at_a_singular_matrix_is_torchs_double_backward_gradient() -> None:
+    """gradcalc's det gradient at a singular matrix is the adjugate's transpose, which torch 2.13 gives when it
+    differentiates with create_graph=True (its plain backward gives zeros there: docs/language.md says so)."""
+    run = gradcalc.parse_program("P = [[1., 2], [2, 4]]\nr = det(P)\n").run()
+    matrix = torch.tensor([[1.0, 2.0], [2.0, 4.0]], dtype=torch.float64, requires_grad=True)
+    (torch_grad,) = torch.autograd.grad(torch.linalg.det(matrix), matrix, create_graph=True)
+    np.testing.assert_allclose(run.grad(of="r", wrt=["P"]).grads["P"], torch_grad.detach().numpy(), atol=1e-15)
+    np.testing.assert_allclose(torch_grad.detach().numpy(), [[4, -2], [-2, 1]], atol=1e-15)

@@ -120,6 +120,8 @@ def _reduction_name(base: str, dim_suffix: str = "1", all_suffix: str = "0") -> 
 
 def _index_name(node: Node) -> str:
     key = node.params[0]
+    if len(key) == 1 and isinstance(key[0], Row):  # u, v = W: PyTorch iterates a tensor by unbind()
+        return "UnbindBackward0"
     if any(isinstance(k, tuple) for k in key):  # an array index or a mask (read as the entries it picks)
         return "IndexBackward0"
     if all(isinstance(k, int) or k == slice(None) or k is Ellipsis for k in key) and any(
@@ -372,6 +374,12 @@ class Indices(tuple):
         return B.host.asarray(tuple(self), dtype=B.host.intp)
 
 
+class Row(int):
+    """The row index of an unpacking (`u, v = W`): an int to every library, named as PyTorch's unbind."""
+
+    __slots__ = ()
+
+
 def _index_put(x: Any, value: Any, key: tuple) -> Any:
     out = B.xp.array(x, copy=True)
     out[key] = value
@@ -382,9 +390,10 @@ def _index_put(x: Any, value: Any, key: tuple) -> Any:
 REMAINDER = Primitive("remainder", BROADCASTING, "remainder", (
     lambda ns, g, ans, x, y: g,
     lambda ns, g, ans, x, y: -g * ns.floor(x / y),
-), reads="a b", inputs="a b", operator="%", dunder="mod", fold=lambda a, b: a % b, builtin=None)
-# Integer-valued, with no gradient: its result is a constant. (PyTorch's requires grad and its backward is an
-# error, 'derivative for aten::floor_divide is not implemented'; floor(a / b) is zero in both.)
+), reads="a b", inputs="a b", operator="%", dunder="mod", fold=lambda a, b: a % b, builtin=None,
+    grad_fn=lambda n: "RemainderBackward0" if _is_literal(n.inputs[1]) else "RemainderBackward1")  # x % 2, x % y
+# Integer-valued, gradient zero: the numbers of torch.div(a, b, rounding_mode='floor') (PyTorch's `//` operator
+# refuses backward: 'derivative for aten::floor_divide is not implemented'), its result a constant here.
 FLOOR_DIVIDE = Primitive("floor_divide", BROADCASTING, "floor_divide", None, inputs="a b", operator="//",
                          dunder="floordiv", fold=lambda a, b: a // b, builtin=None)
 # y[key] = value as a new tensor: the gradient reaches the value written, and y only where it was not written.
