@@ -239,6 +239,27 @@ def test_random_program_matches_torch(seed: int) -> None:
                                    err_msg=f"∂L/∂{name}\n{program.text}")
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(0, SEEDS, 3))
+def test_random_program_second_derivatives_match_torch(seed: int) -> None:
+    """The Hessian of L in the first leaf, against torch's double backward."""
+    program = generate(seed)
+    first = next(iter(program.leaves))
+
+    def loss(value: Any) -> Any:
+        env: Env = {name: torch.tensor(leaf, dtype=torch.float64) for name, leaf in program.leaves.items()}
+        env[first] = value
+        for name, _, fn in program.statements:
+            env[name] = fn(env)
+        return env["L"]
+
+    size = program.leaves[first].size
+    expected = torch.autograd.functional.hessian(loss, torch.tensor(program.leaves[first])).numpy().reshape(size, -1)
+    run = gradcalc.parse_program(program.text).run(program.leaves)
+    block = np.asarray(run.hessian(of="L", wrt=[first]).blocks[0][0]).reshape(size, -1)
+    np.testing.assert_allclose(block, expected, rtol=1e-8, atol=1e-10, err_msg=f"∂²L/∂{first}²\n{program.text}")
+
+
 def test_generator_covers_the_menu() -> None:
     """The programs together use every kind of operation on the menu."""
     texts = "\n".join(generate(seed).text for seed in range(SEEDS))
@@ -582,3 +603,23 @@ def test_det_at_a_singular_matrix_is_torchs_double_backward_gradient() -> None:
     (torch_grad,) = torch.autograd.grad(torch.linalg.det(matrix), matrix, create_graph=True)
     np.testing.assert_allclose(run.grad(of="r", wrt=["P"]).grads["P"], torch_grad.detach().numpy(), atol=1e-15)
     np.testing.assert_allclose(torch_grad.detach().numpy(), [[4, -2], [-2, 1]], atol=1e-15)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("expr", "torch_fn"), FUNCTION_CASES, ids=[expr for expr, _ in FUNCTION_CASES])
+def test_function_second_derivatives_match_torch(expr: str, torch_fn: Callable[[Env], Any]) -> None:
+    """The Hessian of sum(f * weights) in f's first differentiable input, against torch's double backward."""
+    leaves = _function_leaves(0)
+    name = next(name for name in leaves if name != "labels" and re.search(rf"\b{name}\b", expr))
+    env = {key: torch.tensor(value, dtype=torch.float64) for key, value in leaves.items()}
+    shape = tuple(torch_fn(env).shape)
+    weights = np.random.default_rng(7).standard_normal(shape)
+    header = "\n".join(f"{key} = 0" for key in leaves)
+    run = gradcalc.parse_program(f"{header}\nw = {weights.tolist()}\nr = sum(({expr}) * w)\n").run(leaves)
+
+    def scalar(value: Any) -> Any:
+        return (torch_fn({**env, name: value}) * torch.tensor(weights)).sum()
+
+    expected = torch.autograd.functional.hessian(scalar, env[name]).numpy().reshape(leaves[name].size, -1)
+    block = np.asarray(run.hessian(of="r", wrt=[name]).blocks[0][0]).reshape(leaves[name].size, -1)
+    np.testing.assert_allclose(block, expected, rtol=1e-8, atol=1e-10, err_msg=f"∂²/∂{name}² of {expr}")
