@@ -600,8 +600,9 @@ def _logdet_vjp(ns: Any, g: Any, ans: Any, x: Any, absolute: bool) -> Any:
 
 
 # log det X (NaN where det < 0, as PyTorch's logdet), or log |det X| (slogdet's second value): d = X^-T.
-LOGDET = Primitive("logdet", LINEAR_ALGEBRA, _logdet, (_logdet_vjp,), reads="x", params=("absolute",), check=_square, batching=UNBATCHED, builtin=None,
-    grad_fn=lambda n: "LinalgSlogdetBackward0" if n.params[0] else "WhereBackward0")  # torch.logdet: a where()
+LOGDET = Primitive("logdet", LINEAR_ALGEBRA, _logdet, (_logdet_vjp,), reads="x", params=("absolute",), check=_square,
+                   batching=UNBATCHED, builtin=None,  # torch.logdet is a where() around slogdet
+                   grad_fn=lambda n: "LinalgSlogdetBackward0" if n.params[0] else "WhereBackward0")
 CHOLESKY = Primitive("cholesky", LINEAR_ALGEBRA, _cholesky, (cholesky_vjp,), reads="ans", check=_square,
                      grad_fn="LinalgCholeskyExBackward0", batching=UNBATCHED,
                      builtin="lower-triangular L with L L^T = A (A symmetric positive definite)")
