@@ -171,6 +171,7 @@ def test_linear_algebra() -> None:
     np.testing.assert_allclose(value("logdet(m)"), math.log(np.linalg.det(M)), rtol=1e-14)
     np.testing.assert_allclose(value("slogdet(-m)"), [-1.0, math.log(np.linalg.det(M))], rtol=1e-14)
     assert math.isnan(float(value("logdet(-m)")))  # log of a negative determinant, as torch.logdet
+    np.testing.assert_array_equal(gradient("logdet(-m)", "m"), np.zeros((3, 3)))  # NaN's gradient: torch's zero
     lower = value("cholesky(m)")
     np.testing.assert_allclose(lower @ lower.T, M, rtol=1e-14)
     assert np.all(np.triu(lower, 1) == 0)

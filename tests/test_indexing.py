@@ -118,6 +118,7 @@ def test_second_derivatives_through_an_array_index() -> None:
     ("m = [[1., 2], [3, 4]]\ny = m[..., 0]", "y", "SelectBackward0"),
     ("x = [1., 2, 3]\ny = x[None]", "y", "UnsqueezeBackward0"),
     ("x = [1., 2, 3]\ny = x[1:]", "y", "SliceBackward0"),
+    ("m = [[1., 2], [3, 4]]\ny, z = m", "y", "UnbindBackward0"),  # torch iterates a tensor by unbind()
     ("x = [1., 2, 3]\ny = x * 2\ny[0] = 5", "y", "CopySlices"),
     ("x = [1., 2, 3]\ny = x * 2\ny[[0, 2]] = 5", "y", "IndexPutBackward0"),
 ])
@@ -247,5 +248,5 @@ def test_indexing_and_writes_agree_with_pytorch(seed: int) -> None:
     y[rows[0]] = t[rows[1]] ** 2
     loss = (y[y > 0] ** 2).sum() + t[rows].sum() + t[..., 0].sum() + (t[None] * 3).sum()
     loss.backward()
-    np.testing.assert_allclose(float(result.value), float(loss), rtol=1e-10)
+    np.testing.assert_allclose(float(result.value), loss.item(), rtol=1e-10)
     np.testing.assert_allclose(result.grads["x"], t.grad.numpy(), rtol=1e-10, atol=1e-12)

@@ -120,6 +120,8 @@ def _reduction_name(base: str, dim_suffix: str = "1", all_suffix: str = "0") -> 
 
 def _index_name(node: Node) -> str:
     key = node.params[0]
+    if len(key) == 1 and isinstance(key[0], Row):  # u, v = W: PyTorch iterates a tensor by unbind()
+        return "UnbindBackward0"
     if any(isinstance(k, tuple) for k in key):  # an array index or a mask (read as the entries it picks)
         return "IndexBackward0"
     if all(isinstance(k, int) or k == slice(None) or k is Ellipsis for k in key) and any(
@@ -372,6 +374,12 @@ class Indices(tuple):
         return B.host.asarray(tuple(self), dtype=B.host.intp)
 
 
+class Row(int):
+    """The row index of an unpacking (`u, v = W`): an int to every library, named as PyTorch's unbind."""
+
+    __slots__ = ()
+
+
 def _index_put(x: Any, value: Any, key: tuple) -> Any:
     out = B.xp.array(x, copy=True)
     out[key] = value
@@ -382,8 +390,10 @@ def _index_put(x: Any, value: Any, key: tuple) -> Any:
 REMAINDER = Primitive("remainder", BROADCASTING, "remainder", (
     lambda ns, g, ans, x, y: g,
     lambda ns, g, ans, x, y: -g * ns.floor(x / y),
-), reads="a b", inputs="a b", operator="%", dunder="mod", fold=lambda a, b: a % b, builtin=None)
-# Integer-valued: no gradient, as PyTorch's floor_divide (its result does not require grad).
+), reads="a b", inputs="a b", operator="%", dunder="mod", fold=lambda a, b: a % b, builtin=None,
+    grad_fn=lambda n: "RemainderBackward0" if _is_literal(n.inputs[1]) else "RemainderBackward1")  # x % 2, x % y
+# Integer-valued, gradient zero: the numbers of torch.div(a, b, rounding_mode='floor') (PyTorch's `//` operator
+# refuses backward: 'derivative for aten::floor_divide is not implemented'), its result a constant here.
 FLOOR_DIVIDE = Primitive("floor_divide", BROADCASTING, "floor_divide", None, inputs="a b", operator="//",
                          dunder="floordiv", fold=lambda a, b: a // b, builtin=None)
 # y[key] = value as a new tensor: the gradient reaches the value written, and y only where it was not written.
@@ -581,11 +591,18 @@ SOLVE = Primitive("solve", LINEAR_ALGEBRA, lambda a, b: B.xp.linalg.solve(a, b),
     lambda ns, g, ans, a, b: ns.solve(swap(ns, a), g),
 ), reads="a ans", inputs="a b", check=_solve_shapes, grad_fn="LinalgSolveExBackward0", batching=OWN_BATCH,
     builtin="x with A x = b (b a vector or a matrix of columns)")
+def _logdet_vjp(ns: Any, g: Any, ans: Any, x: Any, absolute: bool) -> Any:
+    """d log|det X| = X^-T; logdet's NaN (det < 0) has gradient zero there, as PyTorch's where() gives it."""
+    if not absolute:
+        sign, _ = B.xp.linalg.slogdet(x.value if isinstance(x, Node) else x)
+        g = g * B.xp.asarray(sign >= 0, dtype=B.dtype)
+    return ns.reshape(g, g.shape + (1, 1)) * swap(ns, ns.inv(x))
+
+
 # log det X (NaN where det < 0, as PyTorch's logdet), or log |det X| (slogdet's second value): d = X^-T.
-LOGDET = Primitive("logdet", LINEAR_ALGEBRA, _logdet, (
-    lambda ns, g, ans, x, absolute: ns.reshape(g, g.shape + (1, 1)) * swap(ns, ns.inv(x)),
-), reads="x", params=("absolute",), check=_square, batching=OWN_BATCH, builtin=None,
-    grad_fn=lambda n: "LinalgSlogdetBackward0" if n.params[0] else "WhereBackward0")  # torch.logdet: a where()
+LOGDET = Primitive("logdet", LINEAR_ALGEBRA, _logdet, (_logdet_vjp,), reads="x", params=("absolute",), check=_square,
+                   batching=OWN_BATCH, builtin=None,  # torch.logdet is a where() around slogdet
+                   grad_fn=lambda n: "LinalgSlogdetBackward0" if n.params[0] else "WhereBackward0")
 CHOLESKY = Primitive("cholesky", LINEAR_ALGEBRA, _cholesky, (cholesky_vjp,), reads="ans", check=_square,
                      grad_fn="LinalgCholeskyExBackward0", batching=OWN_BATCH,
                      builtin="lower-triangular L with L L^T = A (A symmetric positive definite)")

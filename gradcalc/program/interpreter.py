@@ -21,7 +21,7 @@ from typing import Any
 from ..engine import backend as B
 from ..engine import graph, ops
 from ..engine.graph import Node, constant, leaf
-from ..engine.primitives import Indices
+from ..engine.primitives import Indices, Row
 from ..errors import (
     ArgumentError,
     GradcalcError,
@@ -731,7 +731,7 @@ def _rows(node: Node, count: int, pos: Pos) -> tuple[Node, ...]:
         got = "a single number" if not shape else f"a tensor of shape {shape}, {shape[0]} along its first axis"
         raise ValueProblem(f"{count} names to unpack, but the value is {got}",
                            "unpack a tensor with as many rows as names, or a function's values (return x, y)", pos)
-    return tuple(ops.index(node, (i,)) for i in range(count))
+    return tuple(ops.index(node, (Row(i),)) for i in range(count))
 
 
 _MASKING = (S.Compare, S.BoolOp, S.Not)  # what writes a mask: m = [1, 0] > 0 is one, as a leaf too
