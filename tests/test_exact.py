@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import warnings
 
 import pytest
 from helpers import examples, json_ok
@@ -104,6 +105,9 @@ def test_any_form_found_is_the_same_number(value: float) -> None:
         assert math.isclose(_python(form.text), value, rel_tol=1e-15), (form, value)
 
 
-@pytest.mark.parametrize("value", [0.1, 0.3, 1.4142, 2.718, 3.14159, 0.5403023058681398, 1e-7, 123456.789])
+@pytest.mark.parametrize("value", [0.1, 0.3, 1.4142, 2.718, 3.14159, 0.5403023058681398, 1e-7, 123456.789,
+                                   1.7e308, 5e-324])  # the last two overflow and underflow: no warning either
 def test_decimals_and_other_numbers_have_no_exact_form(value: float) -> None:
-    assert exact(value) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert exact(value) is None

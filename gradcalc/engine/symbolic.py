@@ -835,6 +835,8 @@ def _irrationals() -> list[tuple[float, str, str, int]]:
 
 
 _IRRATIONALS = _irrationals()
+_CONSTANT_VALUES = B.host.array([constant for constant, *_ in _IRRATIONALS])
+_QS = B.host.arange(1.0, _DENOMINATORS + 1)
 _NUMERATORS = 10_000  # 100*sqrt(2), not 7071067811*sqrt(2)/5000000000
 
 
@@ -847,19 +849,25 @@ def exact(value: float) -> Exact | None:
     short, the one that gives the very double (1/sqrt(2) and sqrt(2)/2 differ in the last bit: each prints
     as the program wrote it)."""
     best: tuple[tuple[int, bool], Exact] | None = None
-    for constant, text, latex, precedence in _IRRATIONALS:
-        for inverse in (False, True):
-            found = _near_ratio(value * constant if inverse else value / constant)
-            if found is None:
-                continue
-            p, q = found
-            back = p / (q * constant) if inverse else p * constant / q  # in the order the text is evaluated
-            if abs(back - value) > 4 * math.ulp(value):
-                continue
-            form = _inverse_form(p, q, text, latex) if inverse else _multiple_form(p, q, text, latex, precedence)
-            rank = (len(form.text), back != value)
-            if best is None or rank < best[0]:
-                best = rank, form
+    # Which constants come near at all, for every denominator at once (array arithmetic): most numbers
+    # have none, and looking at each constant in turn cost a millisecond a number.
+    with B.errstate():  # 1e308/log(2) overflows: inf is near no integer, and says nothing
+        scaled = B.host.concatenate([value / _CONSTANT_VALUES, value * _CONSTANT_VALUES])[:, None] * _QS
+        near = B.host.abs(scaled - B.host.rint(scaled)) <= 1e-12 * scaled
+    for row in B.host.flatnonzero(near.any(axis=1)).tolist():
+        inverse = row >= len(_IRRATIONALS)
+        constant, text, latex, precedence = _IRRATIONALS[row % len(_IRRATIONALS)]
+        found = _near_ratio(value * constant if inverse else value / constant)
+        if found is None:
+            continue
+        p, q = found
+        back = p / (q * constant) if inverse else p * constant / q  # in the order the text is evaluated
+        if abs(back - value) > 4 * math.ulp(value):
+            continue
+        form = _inverse_form(p, q, text, latex) if inverse else _multiple_form(p, q, text, latex, precedence)
+        rank = (len(form.text), back != value)
+        if best is None or rank < best[0]:
+            best = rank, form
     return None if best is None else best[1]
 
 
