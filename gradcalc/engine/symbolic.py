@@ -1213,7 +1213,7 @@ def _divided(expr: Add, common: float) -> Add:
 
 def _common_coefficient(expr: Add) -> float | None:
     """The magnitude all of a sum's terms (and its constant) share, where it is not 1 and is worth
-    writing once: a mean's 2/3 on every term of a residual, the 2 of a square's derivative."""
+    writing once: a mean's 2/3 on every term of a residual, the 2 of a square's derivative, a pi."""
     magnitudes = {abs(c) for _, c in expr.terms} | ({abs(expr.constant)} if expr.constant else set())
     if len(magnitudes) != 1 or len(expr.terms) + bool(expr.constant) < 2:
         return None
@@ -1221,7 +1221,7 @@ def _common_coefficient(expr: Add) -> float | None:
     if not math.isfinite(common) or common == 0:  # inf*x + inf*y: no factor to take out (inf/inf is nan)
         return None
     whole = common == int(common) or ((1 / common).is_integer() and 1 / common <= _DENOMINATORS)  # 2, 1/2
-    return common if common != 1 and (whole or ratio(common) is not None) else None
+    return common if common != 1 and (whole or ratio(common) is not None or exact(common) is not None) else None
 
 
 def _one_hot(expr: Call) -> list | None:
