@@ -125,8 +125,9 @@ def test_rationals_stay_rationals_and_decimal_gives_decimals() -> None:
     latex = json_ok("diff", "-e", "y = 3*x^4/8 - x^2/4", "--wrt", "x")["latex"]
     assert latex == r"\frac{3}{2} x^{3} - \frac{1}{2} x", latex
     assert json_ok("diff", "-e", "y = 0.2*x^2", "--wrt", "x")["derivative"] == "0.4*x"  # a decimal as written
-    # pi and e by name where the number is pi or e itself (2e prints as its digits: not done, #23 item 3)
+    # pi and e by name, and their multiples (tests/test_exact.py has sqrt(2), log(2), 1/sqrt(3) and more)
     assert json_ok("diff", "-e", "y = pi*x^2/2 + e*x", "--wrt", "x")["derivative"] == "pi*x + e"
+    assert json_ok("diff", "-e", "y = pi*x^2 + 2*e*x", "--wrt", "x")["derivative"] == "2*pi*x + 2*e"
 
 
 # --- Taylor ---------------------------------------------------------------------------------------

@@ -41,6 +41,13 @@ TEXTBOOK = [
                                                           "chain rule: 1 path, L → h → w"]),
     ("u = 3*x; v = exp(u) + u^2; y = log(v)/(u*v)", "x", ["quotient rule", "derivative of exp",
                                                          "chain rule: 2 paths"]),
+    ("y = det([[x, 1], [2, x^2]])", "x", ["Jacobi's formula", "linearity", "power rule"]),
+    ("y = det([[x, 1], [2, x^2]] @ [[1, x], [0, 2]])", "x", ["Jacobi's formula", "matrix product rule"]),
+    ("W = [[2, 1], [1, 3]]; y = log(det(W + sin(x)*[[1, 0], [0, 2]]))", "x",
+     ["derivative of log", "Jacobi's formula", "derivative of sin"]),
+    ("y = sum(inv([[x, 1], [2, x^2 + 1]]))", "x", ["sum over an axis", "derivative of inv", "linearity"]),
+    ("a = sin(x); y = sum(inv([[a, 1], [1, 2]]) @ [1, 2])*det([[a, x], [1, 2]])", "x",
+     ["derivative of inv", "Jacobi's formula", "product rule", "chain rule: 2 paths"]),
 ]
 
 _NOT_NAMES = re.compile(r"[A-Za-z_]\w*(?=\()|(?<=[,(] )axis|keepdims")
@@ -198,9 +205,27 @@ def test_claims_cannot_use_diff_and_say_why() -> None:
 
 
 def test_a_builtin_without_a_rule_is_named() -> None:
-    result = run_cli("diff", "-e", "x = 1; y = det([[x, 1], [2, x]])", "--steps")
-    assert result.exit_code == 2 and "--steps has no rule for det() yet" in result.stderr
+    result = run_cli("diff", "-e", "x = 1; y = logdet([[x + 2, 1], [2, x + 3]])", "--steps")
+    assert result.exit_code == 2 and "--steps has no rule for logdet() yet" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("source", ["x = 1; A = [[x, 1], [2, x^2]]; y = det(A)",
+                                    "x = 1; A = [[x, 1], [2, x^2]]; y = sum(inv(A))"])
+def test_det_and_inv_of_a_matrix_intermediate_are_refused_with_a_way_out(source: str) -> None:
+    """By a matrix, each entry's derivative is a matrix: a line cannot hold it, so it is said, not misprinted."""
+    result = run_cli("diff", "-e", source, "--steps")
+    assert result.exit_code == 2, result.stdout
+    assert "of a matrix intermediate yet" in result.stderr and "in one statement" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_jacobi_s_formula_reads_as_written() -> None:
+    doc = _steps("x = 0.8; y = det([[x, 1], [2, x^2]])", "x")
+    first = doc["steps"][0]
+    assert first["rule"] == "Jacobi's formula"
+    assert first["after"] == "det([[x, 1], [2, x^2]])*trace(inv([[x, 1], [2, x^2]]) @ diff([[x, 1], [2, x^2]], x))"
+    assert doc["value"] == pytest.approx(3 * 0.8**2, rel=1e-12)  # det = x^3 - 2
 
 
 def test_a_long_program_keeps_diffs_shared_parts_named() -> None:

@@ -46,6 +46,7 @@ RULES: dict[str, str] = {
     "sum over an axis": "d/dx[sum(u)] = sum(d/dx[u]), along the same axes",
     "mean": "d/dx[mean(u)] = mean(d/dx[u]), along the same axes",
     "softmax": "d/dx[s] = s*(d/dx[u] - sum(s*d/dx[u], axis, keepdims=1)) for s = softmax(u)",
+    "Jacobi's formula": "d/dx[det(A)] = det(A)*trace(inv(A) @ d/dx[A])",
     "linearity": "a linear operation (reshape, transpose, indexing) applied to the derivative",
     "piecewise constant": "a comparison, sign, floor, ceil or round: derivative 0",
     "substitute": "the intermediates written out in the variables",
@@ -287,6 +288,8 @@ class _Deriver:
                            _kept(u.shape, axis))
             self._chain(u.args[0], var, rules)
             return a.mul(u, a.add(inner, a.neg(along)))
+        if fn in ("det", "inv"):
+            return self._matrix_function(u, var, rules)
         if fn in _LINEAR:
             _note(rules, "linearity")
             return a.call(fn, tuple(d(x, var) for x in u.args), u.params, u.shape)
@@ -303,6 +306,24 @@ class _Deriver:
                 return a.call("sum", (a.add(*terms),), u.params, u.shape) if terms else a.num(0.0)
             return a.add(*terms)
         raise NoRule(f"--steps has no rule for {fn}() yet", "drop --steps for the derivative itself")
+
+    def _matrix_function(self, u: Call, var: Sym, rules: list[str]) -> Expr:
+        """det and inv of one square matrix, by a scalar: Jacobi's formula, and -inv(A) @ d/dx[A] @ inv(A)."""
+        a, (matrix,) = self.algebra, u.args
+        if var.shape != () or len(matrix.shape) != 2:
+            # By a matrix (a statement's partial), each entry's derivative is a matrix of its own, which
+            # these lines cannot hold; a stack of matrices needs the rule per matrix.
+            what = "a matrix intermediate" if var.shape != () else "a stack of matrices"
+            raise NoRule(f"--steps has no rule for {u.fn}() of {what} yet",
+                         "write the matrix inside the call, in one statement, or drop --steps")
+        inverse = a.call("inv", (matrix,), (), matrix.shape)
+        inner = self.d(matrix, var)
+        if u.fn == "det":
+            _note(rules, "Jacobi's formula")
+            return a.mul(u, a.call("trace", (a.call("matmul", (inverse, inner), (), matrix.shape),), (), ()))
+        _note(rules, "derivative of inv")
+        product = a.call("matmul", (a.call("matmul", (inverse, inner), (), matrix.shape), inverse), (), u.shape)
+        return a.neg(product)
 
     def _partials(self, u: Call) -> list[Expr | None]:
         """∂u/∂(each argument), elementwise, from the primitive's own rule with a seed of ones."""

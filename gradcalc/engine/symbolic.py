@@ -13,6 +13,7 @@ one base, and order terms and factors canonically. It cannot hang.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -813,10 +814,116 @@ def ratio(value: float, decimal: bool = False) -> tuple[int, int] | None:
 
 
 def coefficient(value: float, decimal: bool = False) -> str:
-    """A number as a factor: 1/2 and 2/3 rather than 0.5 and 0.6666666666666666 (the same doubles); with decimal,
-    0.5 (only long decimals as fractions)."""
+    """A number as a factor: 1/2 and 2/3 rather than 0.5 and 0.6666666666666666 (the same doubles), 2*sqrt(2)
+    and pi/2 rather than their digits; with decimal, 0.5 (only long decimals as fractions) and digits."""
+    return _numeral(value, decimal)[0]
+
+
+def _numeral(value: float, decimal: bool = False) -> tuple[str, int]:
+    """A number's text (as coefficient writes it) and its precedence: 9 for 2, pi, sqrt(2); 2 for 1/2, 2*e, -3."""
     found = ratio(value, decimal)
-    return number(value) if found is None else f"{found[0]}/{found[1]}"
+    if found is not None:
+        return f"{found[0]}/{found[1]}", 2
+    form = None if decimal or not math.isfinite(value) or value == int(value) else exact(abs(value))
+    if form is not None:
+        return ("-" if value < 0 else "") + form.text, 2 if value < 0 else form.precedence
+    return number(value), 9 if value >= 0 or math.isnan(value) else 2
+
+
+@dataclass(frozen=True)
+class Exact:
+    """A number as a rational multiple of a constant a program writes: 2*sqrt(2), pi/2, 1/sqrt(3), 3*log(2)/4."""
+
+    text: str
+    latex: str
+    precedence: int  # of text: 9 for an atom (sqrt(2), pi), 4 for a power (pi^2), 2 for a product or quotient
+    latex_precedence: int
+
+
+def _irrationals() -> list[tuple[float, str, str, int]]:
+    """The constants exact() writes numbers with: (value as gradcalc computes it, text, LaTeX, precedence)."""
+    found: list[tuple[float, str, str, int]] = [
+        (math.pi, "pi", r"\pi", 9), (math.e, "e", "e", 9), (math.pi ** 2, "pi^2", r"\pi^{2}", 4),
+        (math.e ** 2, "e^2", "e^{2}", 4), (math.log(2), "log(2)", r"\ln 2", 9), (math.log(3), "log(3)", r"\ln 3", 9),
+        (math.log(10), "log(10)", r"\ln 10", 9), (math.sqrt(math.pi), "sqrt(pi)", r"\sqrt{\pi}", 9),
+        (math.sqrt(2 * math.pi), "sqrt(2*pi)", r"\sqrt{2 \pi}", 9)]
+    # square roots of the square-free numbers (sqrt(8) is 2*sqrt(2)), cube roots of the cube-free ones
+    found += [(math.sqrt(n), f"sqrt({n})", rf"\sqrt{{{n}}}", 9) for n in range(2, 51)
+              if all(n % (k * k) for k in range(2, 8))]
+    found += [(n ** (1 / 3), f"{n}^(1/3)", rf"\sqrt[3]{{{n}}}", 4) for n in range(2, 11) if n != 8]
+    return found
+
+
+_IRRATIONALS = _irrationals()
+_CONSTANT_VALUES = B.host.array([constant for constant, *_ in _IRRATIONALS])
+_QS = B.host.arange(1.0, _DENOMINATORS + 1)
+_NUMERATORS = 10_000  # 100*sqrt(2), not 7071067811*sqrt(2)/5000000000
+
+
+@functools.lru_cache(maxsize=4096)
+def exact(value: float) -> Exact | None:
+    """A positive number written exactly with one constant of _IRRATIONALS: p*K/q or p/(q*K), q at most 100.
+
+    Read back, the text evaluates to the same double, or (where the program computed it in another order)
+    to within a few units in the last place. The shortest form wins (sqrt(2), not 2/sqrt(2)); of two as
+    short, the one that gives the very double (1/sqrt(2) and sqrt(2)/2 differ in the last bit: each prints
+    as the program wrote it)."""
+    best: tuple[tuple[int, bool], Exact] | None = None
+    # Which constants come near at all, for every denominator at once (array arithmetic): most numbers
+    # have none, and looking at each constant in turn cost a millisecond a number.
+    with B.errstate():  # 1e308/log(2) overflows: inf is near no integer, and says nothing
+        scaled = B.host.concatenate([value / _CONSTANT_VALUES, value * _CONSTANT_VALUES])[:, None] * _QS
+        near = B.host.abs(scaled - B.host.rint(scaled)) <= 1e-12 * scaled
+    for row in B.host.flatnonzero(near.any(axis=1)).tolist():
+        inverse = row >= len(_IRRATIONALS)
+        constant, text, latex, precedence = _IRRATIONALS[row % len(_IRRATIONALS)]
+        found = _near_ratio(value * constant if inverse else value / constant)
+        if found is None:
+            continue
+        p, q = found
+        back = p / (q * constant) if inverse else p * constant / q  # in the order the text is evaluated
+        if abs(back - value) > 4 * math.ulp(value):
+            continue
+        form = _inverse_form(p, q, text, latex) if inverse else _multiple_form(p, q, text, latex, precedence)
+        rank = (len(form.text), back != value)
+        if best is None or rank < best[0]:
+            best = rank, form
+    return None if best is None else best[1]
+
+
+def _multiple_form(p: int, q: int, text: str, latex: str, precedence: int) -> Exact:
+    """p*K/q: 2*sqrt(2), sqrt(3)/3, pi."""
+    if p == 1 and q == 1:
+        return Exact(text, latex, precedence, 9 if precedence == 9 and not latex.startswith(r"\ln") else 2)
+    written = text if p == 1 else f"{p}*{text}"
+    numerator = latex if p == 1 else f"{p} {latex}"
+    if q == 1:
+        return Exact(written, numerator, 2, 2)
+    return Exact(f"{written}/{q}", rf"\frac{{{numerator}}}{{{q}}}", 2, 2)
+
+
+def _inverse_form(p: int, q: int, text: str, latex: str) -> Exact:
+    """p/(q*K): 1/sqrt(3), 2/(3*pi)."""
+    if q == 1:
+        return Exact(f"{p}/{text}", rf"\frac{{{p}}}{{{latex}}}", 2, 2)
+    return Exact(f"{p}/({q}*{text})", rf"\frac{{{p}}}{{{q} {latex}}}", 2, 2)
+
+
+def _near_ratio(value: float) -> tuple[int, int] | None:
+    """(p, q), q at most 100 and p at most _NUMERATORS, with p/q within a few units in the last place of value."""
+    x = value
+    p0, q0, p1, q1 = 0, 1, 1, 0
+    while True:
+        whole = math.floor(x)
+        p0, q0, p1, q1 = p1, q1, whole * p1 + p0, whole * q1 + q0
+        if q1 > _DENOMINATORS or p1 > _NUMERATORS:
+            return None
+        if p1 and abs(p1 / q1 - value) <= 4 * math.ulp(value):
+            return p1, q1
+        rest = x - whole
+        if rest * (_DENOMINATORS + 1) <= 1:
+            return None
+        x = 1 / rest
 
 
 class Printer:
@@ -846,8 +953,7 @@ class Printer:
 
     def _text(self, expr: Expr) -> tuple[str, int]:
         if isinstance(expr, Num):
-            alone = (expr.value >= 0 or math.isnan(expr.value)) and ratio(expr.value) is None  # 2, inf, nan
-            return coefficient(expr.value, self.decimal), (9 if alone else 2)
+            return _numeral(expr.value, self.decimal)
         if isinstance(expr, Sym):
             return expr.name, 9
         if isinstance(expr, Const) and expr.array.size == 0:  # no entries to write: its shape is all there is
@@ -1140,7 +1246,7 @@ def _divided(expr: Add, common: float) -> Add:
 
 def _common_coefficient(expr: Add) -> float | None:
     """The magnitude all of a sum's terms (and its constant) share, where it is not 1 and is worth
-    writing once: a mean's 2/3 on every term of a residual, the 2 of a square's derivative."""
+    writing once: a mean's 2/3 on every term of a residual, the 2 of a square's derivative, a pi."""
     magnitudes = {abs(c) for _, c in expr.terms} | ({abs(expr.constant)} if expr.constant else set())
     if len(magnitudes) != 1 or len(expr.terms) + bool(expr.constant) < 2:
         return None
@@ -1148,7 +1254,7 @@ def _common_coefficient(expr: Add) -> float | None:
     if not math.isfinite(common) or common == 0:  # inf*x + inf*y: no factor to take out (inf/inf is nan)
         return None
     whole = common == int(common) or ((1 / common).is_integer() and 1 / common <= _DENOMINATORS)  # 2, 1/2
-    return common if common != 1 and (whole or ratio(common) is not None) else None
+    return common if common != 1 and (whole or ratio(common) is not None or exact(common) is not None) else None
 
 
 def _one_hot(expr: Call) -> list | None:
@@ -1193,10 +1299,22 @@ def _axes_under(axes: Sequence[int], keepdims: bool = False) -> str:
 
 
 def _latex_coefficient(value: float, decimal: bool = False) -> str:
+    return _latex_numeral(value, decimal)[0]
+
+
+def _latex_numeral(value: float, decimal: bool = False) -> tuple[str, int]:
+    """A number as LaTeX (\\frac{1}{2}, 2 \\sqrt{2}, \\pi) and its precedence, as _numeral for text."""
+    sign = "-" if value < 0 else ""
     found = ratio(abs(value), decimal)
-    if found is None:
-        return number(value, latex=True)
-    return ("-" if value < 0 else "") + rf"\frac{{{found[0]}}}{{{found[1]}}}"
+    if found is not None:
+        return sign + rf"\frac{{{found[0]}}}{{{found[1]}}}", 2
+    form = None if decimal or not math.isfinite(value) or value == int(value) else exact(abs(value))
+    if form is not None:
+        return sign + form.latex, 2 if value < 0 else form.latex_precedence
+    if not math.isfinite(value):  # \infty, -\infty, \mathrm{NaN}
+        return number(value, latex=True), 2 if value < 0 else 9
+    named = abs(value) in _NAMED and abs(value) not in (math.e, math.pi)  # \ln 2, \frac{1}{\ln 2}: products
+    return number(value, latex=True), 2 if value < 0 or named else 9
 
 
 class LatexPrinter(Printer):
@@ -1212,14 +1330,10 @@ class LatexPrinter(Printer):
         return rf"\left({text}\right)" if precedence < context else text
 
     def _text(self, expr: Expr) -> tuple[str, int]:
-        if isinstance(expr, Num) and ratio(expr.value) is not None:
-            return _latex_coefficient(expr.value, self.decimal), 2
-        if isinstance(expr, Num) and not math.isfinite(expr.value):  # \infty, -\infty, \mathrm{NaN}
-            return number(expr.value, latex=True), 2 if expr.value < 0 else 9
+        if isinstance(expr, Num):
+            return _latex_numeral(expr.value, self.decimal)
         if isinstance(expr, Const) and expr.array.size == 0:
             return rf"\operatorname{{zeros}}\left({', '.join(map(str, expr.shape))}\right)", 9
-        if isinstance(expr, Num) and abs(expr.value) in _NAMED:  # e, \pi stand alone; \ln 2, \frac{1}{\ln 2}: products
-            return number(expr.value, latex=True), 9 if expr.value in (math.e, math.pi) else 2
         if isinstance(expr, Sym):
             return latex_name(expr.name), 9
         if isinstance(expr, Const):
