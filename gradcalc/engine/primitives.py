@@ -591,6 +591,8 @@ SOLVE = Primitive("solve", LINEAR_ALGEBRA, lambda a, b: B.xp.linalg.solve(a, b),
     lambda ns, g, ans, a, b: ns.solve(swap(ns, a), g),
 ), reads="a ans", inputs="a b", check=_solve_shapes, grad_fn="LinalgSolveExBackward0", batching=OWN_BATCH,
     builtin="x with A x = b (b a vector or a matrix of columns)")
+
+
 def _logdet_vjp(ns: Any, g: Any, ans: Any, x: Any, absolute: bool) -> Any:
     """d log|det X| = X^-T; logdet's NaN (det < 0) has gradient zero there, as PyTorch's where() gives it."""
     if not absolute:
