@@ -310,12 +310,9 @@ class _Deriver:
     def _matrix_function(self, u: Call, var: Sym, rules: list[str]) -> Expr:
         """det and inv of one square matrix, by a scalar: Jacobi's formula, and -inv(A) @ d/dx[A] @ inv(A)."""
         a, (matrix,) = self.algebra, u.args
-        if var.shape != () or len(matrix.shape) != 2:
-            # By a matrix (a statement's partial), each entry's derivative is a matrix of its own, which
-            # these lines cannot hold; a stack of matrices needs the rule per matrix.
-            what = "a matrix intermediate" if var.shape != () else "a stack of matrices"
-            raise NoRule(f"--steps has no rule for {u.fn}() of {what} yet",
-                         "write the matrix inside the call, in one statement, or drop --steps")
+        if len(matrix.shape) != 2:  # a stack of matrices needs the rule per matrix
+            raise NoRule(f"--steps has no rule for {u.fn}() of a stack of matrices yet",
+                         "drop --steps for the derivative itself")
         inverse = a.call("inv", (matrix,), (), matrix.shape)
         inner = self.d(matrix, var)
         if u.fn == "det":
@@ -512,7 +509,10 @@ def derive(of: str, wrt: str, output: Node, target: Node, symbols: dict[Node, st
     if target.shape != ():
         raise UsageError(f"--steps differentiates by a scalar variable; '{wrt}' has shape {tuple(target.shape)}",
                          "drop --steps for its gradient, or differentiate by a scalar variable")
-    named = {node: name for node, name in symbols.items() if node is not output}
+    # A tensor intermediate is written out, not named: its partial d/dA[…] by a matrix is no line a course
+    # writes (nor gradcalc syntax), while d/dx of the written-out tensor is (the matrix product rule on it).
+    named = {node: name for node, name in symbols.items()
+             if node is not output and (node.op is None or node.shape == ())}
     named[target] = wrt
     inputs: dict[Node, set[Node]] = {}
     order: list[Node] = []  # the statements on a path to the target, inputs first
