@@ -245,3 +245,9 @@ def test_an_ascii_terminal_gets_ascii_markers_and_arrows() -> None:
     assert "* L   o dL/dw1   + d^2L/dw1^2" in shown.screen
     shown = run_in_terminal("plot", NEURON, "--wrt", "w1,w2", env={"PYTHONIOENCODING": "ascii"})
     assert shown.status == 0 and shown.screen.isascii() and "v" in shown.screen  # ∇L points down: v
+
+
+def test_a_range_wider_than_the_largest_float_is_refused_not_sampled_as_nan() -> None:
+    result = run_cli("plot", "-e", X2SIN, "--wrt", "x", "--range=-1e308:1e308", "--points", "5", "--json")
+    assert_bad_input(result)
+    assert "beyond the largest float" in result.stderr

@@ -68,6 +68,9 @@ def parse_range(text: str) -> tuple[float, float]:
         raise UsageError(f"--range {text!r}: both ends must be finite numbers", "for example --range -3:3")
     if pair[0] >= pair[1]:
         raise UsageError(f"--range {text!r}: LOW must be below HIGH", f"for example --range {pair[1]:g}:{pair[0]:g}")
+    if not math.isfinite(pair[1] - pair[0]):  # the samples are LOW + k·(HIGH − LOW)/(N − 1): an infinite step
+        raise UsageError(f"--range {text!r}: HIGH − LOW is beyond the largest float",
+                         "narrow the range, such as --range -1e300:1e300")
     return pair
 
 
