@@ -251,3 +251,10 @@ def test_a_range_wider_than_the_largest_float_is_refused_not_sampled_as_nan() ->
     result = run_cli("plot", "-e", X2SIN, "--wrt", "x", "--range=-1e308:1e308", "--points", "5", "--json")
     assert_bad_input(result)
     assert "beyond the largest float" in result.stderr
+
+
+@needs_plotext
+def test_a_contour_over_a_subnormal_range_draws_its_arrows() -> None:
+    result = run_cli("plot", "-e", "y = x*z", "--wrt", "x,z", "--range", "0:1e-310", "--points", "3")
+    assert result.exit_code == 0, result.stderr
+    assert "∇y" in result.stdout
