@@ -625,6 +625,9 @@ def check_view(report: Any, heading: str = "", full: bool = False, errors_apart:
     scored = report.max_score is not None
     table = _table(("line", "right"), ("claim", "left"), ("verdict", "left"), ("claimed", "right"),
                    ("correct", "right"), *((("points", "right"),) if scored else ()), ("note", "left"), wrap_last=True)
+    # A long claim (a derivation) wraps between words, so that the numbers stay whole; a short one stays on its line.
+    table.columns[1].no_wrap = False
+    table.columns[1].min_width = min(20, max((len(inert(v.claim)) for v in report.verdicts), default=0))
     details: list[RenderableType] = []
     for verdict in report.verdicts:
         word, style = _VERDICT_STYLE[verdict.status]
