@@ -237,3 +237,10 @@ def test_a_reassigned_variable_is_read_through_not_confused_with_the_leaf() -> N
     assert {step["part"] for step in doc["steps"]} == {"dy/dx"}
     assert doc["steps"][0]["before"] == "diff(sin(x^2 + 1), x)"
     assert doc["steps"][-1]["after"] == doc["derivative"] == "2*x*cos(x^2 + 1)"
+
+
+def test_steps_through_a_branch_say_they_follow_the_path_taken() -> None:
+    """As diff's: the derivative of x^2 is not y's on the other branch, so the path is named."""
+    result = run_cli("diff", "-e", "x = 2; y = x^2 if x > 1 else sin(x)", "--steps")
+    assert result.exit_code == 0, result.stderr
+    assert "= 2*x" in result.stdout and "along the path this run executed" in result.stdout
