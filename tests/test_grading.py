@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import EXIT_BAD_INPUT, EXIT_OK, EXIT_WRONG, run_cli, strict_json
+from helpers import EXIT_BAD_INPUT, EXIT_OK, EXIT_WRONG, NEURON, run_cli, strict_json
 
 # The toy network: ∂L/∂w1 = -w3·a = -1, ∂L/∂a = -(w3·w1 + w4·w2) = 2.5, ∂L/∂d = -1, L = 10 - (3 - 8) = 15.
 KEY = """a = 2; w1 = 3; w2 = -1; w3 = 0.5; w4 = 4
@@ -417,3 +417,15 @@ def test_a_diagnosis_writing_part_of_the_answer_shows_its_summary_at_verdict() -
     assert divisor["diagnosis_code"] == "missing_divisor" and "divides by N (= 4)" in divisor["diagnosis"], divisor
     assert term["diagnosis_code"] == "missing_term" and term["diagnosis"] == "a missing term", term
     assert "2*W*reg" in shown["all"]["results"][1]["diagnosis"], shown["all"]
+
+
+def test_feedback_files_hold_no_escape_sequence_a_student_wrote(tmp_path: Path) -> None:
+    """A teacher who `cat`s a feedback file runs no escape sequence: the claim's are shown as \\x1b, \\u202e."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "mallory.txt").write_text("dL/dw1 = -1 \x1b]0;pwned\x07\ndL/da = \u202e2.5\n", encoding="utf-8")
+    out = tmp_path / "feedback"
+    run_cli("check", NEURON, subs, "--feedback", out)
+    text = (out / "mallory.md").read_text(encoding="utf-8")
+    assert not any(char in text for char in "\x1b\x07\u202e"), repr(text)
+    assert "\\x1b]0;pwned\\x07" in text and "\\u202e" in text, text

@@ -250,3 +250,10 @@ def test_indexing_and_writes_agree_with_pytorch(seed: int) -> None:
     loss.backward()
     np.testing.assert_allclose(float(result.value), loss.item(), rtol=1e-10)
     np.testing.assert_allclose(result.grads["x"], t.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_more_new_axes_than_numpy_allows_says_so_not_out_of_range() -> None:
+    """x[None, …] 64 times: NumPy's limit is 64 dimensions; the hint is about the None, not about 0..size-1."""
+    result = run_cli("eval", "-e", "x = [1., 2, 3]; y = x[" + ", ".join(["None"] * 64) + "]")
+    error = located_error(result, line=1, column=22)
+    assert "more dimensions than NumPy allows" in error.message and "None" in error.hint, result.stderr

@@ -245,3 +245,25 @@ def test_an_ascii_terminal_gets_ascii_markers_and_arrows() -> None:
     assert "* L   o dL/dw1   + d^2L/dw1^2" in shown.screen
     shown = run_in_terminal("plot", NEURON, "--wrt", "w1,w2", env={"PYTHONIOENCODING": "ascii"})
     assert shown.status == 0 and shown.screen.isascii() and "v" in shown.screen  # ∇L points down: v
+
+
+def test_a_range_wider_than_the_largest_float_is_refused_not_sampled_as_nan() -> None:
+    result = run_cli("plot", "-e", X2SIN, "--wrt", "x", "--range=-1e308:1e308", "--points", "5", "--json")
+    assert_bad_input(result)
+    assert "beyond the largest float" in result.stderr
+
+
+@needs_plotext
+def test_a_contour_over_a_subnormal_range_draws_its_arrows() -> None:
+    result = run_cli("plot", "-e", "y = x*z", "--wrt", "x,z", "--range", "0:1e-310", "--points", "3")
+    assert result.exit_code == 0, result.stderr
+    assert "∇y" in result.stdout
+
+
+@pytest.mark.parametrize(("program", "hint"), [("x = -1e17; y = x", "--range -1.1e+17:-9e+16"),
+                                               ("x = 1e400; y = x", "--range")])
+def test_a_leaf_too_large_for_its_value_plus_minus_3_asks_for_a_range(program: str, hint: str) -> None:
+    result = run_cli("plot", "-e", program, "--wrt", "x", "--points", "3", "--json")
+    assert_bad_input(result)
+    assert "too large to plot its value ± 3" in result.stderr and hint in result.stderr
+

@@ -263,6 +263,7 @@ def test_loop_matches_finite_differences() -> None:
 @pytest.mark.parametrize(("text", "line", "column", "words"), [
     ("x = 1\nbreak\n", 2, 1, "'break' outside a loop"),
     ("f(x) {\n  continue\n  return x\n}\n", 2, 3, "'continue' outside a loop"),
+    ("f(x) {\n  break\n}\n", 2, 3, "'break' outside a loop"),  # not "never returns": the break is the mistake
     ("a, b = 1, 2, 3\n", 1, 14, "2 names but 3 values"),
     ("a, b = 1\n", 1, 8, "2 names to unpack, but the value is a single number"),
     ("a, b = [1., 2, 3]\n", 1, 8, "the value is a tensor of shape (3,)"),

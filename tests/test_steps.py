@@ -275,3 +275,10 @@ def test_a_tensor_intermediate_has_no_partial_of_its_own() -> None:
     parts = {step["part"] for step in doc["steps"]}
     assert not any(part.startswith(("∂B/", "∂A/", "∂h/∂B")) for part in parts), parts
     assert not any("1 @ A" in step["after"] for step in doc["steps"])
+
+
+def test_steps_through_a_branch_say_they_follow_the_path_taken() -> None:
+    """As diff's: the derivative of x^2 is not y's on the other branch, so the path is named."""
+    result = run_cli("diff", "-e", "x = 2; y = x^2 if x > 1 else sin(x)", "--steps")
+    assert result.exit_code == 0, result.stderr
+    assert "= 2*x" in result.stdout and "along the path this run executed" in result.stdout

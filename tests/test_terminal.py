@@ -105,3 +105,11 @@ def test_grading_keeps_names_and_scores_whole(width: int) -> None:
     assert_whole(shown.screen, scores, width)
     for submission in doc["submissions"]:
         assert submission["submission"].split("/")[-1] in shown.screen, shown.screen
+
+
+def test_a_derivation_wraps_its_claim_and_keeps_its_verdict_and_values_whole() -> None:
+    shown = run_in_terminal("check", "samples/derivation.eq", columns=80)
+    assert shown.status == 1, shown.stderr
+    table = shown.screen.split("\n\n")[0]
+    assert "✗ wrong" in table and "0.901905" in table and "1.27668" in table, table
+    assert "…" not in table, table

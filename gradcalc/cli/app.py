@@ -744,7 +744,7 @@ def _diff_steps(common: Common, of: str | None, wrt: list[str], latex: bool, dec
     run = _run(common, program, values)
     found, answer = run.steps(of, wrt[0] if wrt else None, decimal=decimal)
     common.out.result(lambda: jsonout.steps_doc(found, answer, placeholders),
-                      lambda: _views().steps_view(found, answer, latex, placeholders))
+                      lambda: _views().steps_view(found, answer, latex, placeholders, run))
 
 
 class Format(str, Enum):

@@ -274,7 +274,9 @@ def surface_text(surface: Surface, width: int, height: int, ascii_only: bool = F
     for i in range(every_y // 2, len(surface.y), every_y):
         for j in range(every_x // 2, len(surface.x), every_x):
             if math.isfinite(gx[i, j]) and math.isfinite(gy[i, j]) and (gx[i, j] or gy[i, j]):
-                turn = round(math.atan2(gy[i, j] * up, gx[i, j] * across) / (math.pi / 4)) % 8
+                # 0·∞ is NaN: a zero component stays zero however narrow the range (a scale of ∞)
+                turn = round(math.atan2(gy[i, j] * up if gy[i, j] else 0.0,
+                                        gx[i, j] * across if gx[i, j] else 0.0) / (math.pi / 4)) % 8
                 figure.draw(figure.text(float(surface.x[j]), float(surface.y[i]), arrows[turn]))
     _ticks(figure, "x", surface.x)
     _ticks(figure, "y", surface.y)

@@ -625,6 +625,9 @@ def check_view(report: Any, heading: str = "", full: bool = False, errors_apart:
     scored = report.max_score is not None
     table = _table(("line", "right"), ("claim", "left"), ("verdict", "left"), ("claimed", "right"),
                    ("correct", "right"), *((("points", "right"),) if scored else ()), ("note", "left"), wrap_last=True)
+    # A long claim (a derivation) wraps between words, so that the numbers stay whole; a short one stays on its line.
+    table.columns[1].no_wrap = False
+    table.columns[1].min_width = min(20, max((len(inert(v.claim)) for v in report.verdicts), default=0))
     details: list[RenderableType] = []
     for verdict in report.verdicts:
         word, style = _VERDICT_STYLE[verdict.status]
@@ -944,8 +947,10 @@ def taylor_view(run: Run, result: Any, decimal: bool = False, full: bool = False
 STEPS_WIDTH = 80  # the steps are laid out for this many columns: an expression longer is broken at + and -
 
 
-def steps_view(found: Any, answer: Any, latex: bool, placeholders: list[str]) -> RenderableType:
-    """`diff --steps`: each part's derivation, a line a rule, rules aligned at the right where they fit."""
+def steps_view(found: Any, answer: Any, latex: bool, placeholders: list[str], run: Run | None = None
+               ) -> RenderableType:
+    """`diff --steps`: each part's derivation, a line a rule, rules aligned at the right where they fit; as
+    diff's, a run through a loop or a branch says that the derivation follows the path it took."""
     if latex:
         return Text(_steps_latex(found))
     parts: list[RenderableType] = []
@@ -974,6 +979,9 @@ def steps_view(found: Any, answer: Any, latex: bool, placeholders: list[str]) ->
                           f"give --set {placeholders[0]}=... to see the derivative's value)", style="dim"))
     else:
         parts.append(Text(f"  = {_indented(B.format_value(answer.value, False), 4)} at the program's values",
+                          style="dim"))
+    if run is not None and (run.loops or _branched(run)):
+        parts.append(Text("differentiated along the path this run executed (loops and branches as they ran)",
                           style="dim"))
     return Group(*parts)
 

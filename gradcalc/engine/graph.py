@@ -451,6 +451,9 @@ def operation_error(prim: Primitive, inputs: Sequence[Node], exc: Exception) -> 
     if "singular" in text.lower():
         return ValueProblem(f"{prim.name}: the matrix is singular",
                             "a singular matrix has no inverse; check its values")
+    if isinstance(exc, IndexError) and "number of dimensions" in text:  # x[None, None, ...]: NumPy's 64
+        return ValueProblem(f"indexing {shapes} would make more dimensions than NumPy allows: {text}",
+                            "use fewer None (new axes) in the index, or reshape")
     if isinstance(exc, IndexError):
         return ValueProblem(f"index out of range for shape {shapes}: {text}",
                             "indices run from 0 to size-1 (or -size to -1)")

@@ -107,6 +107,7 @@ class Checker:
             local = set(stmt.params) | set(assigned_names(stmt.body))
             self.functions[stmt.name] = Function(stmt.name, stmt.params, stmt.body, stmt.pos, local,
                                                  stmt.defaults)
+        _check_jumps(self.module.body, False)  # before "never returns": f(x) { break } is a misplaced break
         for stmt in defs:
             function = self.functions[stmt.name]
             try:
@@ -131,7 +132,6 @@ class Checker:
                     function.callees.add(node.name)
             function.reads_globals = any(self.variable(name) for name in function.reads)
         _close_over_calls(self.functions)
-        _check_jumps(self.module.body, False)
         if self.constants:
             self.check_constants()
         self.check_block(blocks, None)

@@ -68,6 +68,9 @@ def parse_range(text: str) -> tuple[float, float]:
         raise UsageError(f"--range {text!r}: both ends must be finite numbers", "for example --range -3:3")
     if pair[0] >= pair[1]:
         raise UsageError(f"--range {text!r}: LOW must be below HIGH", f"for example --range {pair[1]:g}:{pair[0]:g}")
+    if not math.isfinite(pair[1] - pair[0]):  # the samples are LOW + k·(HIGH − LOW)/(N − 1): an infinite step
+        raise UsageError(f"--range {text!r}: HIGH − LOW is beyond the largest float",
+                         "narrow the range, such as --range -1e300:1e300")
     return pair
 
 
@@ -123,6 +126,12 @@ def _first(program: Program, inputs: dict[str, Any], options: dict[str, Any], of
             raise UsageError(f"--wrt: '{name}' has shape {tuple(node.shape)}: plot moves a scalar leaf",
                              "plot a scalar leaf, or make one: `s = 0.5; W = s * ones(3)`")
         centre = float(run.value(name))
+        if span is None and not (math.isfinite(centre) and math.ulp(centre) < DEFAULT_HALF_WIDTH / 100):
+            # ± 3 would be a few floats apart (or none): the samples would repeat one point
+            raise UsageError(f"--wrt: '{name}' is {centre:g}, too large to plot its value ± {DEFAULT_HALF_WIDTH:g}",
+                             "say where it goes with --range, such as --range {:g}:{:g}".format(
+                                 *sorted((centre * 0.9, centre * 1.1))) if math.isfinite(centre)
+                             else "say where it goes with --range")
         spans.append(span or (centre - DEFAULT_HALF_WIDTH, centre + DEFAULT_HALF_WIDTH))
     return run, of, spans
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ...engine import backend as B
 from ...errors import UsageError
+from ...inert import inert, inert_lines
 from .check import Report, Verdict
 from .rubric import Question
 
@@ -143,12 +144,13 @@ def _code(text: str) -> str:
 
 def feedback_markdown(report: Report, asked: list[Question]) -> str:
     """One student's feedback: the score, each question (or claim) and what was revealed of it."""
-    lines = [f"# Feedback: {student(report.name)}", "", _summary(report), ""]
+    # What a student wrote is made inert: a teacher may `cat` the file (an escape sequence would run in the terminal)
+    lines = [f"# Feedback: {inert(student(report.name))}", "", _summary(report), ""]
     if report.error is not None:
-        return "\n".join([*lines, "```", report.error_message.rstrip(), "```", ""])
+        return "\n".join([*lines, "```", inert_lines(report.error_message.rstrip()), "```", ""])
     if asked:
         lines += ["| question | points | verdict |", "|---|---|---|"]
-        lines += [f"| {a.question.label} | {number(a.score)} of {number(a.question.points)} | "
+        lines += [f"| {inert(a.question.label)} | {number(a.score)} of {number(a.question.points)} | "
                   f"{_STATUS_WORDS[a.status]} |" for a in report.answers]
         lines.append("")
     for verdict in report.verdicts:
@@ -157,9 +159,10 @@ def feedback_markdown(report: Report, asked: list[Question]) -> str:
             heading += " (not asked: not scored)"
         elif asked and verdict.points is None:
             heading += " (answered again below: not scored)"
-        lines += [f"## {heading}: {verdict.status}", ""]
-        lines += [f"- {key}: " + (_code(value) if key in ("claim", "correct", "correct value") else value)
-                  for key, value in _parts(verdict) if key != "verdict"]
+        lines += [f"## {inert(heading)}: {verdict.status}", ""]
+        lines += [f"- {key}: " + (_code(safe) if key in ("claim", "correct", "correct value") else safe)
+                  for key, value in _parts(verdict) if key != "verdict"
+                  for safe in [inert(value) if key == "claim" else inert_lines(value)]]
         lines.append("")
     return "\n".join(lines)
 
