@@ -667,22 +667,23 @@ class Interpreter:
         """The value of a call of the program's function; `unpacked`: the number of names its values go to
         (u, v = f(x)), else 0, where it must return one value."""
         check_user_call(function, expr)
-        local: Frame = {}
-        for param, (arg, default) in zip(function.params, bind_user_arguments(function, expr)):
-            # a default is computed at each call, over the program's top-level variables
-            local[param] = self.value(arg, self.globals if default else frame)
-        for param, node in local.items():
-            if node.name is None:
-                node.name = param  # a parameter may be read many times: never freed as a temporary
         state, limit, pos = self.state, self.limits.max_recursion, expr.pos
+        # counted before the arguments: a default is computed inside the call (f(a, b=f(1)) recurses there)
         state.call_depth += 1
         caller, depth = self.function, self.depth
-        self.function, self.depth = function, 0
         try:
+            if state.call_depth > limit:
+                raise LimitExceeded(f"function calls nested more than {limit} deep (recursion in '{expr.name}'?)",
+                                    "check the recursion stops, or raise --max-recursion", pos)
+            local: Frame = {}
+            for param, (arg, default) in zip(function.params, bind_user_arguments(function, expr)):
+                # a default is computed at each call, over the program's top-level variables
+                local[param] = self.value(arg, self.globals if default else frame)
+            for param, node in local.items():
+                if node.name is None:
+                    node.name = param  # a parameter may be read many times: never freed as a temporary
+            self.function, self.depth = function, 0
             with graph.scope("call", f"{expr.name}(…) called at line {pos.line}", state.call_depth):
-                if state.call_depth > limit:
-                    raise LimitExceeded(f"function calls nested more than {limit} deep (recursion in '{expr.name}'?)",
-                                        "check the recursion stops, or raise --max-recursion", pos)
                 result = self.run(function.body, local)
         finally:
             state.call_depth -= 1
