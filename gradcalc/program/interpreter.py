@@ -183,6 +183,8 @@ class Interpreter:
             node = self.value(expr, frame)
             if node.name is None:
                 node.name = name  # named: never freed as a temporary
+            if _is_boolean_literal(expr, frame):
+                self.masks.add(id(node))  # the literal's constant, kept by the run (self.literals)
             frame[name] = node
             return
         state = self.state
@@ -211,7 +213,7 @@ class Interpreter:
     def leaf_of(self, value: Any, name: str, expr: S.Expr) -> Node:
         """The leaf a top-level value computed from no variable becomes; a mask (m = [1, 0] > 0) stays one."""
         made = leaf(value, name)
-        if type(expr) in _MASKING:
+        if type(expr) in _MASKING or _is_boolean_literal(expr, self.globals):
             self.masks.add(id(made))
         return made
 
@@ -598,7 +600,7 @@ class Interpreter:
                                        sub.pos)
                 key.append(k)
                 axis += 1
-            elif _is_mask(node) or id(node) in self.masks:
+            elif _is_mask(node) or id(node) in self.masks or _is_boolean_literal(sub, frame):
                 key.extend(_mask_indices(node, shape, axis, sub.pos))
                 axis += node.ndim
                 masks += 1
@@ -742,6 +744,16 @@ def _is_mask(node: Node) -> bool:
     """A mask is what a comparison or a logic operation made (PyTorch's bool tensors): x[x > 0]."""
     op = node.op
     return op is not None and op.kind.name in ("comparison", "logic")
+
+
+def _is_boolean_literal(expr: S.Expr, frame: Frame) -> bool:
+    """[True, False, True]: a list written only of True and False is a mask, as PyTorch and NumPy read it
+    (not the positions 1, 0, 1), unless the program has a variable of that name."""
+    if type(expr) is not S.Tensor or not expr.items:
+        return False
+    return all(_is_boolean_literal(item, frame) if type(item) is S.Tensor else
+               type(item) is S.Name and item.name in ("True", "False") and item.name not in frame
+               for item in expr.items)
 
 
 def _mask_indices(mask: Node, shape: tuple[int, ...], axis: int, pos: Pos) -> list[Indices]:
