@@ -246,6 +246,23 @@ def test_misuse_is_a_located_error(tmp_path: Any, text: str, line: int, column: 
     assert error.hint
 
 
+def test_an_index_picking_more_than_max_elements_is_refused_where_written(tmp_path: Any) -> None:
+    # 2000 rows of 1000 entries each: 2,000,000 entries, past a limit of 1,000,000, refused before they are listed
+    path = write(tmp_path, "x = zeros(3, 1000)\ni = zeros(2000)\ny = x[i]\n")
+    error = located_error(run_cli("eval", path, "--max-elements", "1000000"), file=path, line=3, column=7)
+    assert "2,000,000 elements" in error.message and "1,000,000" in error.message, error.message
+    assert "--max-elements" in error.hint
+
+
+def test_index_checks_name_the_first_bad_entry() -> None:
+    text = "x = [1., 2, 3]\ny = x[[[0, 1], [2, {}]]]\n"
+    assert run(text.format("-3")).values()["y"].tolist() == [[1.0, 2.0], [3.0, 1.0]]  # -3 is the first entry
+    for bad, words in (("3", "index 3 is out of range for dimension 0 of size 3"), ("-4", "index -4 is out of range"),
+                       ("1.5", "holds 1.5, not a whole number"), ("nan", "holds nan, not a whole number")):
+        with pytest.raises(gradcalc.GradcalcError, match=words):
+            run(text.format(bad))
+
+
 # --- against PyTorch (optional) ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("seed", range(5))

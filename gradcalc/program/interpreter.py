@@ -763,30 +763,44 @@ def _mask_indices(mask: Node, shape: tuple[int, ...], axis: int, pos: Pos) -> li
         raise ShapeError(f"a mask of shape {mask.shape} for dimensions of shape {covered}",
                          "a mask has the shape of what it indexes: x[x > 0] (or of x's first dimensions)", pos)
     host = graph.host_value(mask)
-    return [Indices(int(i) for i in picked) for picked in host.nonzero()]
+    _check_picked(int(B.host.count_nonzero(host)), shape, axis, mask.ndim, pos)
+    return [Indices(picked.tolist()) for picked in host.nonzero()]
 
 
 def _whole_indices(node: Node, shape: tuple[int, ...], axis: int, pos: Pos) -> Indices:
     """A tensor of whole numbers as an array index into `axis` (x[[0, 2]], eye(4)[labels]), checked in range."""
-    host = graph.host_value(node)
+    host = B.host.asarray(graph.host_value(node))
     if axis >= len(shape):
         raise ValueProblem(f"too many indices for a tensor of shape {shape}",
                            f"it has {len(shape)} dimension{'s' if len(shape) != 1 else ''}", pos)
-    flat = [float(v) for v in host.reshape(-1)]
+    _check_picked(host.size, shape, axis, 1, pos)
+    # checked over the whole array at once: a Python loop takes seconds over 10^7 entries
+    flat = host.reshape(-1)
+    bad = ~B.host.isfinite(flat) | (flat != B.host.trunc(flat))
+    if bad.any():
+        v = float(flat[bad.argmax()])
+        raise ArgumentError(f"an index array holds {v:g}, not a whole number",
+                            "index with whole numbers (x[[0, 2]]), or with a comparison for a mask (x[x > 0])", pos)
     size = shape[axis]
-    for v in flat:
-        if not math.isfinite(v) or v != int(v):
-            raise ArgumentError(f"an index array holds {v:g}, not a whole number",
-                                "index with whole numbers (x[[0, 2]]), or with a comparison for a mask (x[x > 0])",
-                                pos)
-        if not -size <= v < size:
-            raise ValueProblem(f"index {int(v)} is out of range for dimension {axis} of size {size}",
-                               f"use indices from 0 to {size - 1} (or negative, from the end)", pos)
+    outside = (flat < -size) | (flat >= size)
+    if outside.any():
+        v = float(flat[outside.argmax()])
+        raise ValueProblem(f"index {v:.0f} is out of range for dimension {axis} of size {size}",
+                           f"use indices from 0 to {size - 1} (or negative, from the end)", pos)
 
     def nest(values: Any) -> Any:
-        return tuple(nest(v) for v in values) if getattr(values, "ndim", 0) > 1 else tuple(int(v) for v in values)
+        return tuple(nest(v) for v in values) if values and isinstance(values[0], list) else tuple(values)
 
-    return Indices(nest(host))
+    listed = host.astype(B.host.intp).tolist()
+    return Indices(nest(listed) if host.ndim > 1 else listed)
+
+
+def _check_picked(count: int, shape: tuple[int, ...], axis: int, spanned: int, pos: Pos) -> None:
+    """Refuse, before listing them, more picked entries than --max-elements allows (what x[index] would hold)."""
+    try:
+        B.check_size((count, *shape[axis + spanned:]), "the entries this index picks")
+    except GradcalcError as exc:
+        raise exc.at(pos) from None
 
 
 def _literal(expr: S.Tensor) -> Any:
