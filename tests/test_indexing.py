@@ -70,6 +70,20 @@ def test_a_mask_of_numbers_only_is_still_a_mask() -> None:
     assert float(result.value) == 4.0 and result.grads["x"].tolist() == [1.0, 0.0, 1.0]
 
 
+def test_a_list_of_true_and_false_is_a_mask() -> None:
+    """x[[True, False, True]] is a mask, as PyTorch and NumPy read it: x[[0, 2]], not the positions 1, 0, 1."""
+    result = run("x = [1., -2, 3]\ny = sum(x[[True, False, True]]^2)").grad(of="y", wrt=["x"])
+    assert float(result.value) == 10.0 and result.grads["x"].tolist() == [2.0, 0.0, 6.0]  # 1 + 9; 2x where picked
+    named = run("x = [1., -2, 3]\nm = [False, True, True]\ny = sum(x[m])").grad(of="y", wrt=["x"])
+    assert float(named.value) == 1.0 and named.grads["x"].tolist() == [0.0, 1.0, 1.0]  # -2 + 3
+    rows = run("m = [[1., 2], [3, 4]]\ny = m[[[True, False], [False, True]]]").values()
+    assert rows["y"].tolist() == [1.0, 4.0]
+    local = run("f(x) {\n  m = [True, False, True]\n  return sum(x[m])\n}\ny = f([1., -2, 3])").values()
+    assert float(local["y"]) == 4.0  # 1 + 3
+    written = run("x = [1., 2, 3]\ny = x * 1\ny[[False, True, True]] = 0").values()
+    assert written["y"].tolist() == [1.0, 0.0, 0.0]
+
+
 def test_a_mask_that_picks_nothing_is_empty_with_no_gradient() -> None:
     result = run("x = [1., 2]\ny = sum(x[x > 5]) + 0*sum(x)").grad(of="y", wrt=["x"])
     assert float(result.value) == 0.0 and result.grads["x"].tolist() == [0.0, 0.0]
@@ -217,6 +231,7 @@ def test_writes_have_second_derivatives() -> None:
     ("x = [1., 2]\ny = x[[0, 5]]\n", 2, 7, "index 5 is out of range"),
     ("x = [1., 2]\ny = x[[0.5]]\n", 2, 7, "not a whole number"),
     ("x = [1., 2]\ny = x[[1, 0, 1] > 0]\n", 2, 17, "a mask of shape (3,)"),
+    ("x = [1., 2]\ny = x[[True, False, True]]\n", 2, 7, "a mask of shape (3,)"),
     ("x = [1., 2]\ny = x[..., ...]\n", 2, 6, "only one '...'"),
     ("x = [1., 2]\ny = x[0, 1]\n", 2, 6, "too many indices"),
     ("x = [1., 2]\nx[2] = 1\n", 2, 3, "index 2 is out of range"),
@@ -229,6 +244,23 @@ def test_misuse_is_a_located_error(tmp_path: Any, text: str, line: int, column: 
     error = located_error(run_cli("eval", path), file=path, line=line, column=column)
     assert words in error.message, error.message
     assert error.hint
+
+
+def test_an_index_picking_more_than_max_elements_is_refused_where_written(tmp_path: Any) -> None:
+    # 2000 rows of 1000 entries each: 2,000,000 entries, past a limit of 1,000,000, refused before they are listed
+    path = write(tmp_path, "x = zeros(3, 1000)\ni = zeros(2000)\ny = x[i]\n")
+    error = located_error(run_cli("eval", path, "--max-elements", "1000000"), file=path, line=3, column=7)
+    assert "2,000,000 elements" in error.message and "1,000,000" in error.message, error.message
+    assert "--max-elements" in error.hint
+
+
+def test_index_checks_name_the_first_bad_entry() -> None:
+    text = "x = [1., 2, 3]\ny = x[[[0, 1], [2, {}]]]\n"
+    assert run(text.format("-3")).values()["y"].tolist() == [[1.0, 2.0], [3.0, 1.0]]  # -3 is the first entry
+    for bad, words in (("3", "index 3 is out of range for dimension 0 of size 3"), ("-4", "index -4 is out of range"),
+                       ("1.5", "holds 1.5, not a whole number"), ("nan", "holds nan, not a whole number")):
+        with pytest.raises(gradcalc.GradcalcError, match=words):
+            run(text.format(bad))
 
 
 # --- against PyTorch (optional) ---------------------------------------------------------------------------

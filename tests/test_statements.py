@@ -212,6 +212,14 @@ def test_a_default_that_reads_a_variable_carries_its_gradient() -> None:
     assert float(result.grads["a"]) == 2.0 and float(result.grads["scale"]) == 1.0
 
 
+def test_a_default_that_recurses_meets_the_recursion_limit(tmp_path: Any) -> None:
+    # the default is computed inside each call, so f(2) calls f(1) calls f(1) ... without end
+    path = write(tmp_path, "f(a, b=f(1)) = a + b\ny = f(2)\n")
+    error = located_error(run_cli("eval", path, "--max-recursion", "5"), file=path, line=1, column=8)
+    assert "nested more than 5 deep" in error.message, error.message
+    assert "--max-recursion" in error.hint
+
+
 # --- break and continue ------------------------------------------------------------------------------------
 
 LOOP = """

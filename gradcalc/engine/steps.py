@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ..errors import UsageError
+from ..errors import LimitExceeded, UsageError
 from . import autodiff, graph, symbolic
 from . import backend as B
 from .graph import Node
@@ -57,6 +57,9 @@ _DIFF = "diff"  # the unevaluated derivative d/dx[u]: gradcalc's builtin diff(u,
 _LINEAR = frozenset({"reshape", "transpose", "broadcast_to", "index", "stack", "sum_to", "trace"})
 INLINE_LIMIT = 2_000  # diff's shared parts are written in place in the last line up to this many characters
 _PATH_NAMES = 6  # a chain rule's paths are listed by name up to this many
+# A derivation stops past this many characters of its lines: each line restates the whole expression, so
+# 150 nested sin's make 5.8 million characters (22 s); diff without --steps gives the answer at any size.
+TEXT_LIMIT = 300_000
 
 
 class NoRule(UsageError):
@@ -423,10 +426,19 @@ class _Writer:
         self.latex = _StepLatex(decimal)
 
         self.printed: dict[tuple[int, int], str] = {}  # a step's after is the next step's before: printed once
+        self.length = 0  # characters of the lines written so far (gradcalc syntax), bounded by TEXT_LIMIT
+        self.count = 0  # the steps written so far
 
     def step(self, rule: str, before: Expr, after: Expr, part: str) -> Step:
+        after_text = self._top(0, after)
+        self.length += len(after_text)
+        self.count += 1
+        if self.length > TEXT_LIMIT:  # checked before the other two forms are printed: they cost as much again
+            raise LimitExceeded(f"the steps grew past {TEXT_LIMIT:,} characters ({self.count:,} steps so far, the "
+                                f"last {len(after_text):,} characters long): too long to read as a derivation",
+                                "drop --steps: diff without it gives the derivative, at any size")
         text, shown, latex = (self._top(i, before) for i in range(3))
-        return Step(rule, text, self._top(0, after), shown, self._top(1, after), latex, self._top(2, after), part)
+        return Step(rule, text, after_text, shown, self._top(1, after), latex, self._top(2, after), part)
 
     def _top(self, printer: int, expr: Expr) -> str:
         key = (printer, id(expr))  # interned: one object per expression, alive as long as the algebra

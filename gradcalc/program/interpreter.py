@@ -183,6 +183,8 @@ class Interpreter:
             node = self.value(expr, frame)
             if node.name is None:
                 node.name = name  # named: never freed as a temporary
+            if _is_boolean_literal(expr, frame):
+                self.masks.add(id(node))  # the literal's constant, kept by the run (self.literals)
             frame[name] = node
             return
         state = self.state
@@ -211,7 +213,7 @@ class Interpreter:
     def leaf_of(self, value: Any, name: str, expr: S.Expr) -> Node:
         """The leaf a top-level value computed from no variable becomes; a mask (m = [1, 0] > 0) stays one."""
         made = leaf(value, name)
-        if type(expr) in _MASKING:
+        if type(expr) in _MASKING or _is_boolean_literal(expr, self.globals):
             self.masks.add(id(made))
         return made
 
@@ -598,7 +600,7 @@ class Interpreter:
                                        sub.pos)
                 key.append(k)
                 axis += 1
-            elif _is_mask(node) or id(node) in self.masks:
+            elif _is_mask(node) or id(node) in self.masks or _is_boolean_literal(sub, frame):
                 key.extend(_mask_indices(node, shape, axis, sub.pos))
                 axis += node.ndim
                 masks += 1
@@ -667,22 +669,23 @@ class Interpreter:
         """The value of a call of the program's function; `unpacked`: the number of names its values go to
         (u, v = f(x)), else 0, where it must return one value."""
         check_user_call(function, expr)
-        local: Frame = {}
-        for param, (arg, default) in zip(function.params, bind_user_arguments(function, expr)):
-            # a default is computed at each call, over the program's top-level variables
-            local[param] = self.value(arg, self.globals if default else frame)
-        for param, node in local.items():
-            if node.name is None:
-                node.name = param  # a parameter may be read many times: never freed as a temporary
         state, limit, pos = self.state, self.limits.max_recursion, expr.pos
+        # counted before the arguments: a default is computed inside the call (f(a, b=f(1)) recurses there)
         state.call_depth += 1
         caller, depth = self.function, self.depth
-        self.function, self.depth = function, 0
         try:
+            if state.call_depth > limit:
+                raise LimitExceeded(f"function calls nested more than {limit} deep (recursion in '{expr.name}'?)",
+                                    "check the recursion stops, or raise --max-recursion", pos)
+            local: Frame = {}
+            for param, (arg, default) in zip(function.params, bind_user_arguments(function, expr)):
+                # a default is computed at each call, over the program's top-level variables
+                local[param] = self.value(arg, self.globals if default else frame)
+            for param, node in local.items():
+                if node.name is None:
+                    node.name = param  # a parameter may be read many times: never freed as a temporary
+            self.function, self.depth = function, 0
             with graph.scope("call", f"{expr.name}(…) called at line {pos.line}", state.call_depth):
-                if state.call_depth > limit:
-                    raise LimitExceeded(f"function calls nested more than {limit} deep (recursion in '{expr.name}'?)",
-                                        "check the recursion stops, or raise --max-recursion", pos)
                 result = self.run(function.body, local)
         finally:
             state.call_depth -= 1
@@ -743,6 +746,16 @@ def _is_mask(node: Node) -> bool:
     return op is not None and op.kind.name in ("comparison", "logic")
 
 
+def _is_boolean_literal(expr: S.Expr, frame: Frame) -> bool:
+    """[True, False, True]: a list written only of True and False is a mask, as PyTorch and NumPy read it
+    (not the positions 1, 0, 1), unless the program has a variable of that name."""
+    if type(expr) is not S.Tensor or not expr.items:
+        return False
+    return all(_is_boolean_literal(item, frame) if type(item) is S.Tensor else
+               type(item) is S.Name and item.name in ("True", "False") and item.name not in frame
+               for item in expr.items)
+
+
 def _mask_indices(mask: Node, shape: tuple[int, ...], axis: int, pos: Pos) -> list[Indices]:
     """The entries a mask picks, as one array index for each dimension it covers."""
     covered = shape[axis:axis + mask.ndim]
@@ -750,30 +763,44 @@ def _mask_indices(mask: Node, shape: tuple[int, ...], axis: int, pos: Pos) -> li
         raise ShapeError(f"a mask of shape {mask.shape} for dimensions of shape {covered}",
                          "a mask has the shape of what it indexes: x[x > 0] (or of x's first dimensions)", pos)
     host = graph.host_value(mask)
-    return [Indices(int(i) for i in picked) for picked in host.nonzero()]
+    _check_picked(int(B.host.count_nonzero(host)), shape, axis, mask.ndim, pos)
+    return [Indices(picked.tolist()) for picked in host.nonzero()]
 
 
 def _whole_indices(node: Node, shape: tuple[int, ...], axis: int, pos: Pos) -> Indices:
     """A tensor of whole numbers as an array index into `axis` (x[[0, 2]], eye(4)[labels]), checked in range."""
-    host = graph.host_value(node)
+    host = B.host.asarray(graph.host_value(node))
     if axis >= len(shape):
         raise ValueProblem(f"too many indices for a tensor of shape {shape}",
                            f"it has {len(shape)} dimension{'s' if len(shape) != 1 else ''}", pos)
-    flat = [float(v) for v in host.reshape(-1)]
+    _check_picked(host.size, shape, axis, 1, pos)
+    # checked over the whole array at once: a Python loop takes seconds over 10^7 entries
+    flat = host.reshape(-1)
+    bad = ~B.host.isfinite(flat) | (flat != B.host.trunc(flat))
+    if bad.any():
+        v = float(flat[bad.argmax()])
+        raise ArgumentError(f"an index array holds {v:g}, not a whole number",
+                            "index with whole numbers (x[[0, 2]]), or with a comparison for a mask (x[x > 0])", pos)
     size = shape[axis]
-    for v in flat:
-        if not math.isfinite(v) or v != int(v):
-            raise ArgumentError(f"an index array holds {v:g}, not a whole number",
-                                "index with whole numbers (x[[0, 2]]), or with a comparison for a mask (x[x > 0])",
-                                pos)
-        if not -size <= v < size:
-            raise ValueProblem(f"index {int(v)} is out of range for dimension {axis} of size {size}",
-                               f"use indices from 0 to {size - 1} (or negative, from the end)", pos)
+    outside = (flat < -size) | (flat >= size)
+    if outside.any():
+        v = float(flat[outside.argmax()])
+        raise ValueProblem(f"index {v:.0f} is out of range for dimension {axis} of size {size}",
+                           f"use indices from 0 to {size - 1} (or negative, from the end)", pos)
 
     def nest(values: Any) -> Any:
-        return tuple(nest(v) for v in values) if getattr(values, "ndim", 0) > 1 else tuple(int(v) for v in values)
+        return tuple(nest(v) for v in values) if values and isinstance(values[0], list) else tuple(values)
 
-    return Indices(nest(host))
+    listed = host.astype(B.host.intp).tolist()
+    return Indices(nest(listed) if host.ndim > 1 else listed)
+
+
+def _check_picked(count: int, shape: tuple[int, ...], axis: int, spanned: int, pos: Pos) -> None:
+    """Refuse, before listing them, more picked entries than --max-elements allows (what x[index] would hold)."""
+    try:
+        B.check_size((count, *shape[axis + spanned:]), "the entries this index picks")
+    except GradcalcError as exc:
+        raise exc.at(pos) from None
 
 
 def _literal(expr: S.Tensor) -> Any:
