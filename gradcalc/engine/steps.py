@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -176,29 +177,12 @@ class _Deriver:
 
     def step(self, line: Expr, rules: list[str]) -> Expr:
         """The line with one rule applied to each unevaluated derivative in it."""
-        memo: dict[int, Expr] = {}
-
-        def walk(expr: Expr) -> Expr:
-            done = memo.get(id(expr))
-            if done is not None:
-                return done
-            a = self.algebra
+        def rule(expr: Expr) -> Expr | None:
             if isinstance(expr, Call) and expr.fn == _DIFF:
-                out = self.rule(expr.args[0], expr.args[1], rules)  # type: ignore[arg-type]
-            elif isinstance(expr, Add):
-                out = a.add(a.num(expr.constant), *(a.mul(a.num(c), walk(t)) for t, c in expr.terms))
-            elif isinstance(expr, Mul):
-                out = a.mul(a.num(expr.coefficient), *(walk(f) for f in expr.factors))
-            elif isinstance(expr, Pow):
-                out = a.pow(walk(expr.base), walk(expr.exponent))
-            elif isinstance(expr, Call):
-                out = a.call(expr.fn, tuple(walk(x) for x in expr.args), expr.params, expr.shape)
-            else:
-                out = expr
-            memo[id(expr)] = out
-            return out
+                return self.rule(expr.args[0], expr.args[1], rules)  # type: ignore[arg-type]
+            return None
 
-        return walk(line)
+        return _rebuilt(line, self.algebra, rule)
 
     def rule(self, u: Expr, var: Sym, rules: list[str]) -> Expr:
         """d/dvar[u] by the one rule u's outermost operation calls for, its inner derivatives left unevaluated."""
@@ -361,27 +345,31 @@ def _read_rule(prim: Any, shapes: tuple, params: tuple, out_shape: tuple, algebr
 
 def _substitute(expr: Expr, names: dict[Expr, Expr], algebra: Algebra) -> Expr:
     """expr with symbols replaced, rebuilt through the algebra (so it simplifies)."""
+    return _rebuilt(expr, algebra, names.get)
+
+
+def _rebuilt(expr: Expr, algebra: Algebra, replace: Callable[[Expr], Expr | None]) -> Expr:
+    """expr rebuilt bottom-up through the algebra (so it simplifies), each part `replace` answers for replaced."""
     memo: dict[int, Expr] = {}
+    a = algebra
 
     def walk(e: Expr) -> Expr:
         done = memo.get(id(e))
         if done is not None:
             return done
-        a = algebra
-        if e in names:
-            out = names[e]
+        out = replace(e)
+        if out is not None:
+            pass
         elif isinstance(e, Add):
             out = a.add(a.num(e.constant), *(a.mul(a.num(c), walk(t)) for t, c in e.terms))
         elif isinstance(e, Mul):
             out = a.mul(a.num(e.coefficient), *(walk(f) for f in e.factors))
         elif isinstance(e, Pow):
             out = a.pow(walk(e.base), walk(e.exponent))
+        elif isinstance(e, Call) and e.fn == "broadcast_to":
+            out = a.broadcast(walk(e.args[0]), e.params[0])
         elif isinstance(e, Call):
-            args = tuple(walk(x) for x in e.args)
-            shape = e.shape
-            if e.fn == "broadcast_to":
-                return a.broadcast(args[0], e.params[0])
-            out = a.call(e.fn, args, e.params, shape)
+            out = a.call(e.fn, tuple(walk(x) for x in e.args), e.params, e.shape)
         else:
             out = e
         memo[id(e)] = out
