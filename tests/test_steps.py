@@ -303,3 +303,16 @@ def test_steps_through_a_branch_say_they_follow_the_path_taken() -> None:
     result = run_cli("diff", "-e", "x = 2; y = x^2 if x > 1 else sin(x)", "--steps")
     assert result.exit_code == 0, result.stderr
     assert "= 2*x" in result.stdout and "along the path this run executed" in result.stdout
+
+
+def test_a_shared_part_written_in_place_takes_no_brackets_it_does_not_need() -> None:
+    """diff's `where t1 = exp(x) + 1` put back in place: log(exp(x) + 1), not log((exp(x) + 1)); a power
+    needs none inside a difference (1 - tanh(x^2)^2); the line still equals the one before (TEXTBOOK's check)."""
+    source = "y = log(exp(x) + 1)*sin(exp(x) + 1) + tanh(x^2)^2*(1 - tanh(x^2)^2)"
+    step = _steps(source, "x")["steps"][-1]
+    last = step["after"]
+    assert "((" not in last and "(tanh(x^2)^2)" not in last, last
+    assert "log(exp(x) + 1)" in last and "1 - tanh(x^2)^2" in last, last
+    point = {"x": 0.3}
+    assert _value(source, point, step["part"], last) == pytest.approx(
+        _value(source, point, step["part"], step["before"]), rel=1e-12)

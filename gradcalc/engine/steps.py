@@ -14,6 +14,7 @@ then the chain rule joins them, over the paths `explain` lists, and the last lin
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Callable
@@ -478,13 +479,31 @@ def inlined(text: str, latex: str, where: list[tuple[str, str, str]]) -> tuple[s
     as it was (False)."""
     original = text, latex
     for name, body, body_latex in reversed(where):  # later parts may use earlier ones: put them in last
-        written = body if _atomic(body) else f"({body})"
-        text = re.sub(rf"(?<![\w.]){re.escape(name)}(?![\w(])", written.replace("\\", "\\\\"), text)
+        text = re.sub(rf"(?<![\w.]){re.escape(name)}(?![\w(])", functools.partial(_in_place, body=body), text)
         latex = re.sub(rf"(?<![\\\w]){re.escape(symbolic.latex_name(name))}(?![\w_])",
                        rf"\left({body_latex}\right)".replace("\\", "\\\\"), latex)
         if len(text) > INLINE_LIMIT:
             return *original, False
     return text, latex, True
+
+
+def _in_place(match: re.Match[str], body: str) -> str:
+    """A shared part written where its name stood: parenthesised unless it is one operand, or the name is a
+    whole argument or entry already (`log(t1)` is `log(exp(x) + 1)`, not `log((exp(x) + 1))`)."""
+    text, start, end = match.string, match.start(), match.end()
+    before, after = text[:start].rstrip()[-1:], text[end:].lstrip()[:1]
+    whole = before in ("(", "[", ",") and after in (")", "]", ",")
+    return body if whole or _atomic(body) or (_power(body) and after != "^") else f"({body})"
+
+
+def _power(text: str) -> bool:
+    """Whether text is one operand to a power (`tanh(x)^2`): it binds tighter than all but another ^."""
+    depth, carets = 0, []
+    for i, c in enumerate(text):
+        depth += {"(": 1, ")": -1, "[": 1, "]": -1}.get(c, 0)
+        if c == "^" and depth == 0:
+            carets.append(i)
+    return len(carets) == 1 and _atomic(text[:carets[0]]) and _atomic(text[carets[0] + 1:])
 
 
 def _atomic(text: str) -> bool:
