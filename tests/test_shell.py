@@ -342,3 +342,13 @@ def test_every_inline_help_example_runs(name: str, words: list[str], tmp_path: A
 
 def test_every_command_has_an_inline_example() -> None:
     assert {name for name, _ in INLINE} >= set(command_names()) - {"doctor", "examples"}  # they run no program
+
+
+def test_help_at_80_columns_gives_the_option_help_room() -> None:
+    """An --x/--no-x pair takes a column of its own in Rich's help: with --anomaly/--no-anomaly every
+    command's option help was squeezed into about 25 of 80 columns. One name per option keeps it readable."""
+    shown = run_cli("grad", "--help", env={"COLUMNS": "80"}).stdout
+    row = next(line for line in shown.splitlines() if line.lstrip("│ ").startswith("--wrt"))
+    column = row.split("NAME", 1)[1].lstrip(" ").rstrip("│")  # the help text's column, its padding included
+    assert len(row) <= 80 and len(column) >= 30, row
+    assert "--no-anomaly" in shown and "--anomaly " not in shown

@@ -165,7 +165,7 @@ class Common:
     max_file_size: str
     max_memory: str
     timeout: Optional[float]
-    anomaly: bool
+    no_anomaly: bool
 
     @cached_property
     def out(self) -> Output:
@@ -229,9 +229,11 @@ _COMMON_OPTIONS: dict[str, tuple[Any, Any]] = {
     "timeout": (Annotated[Optional[float], typer.Option(
         metavar="SECONDS", help="Stop the command after SECONDS (default: no limit; grading: 10 s per "
         "submission).", show_default=False, rich_help_panel="Limits")], None),
-    "anomaly": (Annotated[bool, typer.Option(
-        "--anomaly/--no-anomaly", help="When a value or a gradient is NaN or infinite, warn where it started "
-        "(checked only then).")], True),
+    # One name, not --anomaly/--no-anomaly: Rich's help gives a pair a column of its own, which squeezed every
+    # command's option help into a third of an 80-column terminal. Warning is the default; this turns it off.
+    "no_anomaly": (Annotated[bool, typer.Option(
+        "--no-anomaly", help="Do not warn where a NaN or an infinite value or gradient started (by default "
+        "gradcalc does, checking only then).")], False),
 }
 
 
@@ -367,7 +369,7 @@ def _anomalies(common: Common, run: Any, of: str | None = None, wrt: list[str] |
     from ..engine import backend as B
     from ..engine.graph import finite
 
-    if not common.anomaly or (all(finite(node.value) for node in run.frame.values())
+    if common.no_anomaly or (all(finite(node.value) for node in run.frame.values())
                               and all(finite(B.asarray(g)) for g in (grads or {}).values())):
         return []  # nothing to trace: the locator's module is not even loaded (it is on every run's path)
     from ..program import anomaly
