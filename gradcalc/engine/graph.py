@@ -351,6 +351,21 @@ class building:  # (used as a function: `with graph.building(release) as tape:`)
         recording, context, release_temporaries, tape = self.saved
 
 
+class keeping_temporaries:  # (used as a function: `with graph.keeping_temporaries():`)
+    """No value freed for a block inside a run: a backward recorded there (diff(u, x)) may read a gradient
+    twice, and the run frees the temporaries it expects no rule to read."""
+
+    __slots__ = ("saved",)
+
+    def __enter__(self) -> None:
+        global release_temporaries
+        self.saved, release_temporaries = release_temporaries, False
+
+    def __exit__(self, *exc: object) -> None:
+        global release_temporaries
+        release_temporaries = self.saved
+
+
 def state() -> tuple:
     """The recording state, for tests: equal before and after anything that sets it for a block."""
     return recording, history, context, release_temporaries, tape

@@ -346,13 +346,9 @@ def _diff(u: Node, x: Node) -> Node:
 
 
 def _entry_derivative(u: Node, x: Node, seed: Any) -> Node:
-    # A rule that reads one gradient twice (stack's, an index each) must find its value: the run frees
-    # temporaries no rule reads, so freeing is off while the rules record (put back after, as `building` does).
-    saved, graph.release_temporaries = graph.release_temporaries, False
-    try:
+    # A rule that reads one gradient twice (stack's, an index each) must find its value.
+    with graph.keeping_temporaries():
         found = autodiff.backward(u, constant(seed), [x], create_graph=True).get(x)
-    finally:
-        graph.release_temporaries = saved
     return constant(B.scalar(0.0)) if found is None else constant(found)
 
 
