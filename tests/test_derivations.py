@@ -15,6 +15,7 @@ from helpers import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     EXIT_WRONG,
+    SAMPLES,
     assert_no_traceback,
     examples,
     json_error,
@@ -369,3 +370,16 @@ def test_fuzzed_answers_files_never_give_a_traceback(pieces: list[str]) -> None:
 
 
 _RUN = Program(PRODUCT).run({}, keep_values=True)
+
+
+@pytest.mark.slow
+def test_the_working_note_wraps_under_its_text_at_80_columns() -> None:
+    """In a real terminal the note's next line starts under its text, not at the margin."""
+    from terminal import run_in_terminal
+
+    shown = run_in_terminal("check", str(SAMPLES / "derivation.eq"))
+    lines = shown.screen.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("  working: "))
+    assert all(len(line) <= 80 for line in lines)
+    assert lines[start + 1].startswith(" " * len("  working: ")) and lines[start + 1].strip(), lines[start:start + 2]
+    assert "x^2*cos(x)" in " ".join(line.strip() for line in lines[start:start + 3])

@@ -688,10 +688,15 @@ def _heading(verdict: Any) -> list[RenderableType]:
     return [Text(""), Text.assemble((word[0] + " ", style), (inert(verdict.claim), "bold"), where)]
 
 
-def _working_line(verdict: Any) -> Text:
-    """'  working: lines 1-2 follow; line 3 (hw.txt:7) does not follow from line 2: …'."""
+def _working_line(verdict: Any) -> Table:
+    """'  working: lines 1-2 follow; line 3 (hw.txt:7) does not follow from line 2: …', wrapped under its
+    text (a grid, so that a narrow terminal's next line does not start at the margin)."""
     working = verdict.working
-    return Text("  working: " + inert(working.text()), style="red" if working.broken is not None else "green")
+    grid = Table.grid()
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    grid.add_row("  working: ", inert(working.text()), style="red" if working.broken is not None else "green")
+    return grid
 
 
 def _verdict_detail(verdict: Any, full: bool, errors_apart: bool = False) -> RenderableType:
