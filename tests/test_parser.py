@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -145,7 +146,10 @@ def test_juxtaposition_errors_are_lark_s_errors(text: str) -> None:
                                   "const N += 1", "const = 3", "const N", "y = const",
                                   "a, = 1", "a, b = 1, 2, 3", "a, a = f(x)", "return x,", "f(x, y=1, z) = x",
                                   "y = a if b", "y = a if b else", "y = x[...]...", "W[0] == 1 = 2", "elif a { }",
-                                  "break = 1", "y = 2 %% 3", "y = 1 //= 2", "a, b += 1, 2"])
+                                  "break = 1", "y = 2 %% 3", "y = 1 //= 2", "a, b += 1, 2",
+                                  # which of two errors comes first: the parser's, the brackets' or the lexer's
+                                  "y = = 1\nz = $", "y = = 1 ]", "y = 1\ny = = 2 ]\nz = $", "y = (1 +\n$",
+                                  "y = 1; y = 2; y = = 3 )"])
 def test_errors_are_lark_s_errors(text: str) -> None:
     assert_same(text, valid=False)
 
@@ -217,6 +221,7 @@ def test_lexer_gives_lark_s_tokens_on_samples(path: Any) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(["x", " ", "\t", "\n", "\\\n", "\\ \n", "# c", "1.5", "if", "=", "(", ")", "$", "\r\n",
+                                 "\r", "\f", " \r", "\t\r\n",
                                  "\"s\"", "w₁", "**", "²", "'"]), max_size=30))
 def test_lexer_gives_lark_s_tokens_on_blank_soups(pieces: list[str]) -> None:
     text = "".join(pieces)
@@ -269,6 +274,29 @@ def test_the_loop_keeps_lark_s_children_and_placeholders() -> None:
 
 
 PROGRAM_LINES = [line for line in EVERY_CONSTRUCT.splitlines() if line and not line.startswith("#")]
+
+
+def rename(line: str, names: dict[str, str]) -> str:
+    """The line with its one-letter names changed (whole words only: `and` stays), and its digits 1 → 7."""
+    return re.sub(r"\b[a-z]\b", lambda m: names.get(m.group(), m.group()), line).replace("1", "7")
+
+
+def test_statements_of_a_shape_met_before_give_lark_s_tree() -> None:
+    """A statement of a shape met before is built by replaying the reductions recorded for it (lalr.Parser):
+    every construct three times over, and with its names and numbers changed, is still Lark's tree."""
+    changed = [rename(line, dict(zip("xyab", "uvcd"))) for line in PROGRAM_LINES]
+    text = "\n".join(PROGRAM_LINES + changed + PROGRAM_LINES)
+    assert_same(text, valid=True)
+    shapes = P._fast("start", P.DEFAULT_MAX_DEPTH, NOTATION).parser.shapes
+    assert sum(shape[0] is not None for shape in shapes.values()) >= len(PROGRAM_LINES) // 2  # replays ran
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(PROGRAM_LINES), min_size=1, max_size=12), st.sampled_from(["\n", "; ", "\n\n"]),
+       st.permutations(list("abuvxyz")))
+def test_programs_of_repeated_shapes_give_lark_s_tree(lines: list[str], separator: str, names: list[str]) -> None:
+    renamed = [rename(line, dict(zip("abuvxyz", names))) for line in lines]
+    assert_same(separator.join(lines + renamed + lines))
 
 
 @settings(max_examples=200, deadline=None)

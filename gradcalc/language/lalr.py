@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
+from itertools import chain
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -59,6 +60,7 @@ class BadCharacter(Exception):
     def __init__(self, pos: int, line: int, column: int) -> None:
         super().__init__(pos, line, column)
         self.pos, self.line, self.column = pos, line, column
+        self.tokens: list[Token] = []  # the text's tokens before it
 
 
 def grammar_text() -> str:
@@ -181,38 +183,98 @@ def composed(name: str) -> str:
     return unicodedata.normalize("NFC", name)
 
 
-class Lexer:
-    """The grammar's terminals matched with one regular expression in one loop.
+BLANKS = "\t\f "  # what a piece may start with before its token: ignored, as is a \r after them
 
-    Names beyond ASCII are read as the language reads them: subscript digits as digits, accents composed.
+
+class Lexer:
+    """The grammar's terminals as one regular expression; the text cut into pieces by it in one call.
+
+    `findall` with the alternation's groups made plain cuts the whole text in C (a match object a
+    token, and a group for each of some thirty terminals, cost twice as much); a piece is a token with
+    the blanks before it, and what it is (kind, where its token starts, its text) is read once per
+    distinct piece, by the named expression, and kept. Names beyond ASCII are read as the language
+    reads them: subscript digits as digits, accents composed.
     """
 
     def __init__(self, data: dict[str, Any]) -> None:
         self.pattern = re.compile(data["pattern"])
         self.keywords: dict[str, str] = data["keywords"]
         self.ignore = frozenset(data["ignore"])
+        if any((found := self.pattern.match(c + "\r")) is None or found.lastgroup not in self.ignore
+               or found.end() != 2 for c in BLANKS):
+            raise ValueError("the grammar's blanks are not what the lexer takes them for: see lalr.BLANKS")
+        # the same alternation, tried in the same order, after the blanks before a token (not before \r:
+        # the ignored run takes it; else, and before what nothing matches, the run is the alternation's own):
+        # findall returns the pieces' texts
+        self.pieces = re.compile(f"(?:[{BLANKS}]++(?!\r))?(?:{_plain(data['pattern'])})")
+        # a piece's text → (its token's kind, "" for blanks and what is ignored; where the token starts; its text)
+        self.read: dict[str, tuple[str, int, str]] = {}
 
-    def lex(self, text: str) -> Iterator[Token]:
-        keywords, ignore = self.keywords, self.ignore
-        new = str.__new__
+    def lex(self, text: str) -> list[Token]:
+        """The tokens of the text; BadCharacter (with the tokens before it) at a character nothing matches."""
+        pieces = self.pieces.findall(text)
+        if sum(map(len, pieces)) != len(text):  # findall steps over a character nothing matches: find it
+            bad = self._bad(text)
+            bad.tokens = self.lex(text[:bad.pos])
+            raise bad
+        read, read_new, new = self.read, self._read, str.__new__
+        tokens: list[Token] = []
+        append = tokens.append
         pos, line, line_start = 0, 1, 0
-        # The scanner matches where the last match ended, in C: no position passed, no slice taken.
-        for found in iter(self.pattern.scanner(text).match, None):  # type: ignore[attr-defined]  # not in typeshed
-            kind, value = found.lastgroup, found.group()
-            if kind not in ignore:
-                if kind == "NAME":
-                    if not value.isascii():
-                        value = composed(value.translate(SUBSCRIPTS))
-                    kind = keywords.get(value, "NAME")
+        for piece in pieces:
+            entry = read.get(piece)
+            if entry is None:
+                entry = read_new(piece)
+            kind, skip, value = entry
+            if kind:
                 token = new(Token, value)  # Token(...) without a Python-level __new__: one per token, it shows
-                token.type, token.start_pos, token.line, token.column = kind, pos, line, pos - line_start + 1
-                yield token
+                start = pos + skip
+                token.type, token.start_pos, token.line, token.column = kind, start, line, start - line_start + 1
+                append(token)
+            if "\n" in piece:
+                line += piece.count("\n")
+                line_start = pos + piece.rindex("\n") + 1
+            pos += len(piece)
+        return tokens
+
+    def _read(self, piece: str) -> tuple[str, int, str]:
+        """What a piece of text is, as the named expression reads its token; remembered."""
+        value = piece.lstrip(BLANKS)
+        skip = len(piece) - len(value)  # the blanks before the token
+        entry = ("", 0, "")
+        if value:
+            found = self.pattern.match(value)
+            assert found is not None and found.end() == len(value), piece  # a piece is one terminal's match
+            kind = found.lastgroup or ""
+            if kind in self.ignore:
+                kind = ""
+            elif kind == "NAME":
+                if not value.isascii():
+                    value = composed(value.translate(SUBSCRIPTS))
+                kind = self.keywords.get(value, "NAME")
+            entry = (kind, skip, value)
+        if len(self.read) < 100_000:  # names are the only open-ended kind: a bound on what is kept
+            self.read[piece] = entry
+        return entry
+
+    def _bad(self, text: str) -> BadCharacter:
+        """Where the text has a character no terminal matches (the first), as an error."""
+        pos, line, line_start = 0, 1, 0
+        for found in iter(self.pattern.scanner(text).match, None):  # type: ignore[attr-defined]  # not in typeshed
+            value = found.group()
             if "\n" in value:
                 line += value.count("\n")
                 line_start = pos + value.rindex("\n") + 1
             pos = found.end()
-        if pos < len(text):
-            raise BadCharacter(pos, line, pos - line_start + 1)
+        return BadCharacter(pos, line, pos - line_start + 1)
+
+
+def _plain(pattern: str) -> str:
+    """A pattern with its groups, named or not, made non-capturing (findall then returns whole matches)."""
+    plain = re.sub(r"(?<!\\)\((?!\?)|\(\?P<\w+>", "(?:", pattern)
+    if re.compile(plain).groups:  # a `(` this did not see (in a character class): say so, not lex wrongly
+        raise ValueError("the lexer's pattern has a group that could not be made plain")
+    return plain
 
 
 _lexer: Lexer | None = None
@@ -230,13 +292,22 @@ class Rejected(Exception):
     """The loop met a token the table has no action for: Lark's own parser explains the error."""
 
 
+SEPARATORS = frozenset({"_NL", "SEMICOLON"})  # what ends a statement (a program's `_sep`)
+
+
 class Parser:
     """The tables run by a lean loop, with `callbacks`' methods (one per rule or alias) building the nodes.
 
     A rule of one child marked `?` (`?expr: or_test`) passes its child up without a call; a `_rule`
     with no method gives its children, which its parent splices into its own, as Lark does. Each
     other rule's reduction is a small function written from its table entry (which children it
-    keeps, where a missing `[optional]` is None), so the loop runs no generic filtering per node.
+    keeps, where a missing `[optional]` is None), so the loop runs no generic filtering per node;
+    it is written the first time the rule is reduced (a program uses a few dozen of some 180).
+
+    A program is read a statement at a time (tokens up to a separator outside braces). What the
+    loop does with a statement depends only on the states it starts in and its tokens' kinds, so
+    the reductions it made are kept under those; a statement of a shape met before (`y = a*x + b`
+    and `h = w*u - c` are one shape) replays them as straight-line code, with no table lookup.
     """
 
     def __init__(self, data: dict[str, Any], start: str, callbacks: object) -> None:
@@ -252,12 +323,63 @@ class Parser:
             if method is None and not name.startswith("_") and not expand1:
                 raise TypeError(f"the grammar's rule {name!r} has no method in {type(callbacks).__name__}")
             unit = size == 1 and expand1 and include is None
-            self.rules.append((size, symbol, None if unit else _reduction(size, method, expand1, include, trailing)))
+            self.rules.append((size, symbol, None if unit else
+                               self._lazy(len(self.rules), size, method, expand1, include, trailing)))
+        self.statements = start == "start"  # a program: read a statement at a time (see _statement)
+        # (states, kinds) → [the replay once written, the reductions recorded, the states after]
+        self.shapes: dict[tuple[tuple[int, ...], tuple[str, ...]], list[Any]] = {}
 
-    def parse(self, tokens: Iterable[Token]) -> Any:
-        rows, rules, end, units = self.rows, self.rules, self.end_state, self.units
+    def _lazy(self, index: int, size: int, method: Callable[..., Any] | None, expand1: bool,
+              include: list[list[Any]] | None, trailing: int) -> Callable[[list[Any]], Any]:
+        """The rule's reduction, written when it is first reduced (and put in its place in `rules`)."""
+
+        def write() -> Callable[[list[Any]], Any]:
+            reduce = _reduction(size, method, expand1, include, trailing)
+            self.rules[index] = (size, self.rules[index][1], reduce)
+            return reduce
+
+        def first(values: list[Any]) -> Any:
+            return write()(values)
+
+        first.write = write  # type: ignore[attr-defined]  # for _compiled, which needs the reduction itself
+        return first
+
+    def parse(self, chunks: Iterable[list[Token]]) -> Any:
+        """The tree of the tokens, given in lists (a program's end where its statements end: see Parser)."""
         states = [self.start_state]
         values: list[Any] = []
+        if not self.statements:
+            result = self._run(states, values, chain.from_iterable(chunks), None)
+            if result is _MORE:
+                raise Rejected
+            return result
+        shapes = self.shapes
+        for chunk in chunks:
+            if chunk and chunk[-1].type in SEPARATORS and len(states) <= 16:
+                key = (tuple(states), tuple([token.type for token in chunk]))
+                shape = shapes.get(key)
+                if shape is not None:
+                    replay, recorded, after = shape
+                    if replay is None:  # the second statement of this shape: worth writing as code
+                        replay = shape[0] = self._compiled(recorded)
+                    replay(values, chunk)
+                    states[:] = after
+                    continue
+                record: list[int] = []
+                self._run(states, values, chunk, record)
+                if len(shapes) >= 4096:  # a program of ever new shapes: keep the memory bounded
+                    shapes.clear()
+                shapes[key] = [None, record, tuple(states)]
+                continue
+            result = self._run(states, values, chunk, None)
+            if result is not _MORE:
+                return result
+        raise Rejected
+
+    def _run(self, states: list[int], values: list[Any], tokens: Iterable[Token], record: list[int] | None) -> Any:
+        """The LALR loop over `tokens`, from `states` and `values` (changed in place): the result at the
+        end state, else _MORE; each reduction made (a rule's index, -1 a shift) appended to `record`."""
+        rows, rules, end, units = self.rows, self.rules, self.end_state, self.units
         for token in tokens:
             kind = token.type
             while True:
@@ -268,6 +390,8 @@ class Parser:
                 if action >= 0:
                     states.append(action)
                     values.append(token)
+                    if record is not None:
+                        record.append(-1)
                     break
                 size, symbol, reduce = rules[~action]
                 if reduce is None:  # a run of unit rules (`?expr: or_test`, ...) only replaces the top state
@@ -276,13 +400,34 @@ class Parser:
                     states[-1] = self._unit_run(*key) if state is None else state
                     continue
                 values.append(reduce(values))
+                if record is not None:
+                    record.append(~action)
                 if size:
                     del states[-size:]
                 state = rows[states[-1]][symbol]
                 if state == end:  # only the start symbol leads there, and only at the end
                     return values[-1]
                 states.append(state)
-        raise Rejected
+        return _MORE
+
+    def _compiled(self, record: list[int]) -> Callable[[list[Any], list[Token]], None]:
+        """A statement's recorded shifts and reductions as one straight-line function of (values, tokens)."""
+        lines = ["def replay(values, tokens):", "    push = values.append"]
+        reductions: dict[str, Callable[[list[Any]], Any]] = {}
+        shifted = 0
+        for step in record:
+            if step < 0:
+                lines.append(f"    push(tokens[{shifted}])")
+                shifted += 1
+                continue
+            reduce = self.rules[step][2]
+            write = getattr(reduce, "write", None)
+            reductions[f"r{step}"] = reduce if write is None else write()  # type: ignore[assignment]
+            lines.append(f"    push(r{step}(values))")
+        namespace: dict[str, Any] = dict(reductions)
+        exec("\n".join(lines), namespace)  # written from the recorded rule numbers, not from input
+        replay: Callable[[list[Any], list[Token]], None] = namespace["replay"]
+        return replay
 
     def _unit_run(self, below: int, top: int, kind: str) -> int:
         """The state a run of unit reductions ends in, from `top` over `below`, before `kind`; remembered.
@@ -334,6 +479,7 @@ def _reduction(size: int, method: Callable[..., Any] | None, expand1: bool, incl
 
 
 END_TOKEN = Token(END, "")
+_MORE = object()  # the loop ran out of tokens before the end state
 
 
 if __name__ == "__main__":

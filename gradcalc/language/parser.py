@@ -15,7 +15,7 @@ from __future__ import annotations
 import gc
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from itertools import chain
 from typing import TYPE_CHECKING, Any
@@ -70,6 +70,16 @@ _TOKEN_WORDS = {
 
 # Operators with another spelling: ** is ^; the typographic signs are their ASCII operators.
 _OPERATORS = {"**": "^", "−": "-", "–": "-", "·": "*", "⋅": "*", "∙": "*", "∗": "*", "×": "*", "÷": "/", "⊙": "*"}
+_OPERATOR: dict[str, str] = {}  # an operator as written → as the tree stores it, interned (see _operator)
+
+
+def _operator(op: str) -> str:
+    """An operator as the tree stores it: ** is ^, the typographic signs their ASCII ones; interned, remembered."""
+    found = _OPERATOR.get(op)
+    if found is None:
+        text = str(op)
+        found = _OPERATOR[text] = sys.intern(_OPERATORS.get(text, text))
+    return found
 _SUPERSCRIPTS = str.maketrans("⁺⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "+-0123456789")
 
 
@@ -129,95 +139,115 @@ class _Brackets:
         self.open: list[Token] = []  # the brackets open where the parser stopped (for its error message)
 
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        """The tokens the parser reads (Lark's interface for a post-lexer)."""
+        for chunk in self.chunks(stream):
+            yield from chunk
+
+    def chunks(self, stream: Iterable[Token]) -> Iterator[list[Token]]:
+        """The tokens the parser reads, in lists that end where a statement ends outside any bracket
+        (lalr.Parser reads a program a statement at a time); before an error, what came before it."""
+        chunk: list[Token] = []
         stack: list[Token] = []
         self.open = stack
         pending_newline: Token | None = None
         reader = self.reader
         claim = reader(0, True) if self.claims and reader is not None else None
-        special = {"_NL", "CHECK", *OPENING, *CLOSING}  # the tokens this looks at; all others pass as they are
+        claims = self.claims
+        special = {"_NL", "CHECK", "SEMICOLON", *OPENING, *CLOSING}  # the tokens this looks at; others pass
         if self.claims:  # a derivation's `=` lines: see _derivation_line
             special |= _DERIVATION_TOKENS
         checking = False  # in a check statement (whose claim may go on in lines that start with `=`)
         previous = ""  # the kind of the last token at bracket depth 0 in a claim: "" at a claim's start
         equals = 0  # the claim's `=` so far: from the second on, each starts a line of its derivation
         sign = Token("EQUALS", "=")  # the last of them
-        for token in stream:
-            kind = token.type
-            if pending_newline is None and claim is None and not checking and not self.claims \
-                    and kind not in special:
-                yield token
-                continue
-            if kind == "_NL":
-                if not stack or stack[-1] == "{":
-                    pending_newline = pending_newline or token
-                continue
-            if (self.claims or checking) and not stack:
-                ends = pending_newline is not None or kind in _CLAIM_SEPARATORS
-                if kind in _CLAIM_EQ:
-                    if previous == "" or previous in _CLAIM_EQ:
-                        raise _derivation_error(previous, token)
-                    pending_newline, ends = None, False  # a line that starts with `=` goes on with the claim above
-                    equals, sign = equals + 1, token
-                elif previous in _CLAIM_EQ and ends and equals > 1:
-                    raise _derivation_error(previous, sign, empty=True)
-                previous, equals = ("", 0) if kind in _CLAIM_SEPARATORS else (kind, 0 if ends else equals)
-                checking = checking and not ends
-            if kind == "CHECK":
-                checking, previous = True, ""
-            if pending_newline is not None:
-                if kind not in ("ELSE", "ELIF"):
-                    if claim is not None:
-                        yield from claim.feed(pending_newline, len(stack))
-                        if claim.ended:  # a check statement ends at its line's end: the next may be another
-                            claim = None
-                    else:
-                        yield pending_newline
-                pending_newline = None
-            emitted = None
+        try:
+            for token in stream:
+                kind = token.type
+                if kind not in special and pending_newline is None and claim is None and not checking \
+                        and not claims:
+                    chunk.append(token)
+                    continue
+                if kind == "_NL":
+                    if not stack or stack[-1] == "{":
+                        pending_newline = pending_newline or token
+                    continue
+                if (self.claims or checking) and not stack:
+                    ends = pending_newline is not None or kind in _CLAIM_SEPARATORS
+                    if kind in _CLAIM_EQ:
+                        if previous == "" or previous in _CLAIM_EQ:
+                            raise _derivation_error(previous, token)
+                        pending_newline, ends = None, False  # a line that starts with `=` goes on with the claim above
+                        equals, sign = equals + 1, token
+                    elif previous in _CLAIM_EQ and ends and equals > 1:
+                        raise _derivation_error(previous, sign, empty=True)
+                    previous, equals = ("", 0) if kind in _CLAIM_SEPARATORS else (kind, 0 if ends else equals)
+                    checking = checking and not ends
+                if kind == "CHECK":
+                    checking, previous = True, ""
+                if pending_newline is not None:
+                    if kind not in ("ELSE", "ELIF"):
+                        if claim is not None:
+                            chunk.extend(claim.feed(pending_newline, len(stack)))
+                            if claim.ended:  # a check statement ends at its line's end: the next may be another
+                                claim = None
+                        else:
+                            chunk.append(pending_newline)
+                        if not stack:  # a statement ends here
+                            yield chunk
+                            chunk = []
+                    pending_newline = None
+                emitted = None
+                if claim is not None:
+                    emitted = claim.feed(token, len(stack))
+                    if claim.ended:
+                        claim = None
+                elif kind == "CHECK" and reader is not None:
+                    claim = reader(len(stack), False)
+                if kind in OPENING:
+                    if len(stack) >= self.max_depth:
+                        raise GradcalcSyntaxError(
+                            f"brackets nested more than {self.max_depth} deep",
+                            "simplify the expression, or raise the limit with --max-depth",
+                            token_pos(token),
+                        )
+                    stack.append(token)
+                elif kind in CLOSING:
+                    if not stack:
+                        raise GradcalcSyntaxError(
+                            f"unmatched '{token}'", "remove it, or add the opening bracket it closes", token_pos(token)
+                        )
+                    opener = stack.pop()
+                    if str(opener) != CLOSING[kind]:
+                        raise GradcalcSyntaxError(
+                            f"'{token}' does not match '{opener}' opened at line {opener.line}, column {opener.column}",
+                            f"close it with '{_PAIR[str(opener)]}'",
+                            token_pos(token),
+                        )
+                if emitted is None:
+                    chunk.append(token)
+                else:
+                    chunk.extend(emitted)
+                if kind == "SEMICOLON" and not stack:
+                    yield chunk
+                    chunk = []
+            if stack:
+                opener = stack[-1]
+                raise GradcalcSyntaxError(
+                    f"'{opener}' is never closed",
+                    f"add the matching '{_PAIR[str(opener)]}'",
+                    token_pos(opener),
+                )
+            if (self.claims or checking) and previous in _CLAIM_EQ and equals > 1:
+                raise _derivation_error(previous, sign, empty=True)
             if claim is not None:
-                emitted = claim.feed(token, len(stack))
-                if claim.ended:
-                    claim = None
-            elif kind == "CHECK" and reader is not None:
-                claim = reader(len(stack), False)
-            if kind in OPENING:
-                if len(stack) >= self.max_depth:
-                    raise GradcalcSyntaxError(
-                        f"brackets nested more than {self.max_depth} deep",
-                        "simplify the expression, or raise the limit with --max-depth",
-                        token_pos(token),
-                    )
-                stack.append(token)
-            elif kind in CLOSING:
-                if not stack:
-                    raise GradcalcSyntaxError(
-                        f"unmatched '{token}'", "remove it, or add the opening bracket it closes", token_pos(token)
-                    )
-                opener = stack.pop()
-                if str(opener) != CLOSING[kind]:
-                    raise GradcalcSyntaxError(
-                        f"'{token}' does not match '{opener}' opened at line {opener.line}, column {opener.column}",
-                        f"close it with '{_PAIR[str(opener)]}'",
-                        token_pos(token),
-                    )
-            if emitted is None:
-                yield token
-            else:
-                yield from emitted
-        if stack:
-            opener = stack[-1]
-            raise GradcalcSyntaxError(
-                f"'{opener}' is never closed",
-                f"add the matching '{_PAIR[str(opener)]}'",
-                token_pos(opener),
-            )
-        if (self.claims or checking) and previous in _CLAIM_EQ and equals > 1:
-            raise _derivation_error(previous, sign, empty=True)
-        if claim is not None:
-            yield from claim.finish()
-        if pending_newline is not None:
-            yield pending_newline
+                chunk.extend(claim.finish())
+            if pending_newline is not None:
+                chunk.append(pending_newline)
 
+        except GradcalcSyntaxError:
+            yield chunk  # read first: the parser's own error there comes before this one, as it would token by token
+            raise
+        yield chunk
 
 _CLAIM_EQ = frozenset({"EQUALS", "APPROX"})
 _CLAIM_SEPARATORS = frozenset({"SEMICOLON", "COMMA"})
@@ -502,10 +532,10 @@ class _ToSyntax:
         return S.Compare(ops, operands, token_pos(rest[0]))  # type: ignore[arg-type]
 
     def binop(self, left: S.Expr, op: Token, right: S.Expr) -> S.Binary:
-        return S.Binary(sys.intern(_OPERATORS.get(str(op), str(op))), left, right, token_pos(op))
+        return S.Binary(_operator(op), left, right, token_pos(op))
 
     def unary(self, op: Token, operand: S.Expr) -> S.Unary:
-        return S.Unary(sys.intern(_OPERATORS.get(str(op), str(op))), operand, token_pos(op))
+        return S.Unary(_operator(op), operand, token_pos(op))
 
     def root(self, op: Token, operand: S.Expr) -> S.Call:
         return S.Call("sqrt", [operand], [], token_pos(op))
@@ -613,7 +643,7 @@ class _Fast:
 
     def parse(self, text: str) -> Any:
         try:
-            return self.parser.parse(chain(self.postlexer.process(self.lexer.lex(text)), (lalr.END_TOKEN,)))
+            return self.parser.parse(chain(self.postlexer.chunks(self.lexer.lex(text)), ([lalr.END_TOKEN],)))
         except lalr.BadCharacter:
             raise _Rejected from None
 

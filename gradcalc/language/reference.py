@@ -24,6 +24,8 @@ class LarkLexer(Lexer):
 
     def lex(self, text: str) -> Iterator[lalr.Token]:  # type: ignore[override]  # Lark's interface 0: the text
         try:
-            yield from self.lexer.lex(text)
-        except lalr.BadCharacter as bad:
+            tokens = self.lexer.lex(text)
+        except lalr.BadCharacter as bad:  # the tokens before it first: the parser's error there comes first
+            yield from bad.tokens
             raise UnexpectedCharacters(text, bad.pos, bad.line, bad.column) from None
+        yield from tokens
