@@ -207,6 +207,8 @@ class Lexer:
         # the ignored run takes it; else, and before what nothing matches, the run is the alternation's own):
         # findall returns the pieces' texts
         self.pieces = re.compile(f"(?:[{BLANKS}]++(?!\r))?(?:{_plain(data['pattern'])})")
+        if self.pieces.groups:  # a `(` _plain did not see (in a character class): say so, not lex wrongly
+            raise ValueError("the lexer's pattern has a group that could not be made plain")
         # a piece's text → (its token's kind, "" for blanks and what is ignored; where the token starts; its text)
         self.read: dict[str, tuple[str, int, str]] = {}
 
@@ -271,10 +273,7 @@ class Lexer:
 
 def _plain(pattern: str) -> str:
     """A pattern with its groups, named or not, made non-capturing (findall then returns whole matches)."""
-    plain = re.sub(r"(?<!\\)\((?!\?)|\(\?P<\w+>", "(?:", pattern)
-    if re.compile(plain).groups:  # a `(` this did not see (in a character class): say so, not lex wrongly
-        raise ValueError("the lexer's pattern has a group that could not be made plain")
-    return plain
+    return re.sub(r"(?<!\\)\((?!\?)|\(\?P<\w+>", "(?:", pattern)
 
 
 _lexer: Lexer | None = None
