@@ -317,30 +317,27 @@ class Parser:
         self.units: dict[tuple[int, int, str], int] = {}  # see _unit_run
         # (size, goto symbol, the reduction taking its children off the values, or None for a unit rule)
         self.rules: list[tuple[int, str, Callable[[list[Any]], Any] | None]] = []
+        self.made: list[tuple[Callable[..., Any] | None, bool, list[list[Any]] | None, int]] = []  # see _reduction
         for size, symbol, name, expand1, include, trailing in data["rules"]:
             method = getattr(callbacks, name, None)
             if method is None and not name.startswith("_") and not expand1:
                 raise TypeError(f"the grammar's rule {name!r} has no method in {type(callbacks).__name__}")
             unit = size == 1 and expand1 and include is None
-            self.rules.append((size, symbol, None if unit else
-                               self._lazy(len(self.rules), size, method, expand1, include, trailing)))
+            self.made.append((method, expand1, include, trailing))
+            self.rules.append((size, symbol, None if unit else self._lazy(len(self.rules))))
         self.statements = start == "start"  # a program: read a statement at a time (see _statement)
         # (states, kinds) → [the replay once written, the reductions recorded, the states after]
         self.shapes: dict[tuple[tuple[int, ...], tuple[str, ...]], list[Any]] = {}
 
-    def _lazy(self, index: int, size: int, method: Callable[..., Any] | None, expand1: bool,
-              include: list[list[Any]] | None, trailing: int) -> Callable[[list[Any]], Any]:
+    def _lazy(self, index: int) -> Callable[[list[Any]], Any]:
         """The rule's reduction, written when it is first reduced (and put in its place in `rules`)."""
 
-        def write() -> Callable[[list[Any]], Any]:
-            reduce = _reduction(size, method, expand1, include, trailing)
-            self.rules[index] = (size, self.rules[index][1], reduce)
-            return reduce
-
         def first(values: list[Any]) -> Any:
-            return write()(values)
+            size, symbol, _ = self.rules[index]
+            reduce = _reduction(size, *self.made[index])
+            self.rules[index] = (size, symbol, reduce)
+            return reduce(values)
 
-        first.write = write  # type: ignore[attr-defined]  # for _compiled, which needs the reduction itself
         return first
 
     def parse(self, chunks: Iterable[list[Token]]) -> Any:
@@ -410,20 +407,35 @@ class Parser:
         return _MORE
 
     def _compiled(self, record: list[int]) -> Callable[[list[Any], list[Token]], None]:
-        """A statement's recorded shifts and reductions as one straight-line function of (values, tokens)."""
-        lines = ["def replay(values, tokens):", "    push = values.append"]
-        reductions: dict[str, Callable[[list[Any]], Any]] = {}
-        shifted = 0
-        for step in record:
+        """A statement's recorded shifts and reductions as one straight-line function of (values, tokens):
+        each reduction's code (as _reduction writes it) on local names, the values list touched once at the end."""
+        lines = ["def replay(values, tokens):", f"    {''.join(f't{i}, ' for i in range(record.count(-1)))}= tokens"]
+        namespace: dict[str, Any] = {}
+        stack: list[str] = []  # what the loop's values would hold above those the statement found, as local names
+        below = shifted = 0  # of the values the statement found, how many its reductions took; tokens shifted
+        for n, step in enumerate(record):
             if step < 0:
-                lines.append(f"    push(tokens[{shifted}])")
+                stack.append(f"t{shifted}")
                 shifted += 1
                 continue
-            reduce = self.rules[step][2]
-            write = getattr(reduce, "write", None)
-            reductions[f"r{step}"] = reduce if write is None else write()  # type: ignore[assignment]
-            lines.append(f"    push(r{step}(values))")
-        namespace: dict[str, Any] = dict(reductions)
+            size = self.rules[step][0]
+            method, expand1, include, trailing = self.made[step]
+            if size > len(stack):  # the rest of its children: on top of the values it found, deepest first
+                taken = size - len(stack)
+                for j in range(taken):
+                    lines.append(f"    v{below + j} = values[-{below + taken - j}]")
+                stack[:0] = [f"v{below + j}" for j in range(taken)]
+                below += taken
+            children = stack[len(stack) - size:]
+            del stack[len(stack) - size:]
+            if method is not None:
+                namespace[f"m{step}"] = method
+            lines += ["    " + line for line in _reduction_code(children, method and f"m{step}", expand1, include,
+                                                                  trailing, f"x{n}")]
+            stack.append(f"x{n}")
+        if below:
+            lines.append(f"    del values[-{below}:]")
+        lines.append(f"    values.extend(({''.join(f'{name}, ' for name in stack)}))")
         exec("\n".join(lines), namespace)  # written from the recorded rule numbers, not from input
         replay: Callable[[list[Any], list[Token]], None] = namespace["replay"]
         return replay
@@ -446,35 +458,43 @@ class Parser:
 
 def _reduction(size: int, method: Callable[..., Any] | None, expand1: bool, include: list[list[Any]] | None,
                trailing: int) -> Callable[[list[Any]], Any]:
-    """A function that takes a rule's `size` children off the values and returns its node, as Lark's
-    tree builder would make it: the kept children (a `_rule`'s spliced in, None for a missing optional),
-    passed to `method`, or the list itself for a `_rule` without one; `?rule` passes a lone child up."""
+    """A function that takes a rule's `size` children off the values and returns its node (see _reduction_code)."""
     names = [f"c{i}" for i in range(size)]
     lines = ["def reduce(values):"]
     if size:
-        lines += [f"    {', '.join(names)}{',' if size == 1 else ''} = values[-{size}:]", f"    del values[-{size}:]"]
-    steps = [[i, False, 0] for i in range(size)] if include is None else include
-    parts: list[str] = []  # the kept children as list items: `c0`, `*c1`, `None`
-    for i, splice, nones in steps:
-        parts += ["None"] * nones + [f"*c{i}" if splice else f"c{i}"]
-    parts += ["None"] * trailing
-    if not any(part.startswith("*") for part in parts):  # as many children every time: no list to build
-        single = expand1 and len(parts) == 1
-        lines.append(f"    return {parts[0]}" if single else
-                     f"    return {'build(' if method is not None else '['}{', '.join(parts)}{')' if method else ']'}")
-    else:
-        # Lark's tree builder grows a first spliced list in place (a left-recursive rule's list): so does this
-        first = parts[0]
-        lines.append(f"    kept = {first[1:]}" if first.startswith("*") else f"    kept = [{first}]")
-        for part in parts[1:]:
-            lines.append(f"    kept.extend({part[1:]})" if part.startswith("*") else f"    kept.append({part})")
-        if expand1:
-            lines.append("    if len(kept) == 1:\n        return kept[0]")
-        lines.append("    return kept" if method is None else "    return build(*kept)")
+        lines += [f"    {''.join(f'{name}, ' for name in names)}= values[-{size}:]", f"    del values[-{size}:]"]
+    lines += ["    " + line for line in _reduction_code(names, method and "build", expand1, include, trailing, "node")]
+    lines.append("    return node")
     namespace: dict[str, Any] = {"build": method}
     exec("\n".join(lines), namespace)  # the rule's own code: written from the table's data, not from input
     reduce: Callable[[list[Any]], Any] = namespace["reduce"]
     return reduce
+
+
+def _reduction_code(children: list[str], build: str | None, expand1: bool, include: list[list[Any]] | None,
+                    trailing: int, node: str) -> list[str]:
+    """Lines that set `node` to a rule's node from its children's names, as Lark's tree builder makes it: the
+    kept children (a `_rule`'s spliced in, None for a missing optional) passed to `build`, or the list itself
+    for a `_rule` without a method; `?rule` passes a lone child up."""
+    steps = [[i, False, 0] for i in range(len(children))] if include is None else include
+    parts: list[str] = []  # the kept children as list items: `c0`, `*c1`, `None`
+    for i, splice, nones in steps:
+        parts += ["None"] * nones + [f"*{children[i]}" if splice else children[i]]
+    parts += ["None"] * trailing
+    if not any(part.startswith("*") for part in parts):  # as many children every time: no list to build
+        if expand1 and len(parts) == 1:
+            return [f"{node} = {parts[0]}"]
+        return [f"{node} = {build}({', '.join(parts)})" if build else f"{node} = [{', '.join(parts)}]"]
+    # Lark's tree builder grows a first spliced list in place (a left-recursive rule's list): so does this
+    first = parts[0]
+    lines = [f"{node} = {first[1:]}" if first.startswith("*") else f"{node} = [{first}]"]
+    for part in parts[1:]:
+        lines.append(f"{node}.extend({part[1:]})" if part.startswith("*") else f"{node}.append({part})")
+    if expand1:
+        lines.append(f"{node} = {node}[0] if len({node}) == 1 else {f'{build}(*{node})' if build else node}")
+    elif build:
+        lines.append(f"{node} = {build}(*{node})")
+    return lines
 
 
 END_TOKEN = Token(END, "")
