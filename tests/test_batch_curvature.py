@@ -209,3 +209,23 @@ def test_diff_at_on_the_command_line_prints_each_point_s_document() -> None:
     for flags, shown in [([], "1/2*x"), (["--decimal"], "0.5*x")]:  # --decimal, as a run at one point takes it
         table = run_cli("diff", "-e", "x = 1; L = x^2/4", "--at", "-", *flags, input='{"x": 0.5}\n')
         assert table.stdout.split() == ["#", "x", "∂L/∂x", "0", "0.5", shown, "=", "0.25"], table.stdout
+
+
+def test_hvp_and_diff_at_run_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--device gpu over the fake device (tests/fakedevice.py): a NumPy call outside the backend would fail."""
+    import sys
+
+    import fakedevice
+
+    monkeypatch.setitem(sys.modules, "cupy", fakedevice.make_module())
+    text = "x = [1, 2]; w = 2; if w > 0 { y = sum(x * w)^2 } else { y = sum(exp(x)) }; L = y + x[0]^3"
+    points = '{"w": 1, "x": [0.5, 1]}\n{"w": 3}\n{"w": -1}\n{"w": "q"}\n{"w": 2, "x": [1, 2]}\n'
+    found = {}
+    for command in (["hvp", "--wrt", "x", "--vector", "[1, -1]"], ["diff", "--wrt", "w,x"]):
+        cpu = run_cli(*command, "-e", text, "--at", "-", "--json", input=points)
+        gpu = run_cli(*command, "-e", text, "--at", "-", "--json", "--device", "gpu", input=points)
+        assert (gpu.exit_code, gpu.stdout) == (cpu.exit_code, cpu.stdout), gpu.stderr
+        assert gpu.exit_code == 2 and "error" in _lines(gpu.stdout)[3]
+        found[command[0]] = _lines(gpu.stdout)[1]
+    # w = 3, x = [1, 2]: L = (3·sum(x))² + x0³; H = 18·ones + diag(6·x0, 0), times [1, -1]: [6, 0]; ∂L/∂w = 2w·sum(x)²
+    assert found["hvp"]["hvp"] == [6.0, 0.0] and found["diff"]["derivatives"][0]["value"] == 54.0
