@@ -393,7 +393,7 @@ def _described(readings: list[_Reading], count: int) -> list[list[Any]]:
         for j, derivative in enumerate(_read_at(readings, stacks, at[0])):
             for share, found in _by_value(readings[j], derivative, values[j], at, stacks):
                 for i in share:
-                    each[i][j] = dataclasses.replace(found, value=values[j][i, ...])
+                    each[i][j] = _valued(found, values[j][i, ...])
     return each
 
 
@@ -411,6 +411,14 @@ def _by_value(reading: _Reading, derivative: Any, values: Any, at: list[int], st
         at = [i for i in at if i not in done]
         if at:
             derivative = _read_at([reading], stacks, at[0])[0]
+
+
+def _valued(derivative: Any, value: Any) -> Any:
+    """The derivative with a point's value: dataclasses.replace without its checks of every field (a third
+    of the time of a batch of 10^4 points' diff)."""
+    found = object.__new__(type(derivative))
+    found.__dict__.update(vars(derivative), value=value)
+    return found
 
 
 def _read_at(readings: list[_Reading], stacks: dict[Node, Any], i: int) -> list[Any]:
