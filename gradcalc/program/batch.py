@@ -327,15 +327,18 @@ class _Reading:
         return self.args[2]
 
     @property
+    def adjoints(self) -> dict[Node, str]:
+        """The gradients of kept intermediates it names (dL_dd), read as expressions of their own."""
+        return (self.args[5] if len(self.args) > 5 else self.keywords.get("adjoints")) or {}
+
+    @property
     def names(self) -> set[str]:
         """What its symbols print as: the leaves', constants' and kept intermediates' names, and dL_dd's."""
-        adjoints = self.args[5] if len(self.args) > 5 else self.keywords.get("adjoints")
-        return {*self.args[3].values(), *(adjoints or {}).values()}
+        return {*self.args[3].values(), *self.adjoints.values()}
 
     @property
     def roots(self) -> list[Node]:
-        adjoints = self.args[5] if len(self.args) > 5 else self.keywords.get("adjoints")
-        return [self.node, *(adjoints or {})]
+        return [self.node, *self.adjoints]
 
     def __call__(self) -> Any:
         return self.read(*self.args, **self.keywords)
@@ -414,7 +417,7 @@ def _by_value(reading: _Reading, derivative: Any, values: Any, at: list[int], st
 
 
 def _valued(derivative: Any, value: Any) -> Any:
-    """The derivative with a point's value: dataclasses.replace without its checks of every field (a third
+    """The derivative with a point's value: dataclasses.replace without its checks of every field (a fifth
     of the time of a batch of 10^4 points' diff)."""
     found = object.__new__(type(derivative))
     found.__dict__.update(vars(derivative), value=value)
