@@ -137,7 +137,8 @@ def _same_derivatives(got: list, expected: list) -> None:
 def test_random_branching_programs_diff_batched_equals_per_point(case: tuple[str, list[dict[str, float]]]) -> None:
     text, points = case
     program = gradcalc.parse_program(text)
-    for arguments in ({}, {"wrt": ["x", "y"], "order": 2}, {"wrt": ["W"], "shortest": True}):
+    for arguments in ({}, {"wrt": ["x", "y"], "order": 2}, {"wrt": ["W"], "shortest": True},
+                      {"wrt": ["x", "y"], "intermediates": True}, {"wrt": ["x"], "keep": ["f"]}):
         for got, point in zip(program.run_batch(points, "diff", arguments), points):
             try:
                 expected = gradcalc.parse_program(text).run(point).diff(**arguments)
