@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import benchkit
 from benchkit import REPO, fmt_time, log, med, ratio_text, verdict
@@ -123,7 +124,8 @@ records = [{"l1": float(a), "t1": float(b), "t2": float(c)}
            for a, b, c in zip(1 + 0.1 * rng.normal(size=n), rng.normal(size=n), rng.normal(size=n))]
 wrt = ["l1", "t1", "t2"]
 out = {}
-for method, arguments in [("jacobian", {"of": "p", "wrt": wrt}), ("hessian", {"of": "L", "wrt": wrt})]:
+for method, arguments in [("jacobian", {"of": "p", "wrt": wrt}), ("hessian", {"of": "L", "wrt": wrt}),
+                          ("hvp", {"of": "L", "wrt": "t1", "vector": "1"})]:
     start = time.perf_counter()
     if side == "batched":
         results = [point.result for point in program.run_batch(records, method, arguments)]
@@ -131,8 +133,30 @@ for method, arguments in [("jacobian", {"of": "p", "wrt": wrt}), ("hessian", {"o
         results = [getattr(program.run(record), method)(**arguments) for record in records]
     out[method] = time.perf_counter() - start
     out[method + "_check"] = float(np.asarray(results[7].blocks[1] if method == "jacobian" else
+                                              results[7].hvp if method == "hvp" else
                                               results[7].blocks[1][2]).ravel()[0])
 print(json.dumps(out))
+'''
+
+DIFFS = r'''
+import hashlib, json, sys, time
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import gradcalc
+n, side = int(sys.argv[2]), sys.argv[4]
+program = gradcalc.parse_program(open(sys.argv[3]).read())
+rng = np.random.default_rng(0)
+records = [{"l1": float(a), "t1": float(b), "t2": float(c)}
+           for a, b, c in zip(1 + 0.1 * rng.normal(size=n), rng.normal(size=n), rng.normal(size=n))]
+arguments = {"wrt": ["l1", "t1", "t2"]}
+start = time.perf_counter()
+if side == "batched":
+    results = [point.result for point in program.run_batch(records, "diff", arguments)]
+else:  # what --at did before: each point its own run and its own reading of the expressions
+    results = [program.run(record).diff(**arguments) for record in records]
+seconds = time.perf_counter() - start
+texts = hashlib.sha256(repr([[(d.text, d.latex, d.where, d.given) for d in found] for found in results]).encode())
+print(json.dumps({"diff": seconds, "texts": texts.hexdigest(), "check": float(results[7][1].value)}))
 '''
 
 LAYER = r'''
@@ -227,9 +251,10 @@ def main() -> None:
     parser.add_argument("--jax-python", default=sys.executable, help="an interpreter with jax installed")
     parser.add_argument("--points", type=int, default=10_000)
     parser.add_argument("--stream", type=int, default=1_000_000, help="points streamed (0: no streaming)")
-    parser.add_argument("--only", choices=["all", "arm", "derivatives", "matmul"], default="all",
-                        help="one part: the arm against JAX, Jacobians and Hessians batched against per point, "
-                        "or the batched matrix product against its form before")
+    parser.add_argument("--only", choices=["all", "arm", "derivatives", "diff", "matmul"], default="all",
+                        help="one part: the arm against JAX, Jacobians, Hessians and H·v batched against per "
+                        "point, diff's expressions batched against per point, or the batched matrix product "
+                        "against its form before")
     args = parser.parse_args()
     repeats = 3 if args.quick else 7
     stream = min(args.stream, 100_000) if args.quick else args.stream
@@ -237,6 +262,8 @@ def main() -> None:
           f"load {benchkit.loadavg()})\n")
     if args.only in ("all", "derivatives"):
         derivatives(args.points, 1 if args.quick else 3)
+    if args.only in ("all", "diff"):
+        diffs(args.points, 1 if args.quick else 3)
     if args.only in ("all", "matmul"):
         matmul(args.points, repeats)
     if args.only in ("all", "arm"):
@@ -256,13 +283,45 @@ def derivatives(points: int, rounds: int) -> None:
                 text=True, check=True, env=env).stdout))
     print("| measure | batched | per point | ratio |")
     print("| --- | --- | --- | --- |")
-    for method, what in [("jacobian", "Jacobian of (x, y) by l1, t1, t2"), ("hessian", "Hessian of L by l1, t1, t2")]:
+    for method, what in [("jacobian", "Jacobian of (x, y) by l1, t1, t2"), ("hessian", "Hessian of L by l1, t1, t2"),
+                         ("hvp", "H·v of L by t1 (`hvp --vector 1`)")]:
         for a, b in zip(found["batched"], found["alone"]):
             assert abs(a[method + "_check"] - b[method + "_check"]) < 1e-9
         batched, alone = (med([r[method] for r in found[side]]) for side in ("batched", "alone"))
         ratios = med([a[method] / b[method] for a, b in zip(found["batched"], found["alone"])])
         print(f"| {what}, {points:,} points (`run_batch`, as `--at` runs them) | {fmt_time(batched)} | "
               f"{fmt_time(alone)} | {ratio_text(ratios)} |")
+    print()
+
+
+def diffs(points: int, rounds: int) -> None:
+    """`diff --at` of the arm by l1, t1, t2: batched (the graphs built once, the expressions read once) against
+    each point run and read alone (the path it took before); the texts must be the same on both sides."""
+    env = environment()
+    found: dict[str, list[dict[str, Any]]] = {"batched": [], "alone": []}
+    for i in range(rounds):
+        for side, runs in found.items():
+            log(f"diff, {side}, round {i + 1} of {rounds}")
+            runs.append(json.loads(subprocess.run(
+                [sys.executable, "-c", DIFFS, str(REPO), str(points), str(ARM), side], capture_output=True,
+                text=True, check=True, env=env).stdout))
+    for a, b in zip(found["batched"], found["alone"]):
+        assert a["texts"] == b["texts"] and abs(a["check"] - b["check"]) < 1e-12, (a, b)
+    with tempfile.TemporaryDirectory() as folder:  # the whole command, as a user runs it
+        path = Path(folder) / "points.jsonl"
+        write_points(path, points)
+        command = [sys.executable, "-m", "gradcalc", "diff", str(ARM), "--at", str(path), "--wrt", "l1,t1,t2",
+                   "--json"]
+        log("diff, the whole command")
+        whole = med([timed(command, Path(folder) / "out.jsonl") for _ in range(rounds)])
+    batched, alone = (med([r["diff"] for r in found[side]]) for side in ("batched", "alone"))
+    ratios = med([a["diff"] / b["diff"] for a, b in zip(found["batched"], found["alone"])])
+    print("| measure | batched | per point | ratio |")
+    print("| --- | --- | --- | --- |")
+    print(f"| `diff` of L by l1, t1, t2, {points:,} points (`run_batch`, as `--at` runs them; the same texts) | "
+          f"{fmt_time(batched)} | {fmt_time(alone)} | {ratio_text(ratios)} |")
+    print(f"| the whole command `gradcalc diff samples/arm.eq --at POINTS --wrt l1,t1,t2 --json` | "
+          f"{fmt_time(whole)} | | |")
     print()
 
 

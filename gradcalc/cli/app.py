@@ -436,7 +436,7 @@ _WRT = Annotated[list[str], typer.Option(
     "are allowed.")]
 
 
-# --at: grad, eval, jacobian, hessian, jvp and diff at many points (program/batch.py).
+# --at: grad, eval, jacobian, hessian, jvp, hvp and diff at many points (program/batch.py).
 _AT = Annotated[Optional[str], typer.Option(
     "--at", metavar="POINTS", rich_help_panel="Many points",
     help="Run at many points: a JSON Lines or CSV file of leaf values, or '-' (standard input). One result "
@@ -615,7 +615,8 @@ def jvp(
 
 @command(
     "  gradcalc hvp -e 'x = [1, 2, 3]; L = sum(x^4) + x[0]*x[1]' --wrt x --vector '[1, 0, 0]'\n\n"
-    "  gradcalc hvp -e 'x = [1, 2]; v = [0.5, -1]; L = sum(exp(x))' --wrt x --vector v      (v: a variable)"
+    "  gradcalc hvp -e 'x = [1, 2]; v = [0.5, -1]; L = sum(exp(x))' --wrt x --vector v      (v: a variable)\n\n"
+    "  gradcalc hvp net.eq --wrt x --vector v --at points.jsonl        (x and v from each point)"
 )
 def hvp(
     common: Common,
@@ -624,10 +625,14 @@ def hvp(
     vector: Annotated[str, typer.Option("--vector", metavar="V", help="The direction v: 'ones', a value as --set "
                                         "takes it (a number, a JSON array, randn(3)) or a variable's name.")],
     of: _OF = None,
+    at: _AT = None,
+    ignore_extra: _IGNORE_EXTRA = False,
 ) -> None:
     """Print H·v, the Hessian of a scalar output times v, without forming the Hessian (linear in the size of --wrt)."""
     from . import jsonout
 
+    if at is not None:
+        return _batch(common, at, ignore_extra, "hvp", dict(of=of, wrt=wrt, vector=vector))
     run = _run(common)
     result = run.hvp(of, wrt, vector)
     warnings = _anomalies(common, run, result.of, [wrt], {wrt: result.hvp})
@@ -715,7 +720,7 @@ def diff(
     if at is not None:
         return _batch(common, at, ignore_extra, "diff", dict(
             of=of, wrt=_names(wrt) or None, order=order, keep=_names(keep),
-            intermediates=in_terms_of is Terms.intermediates, shortest=in_terms_of is Terms.shortest))
+            intermediates=in_terms_of is Terms.intermediates, shortest=in_terms_of is Terms.shortest, decimal=decimal))
     program = _program(common)
     values = _inputs(common)
     placeholders = [name for name in program.free_names() if name not in values]

@@ -71,7 +71,8 @@ def point_doc(point: Point, method: str) -> dict[str, Any]:
     result = point.result
     doc = {"values": {name: B.to_json(value) for name, value in result.items()}} if method == "values" else \
         grad_doc(result) if method == "grad" else jacobian_doc(result) if method == "jacobian" else \
-        hessian_doc(result) if method == "hessian" else jvp_doc(result) if method == "jvp" else diff_doc(result, [])
+        hessian_doc(result) if method == "hessian" else jvp_doc(result) if method == "jvp" else \
+        hvp_doc(result) if method == "hvp" else diff_doc(result, [])
     return {"index": point.index, **doc}
 
 

@@ -860,6 +860,8 @@ def _batch_results(method: str, result: Any) -> dict[str, Any]:
                                             for i, a in enumerate(result.wrt) for j, b in enumerate(result.wrt)}}
     if method == "jvp":
         return {result.of: result.value, f"J·v ({result.wrt})": result.jvp}
+    if method == "hvp":
+        return {result.of: result.value, f"H·v ({result.wrt})": result.hvp}
     return {f"∂{'²' if len(d.wrt) > 1 else ''}{d.of}/{''.join('∂' + w for w in d.wrt)}":
             f"{d.text} = {B.format_number(float(d.value))}" if getattr(d.value, "shape", None) == () else d.text
             for d in result}

@@ -166,7 +166,7 @@ class Program:
                   chunk_size: int = 4096, **options: Any) -> Iterator[Point]:
         """Run at many points, as `jax.vmap` does: each point is {leaf: value} (the others keep the program's
         values); `method` is the Run method each computes ("values", "grad", "jacobian", "hessian", "jvp",
-        "diff"), called with `arguments`; `options` are run()'s. Yields a batch.Point per point, in order,
+        "hvp", "diff"), called with `arguments`; `options` are run()'s. Yields a batch.Point per point, in order,
         a chunk at a time (a generator of points streams); a bad point has its error, the others run."""
         from .batch import run_batch
 
@@ -176,7 +176,8 @@ class Program:
     def run_stacked(self, stacks: Mapping[str, Any], method: str = "values",
                     arguments: Mapping[str, Any] | None = None, **options: Any) -> dict[str, Any] | Gradients:
         """Run at many points given as columns, as `jax.vmap(f)(x)` does: each value has a leading axis, one
-        entry per point; so has the result (`values`: {name: array}; `grad`: a Gradients of stacked arrays).
+        entry per point; so has the result (`values`: {name: array}; `grad`: a Gradients of stacked arrays;
+        `diff`: a list, each point's derivatives).
         The batch goes through the program once; points that take different paths (a branch on a value)
         run in groups, and a program with an operation that has no batching rule point by point. An error
         at any point is raised (run_batch gives each point its own)."""

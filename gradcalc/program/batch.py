@@ -8,7 +8,10 @@ its batched function; points that take different paths run in groups that took t
 group where some point fails runs again point by point, so that each point gets its own result or
 error. Jacobians, Hessians, JVPs and HVPs run batched too, as `jax.vmap(jax.jacrev(f))` does: one
 batched forward pass, then one batched reverse pass per seed (an output entry, an input entry), each
-seed the same at every point; `diff` (expressions, one per point's path) runs point by point.
+seed the same at every point. `diff` runs batched as well: the derivatives' graphs are built once for
+the group (with create_graph, every value a stack) and read as expressions once per set of points that
+read the same (symbolic.py reads a few values besides the graph: the constants it prints, whether a
+leaf holds distributions; see _described), each point then given its own value.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import select
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,7 +44,6 @@ Run = Any
 
 CHUNK = 4096  # points read, run and written together: the memory a stream takes is bounded by it
 METHODS = ("values", "grad", "jacobian", "hessian", "jvp", "hvp", "diff")  # the Run methods a batch computes
-BATCHED = ("values", "grad", "jacobian", "hessian", "jvp", "hvp")  # those that run a group of points in one pass
 RUN_OPTIONS = ("seed", "dtype", "device", "max_elements", "max_iterations", "max_recursion", "allow_read",
                "max_file_size")
 
@@ -164,7 +167,7 @@ def _run_chunk(program: Program, chunk: list[Point], method: str, arguments: dic
 
 def _run_group(program: Program, group: list[Point], method: str, arguments: dict[str, Any],
                options: dict[str, Any]) -> None:
-    if len(group) == 1 or method not in BATCHED or any(isinstance(v, str) for v in group[0].values.values()):
+    if len(group) == 1 or any(isinstance(v, str) for v in group[0].values.values()):
         for point in group:
             _run_one(program, point, method, arguments, options)
         return
@@ -209,7 +212,8 @@ def _run_batched(program: Program, group: list[Point], method: str, arguments: d
                                 arguments, **options)
     make = found.__class__  # api.Gradients, which this module cannot import (api imports it)
     for i, point in enumerate(group):
-        point.result = {name: stack[i, ...] for name, stack in found.items()} if isinstance(found, dict) else \
+        point.result = found[i] if method == "diff" else \
+            {name: stack[i, ...] for name, stack in found.items()} if isinstance(found, dict) else \
             make(found.of, found.value[i, ...], {name: g[i, ...] for name, g in found.grads.items()},
                  set(found.no_path), found.vector) if method == "grad" else \
             _mapped(lambda stack: stack[i, ...], found)  # noqa: B023  (used at once)
@@ -220,9 +224,8 @@ def _run_batched(program: Program, group: list[Point], method: str, arguments: d
 def run_stacked(program: Program, run_class: type, stacks: Mapping[str, Any], method: str,
                 arguments: Mapping[str, Any] | None, options: dict[str, Any]) -> Any:
     """Program.run_stacked: the points through the program at once, in groups where their paths differ."""
-    if method not in BATCHED:
-        raise UsageError(f"run_stacked: method '{method}' is not batched", f"use one of {', '.join(BATCHED)}, or "
-                         "run_batch, which runs the others point by point")
+    if method not in METHODS:
+        raise UsageError(f"run_stacked: unknown method '{method}'", f"use one of: {', '.join(METHODS)}")
     arrays: dict[str, Any] = {}
     for name, value in stacks.items():
         try:
@@ -235,19 +238,32 @@ def run_stacked(program: Program, run_class: type, stacks: Mapping[str, Any], me
         raise UsageError("run_stacked: every value needs the same leading axis, one entry per point",
                          "stack each leaf's values at the points along a first axis")
     count = counts.pop()
-    arguments = dict(arguments or {})
+    parts = _parts(program, run_class, arrays, count, method, dict(arguments or {}), options)
+    if method == "diff":  # a list per point (the expressions of points on different paths differ)
+        each: list[Any] = [None] * count
+        for at, found in parts:
+            for k, i in enumerate(at):
+                each[i] = found[k]
+        return each
+    return parts[0][1] if len(parts) == 1 else _gathered(parts, count)
+
+
+def _parts(program: Program, run_class: type, arrays: dict[str, Any], count: int, method: str,
+           arguments: dict[str, Any], options: dict[str, Any]) -> list[tuple[list[int], Any]]:
+    """The points in one pass, or in groups that took the same path (by where they part: batching.Divergent),
+    or one by one (an operation with no batching rule): each group's points (their indices) and result."""
     try:
-        return _stacked(program, run_class, arrays, count, method, arguments, options)
+        return [(list(range(count)), _stacked(program, run_class, arrays, count, method, arguments, options))]
     except batching.Divergent as split:
         groups: dict[Any, list[int]] = {}
         for i, key in enumerate(split.keys):
             groups.setdefault(key, []).append(i)
-        parts = [(at, run_stacked(program, run_class, {name: array[at] for name, array in arrays.items()}, method,
-                                  arguments, options)) for at in groups.values()]
+        return [([at[k] for k in inner], found) for at in groups.values()
+                for inner, found in _parts(program, run_class, {name: array[at] for name, array in arrays.items()},
+                                           len(at), method, arguments, options)]
     except batching.Unbatchable:
-        parts = [([i], _stacked(program, run_class, {name: array[i:i + 1] for name, array in arrays.items()}, 1,
-                                method, arguments, options)) for i in range(count)]
-    return _gathered(parts, count)
+        return [([i], _stacked(program, run_class, {name: array[i:i + 1] for name, array in arrays.items()}, 1,
+                               method, arguments, options)) for i in range(count)]
 
 
 def _stacked(program: Program, run_class: type, arrays: dict[str, Any], count: int, method: str,
@@ -257,6 +273,8 @@ def _stacked(program: Program, run_class: type, arrays: dict[str, Any], count: i
         run = program.run({name: array[0] for name, array in arrays.items()}, **options)
         if method == "values":
             return {name: value[None] for name, value in run.values().items()}
+        if method == "diff":
+            return [run.diff(**arguments)]
         if method != "grad":
             return _mapped(lambda value: B.to_host(value)[None], getattr(run, method)(**arguments))
         found = run.grad(**arguments, retain_graph=False)
@@ -278,15 +296,144 @@ def _stacked(program: Program, run_class: type, arrays: dict[str, Any], count: i
             run = run_class(program, executed, inputs, settings)
             if method == "values":
                 return {name: batching.unstack(node.value, count) for name, node in run.frame.items()}
-            if method != "grad":
+            if method == "diff":
+                with _put_off_reading() as readings:
+                    run.diff(**arguments)
+            elif method != "grad":
                 with _over_points(count):
                     return _mapped(lambda value: batching.unstack(value, count), getattr(run, method)(**arguments))
-            found = run.grad(**arguments, retain_graph=False, host=False)
-            return found.__class__(found.of, batching.unstack(found.value, count),
-                                   {name: batching.unstack(g, count) for name, g in found.grads.items()},
-                                   found.no_path, found.vector)
+            else:
+                found = run.grad(**arguments, retain_graph=False, host=False)
+                return found.__class__(found.of, batching.unstack(found.value, count),
+                                       {name: batching.unstack(g, count) for name, g in found.grads.items()},
+                                       found.no_path, found.vector)
+        with B.errstate():  # out of the batching: each reading is a point's, as its own run would read it
+            return _described(readings, count)
     except GradcalcError as exc:
         raise exc.within(program.source) from None
+
+
+@dataclass
+class _Reading:
+    """A derivative's reading as an expression (symbolic.describe or .shortest, as Run.diff called it), put off
+    until the graph's values are one point's."""
+
+    read: Any
+    args: tuple
+    keywords: dict[str, Any]
+
+    @property
+    def node(self) -> Node:
+        return self.args[2]
+
+    @property
+    def adjoints(self) -> dict[Node, str]:
+        """The gradients of kept intermediates it names (dL_dd), read as expressions of their own."""
+        return (self.args[5] if len(self.args) > 5 else self.keywords.get("adjoints")) or {}
+
+    @property
+    def names(self) -> set[str]:
+        """What its symbols print as: the leaves', constants' and kept intermediates' names, and dL_dd's."""
+        return {*self.args[3].values(), *self.adjoints.values()}
+
+    @property
+    def roots(self) -> list[Node]:
+        return [self.node, *self.adjoints]
+
+    def __call__(self) -> Any:
+        return self.read(*self.args, **self.keywords)
+
+
+@contextlib.contextmanager
+def _put_off_reading() -> Iterator[list[_Reading]]:
+    """Within the block, Run.diff's readings of its derivatives are put off (into the list given): its graph
+    holds every point's values at once, and a reading is of one point's."""
+    from ..engine import symbolic
+
+    readings: list[_Reading] = []
+    saved = symbolic.describe, symbolic.shortest
+
+    def put_off(read: Any) -> Any:
+        return lambda *args, **keywords: readings.append(_Reading(read, args, keywords))
+
+    symbolic.describe, symbolic.shortest = put_off(symbolic.describe), put_off(symbolic.shortest)
+    try:
+        yield readings
+    finally:
+        symbolic.describe, symbolic.shortest = saved
+
+
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def _described(readings: list[_Reading], count: int) -> list[list[Any]]:
+    """Each point's derivatives (symbolic.Derivative), each read once for the points that read it the same.
+
+    Besides the graph (the same at every point of a path), a reading reads of the values: the numbers of
+    the constants it prints (a mask from max's rule, a constant folded from a leaf), whether a leaf holds
+    distributions (sum(Y) = 1, on which softmax's derivative simplifies), and, of a derivative that folds
+    to a number, its value (NaN where it is 0/0 stays NaN). Points that agree on all of it read the same:
+    the reading is made at the first of them, and each point is given its own value."""
+    from ..engine.symbolic import is_distribution
+
+    nodes: set[Node] = set()
+    pending = [root for reading in readings for root in reading.roots]
+    while pending:
+        node = pending.pop()
+        if node not in nodes:
+            nodes.add(node)
+            pending.extend(node.inputs)
+    stacks = {node: B.to_host(node.value.stack) for node in nodes if isinstance(node.value, batching.Batched)}
+    symbols = set().union(*(reading.args[3] for reading in readings))
+    read = [[is_distribution(row) for row in stack] if node in symbols else [row.tobytes() for row in stack]
+            for node, stack in stacks.items() if node.op is None and (node.ndim or node not in symbols)]
+    groups: dict[Any, list[int]] = {}
+    for i, key in enumerate(zip(*read) if read else [()] * count):
+        groups.setdefault(key, []).append(i)
+    values = [batching.unstack(reading.node.value, count) for reading in readings]
+    each: list[list[Any]] = [[None] * len(readings) for _ in range(count)]
+    for at in groups.values():
+        for j, derivative in enumerate(_read_at(readings, stacks, at[0])):
+            for share, found in _by_value(readings[j], derivative, values[j], at, stacks):
+                for i in share:
+                    each[i][j] = _valued(found, values[j][i, ...])
+    return each
+
+
+def _by_value(reading: _Reading, derivative: Any, values: Any, at: list[int], stacks: dict[Node, Any]
+              ) -> Iterator[tuple[list[int], Any]]:
+    """The points `at` (all read as `derivative`, at the first of them) with the reading that is theirs: all of
+    them, unless it folded to a number (no symbol in its text), which is read again where the value differs
+    (x/x reads 1, but NaN where x = 0, as autograd computed it)."""
+    while at:
+        words = _WORD.findall(" ".join([derivative.text, *(body for _, body, _ in derivative.where)]))
+        first = values[at[0]].tobytes()
+        share = at if reading.names & set(words) else [i for i in at if values[i].tobytes() == first]
+        yield share, derivative
+        done = set(share)
+        at = [i for i in at if i not in done]
+        if at:
+            derivative = _read_at([reading], stacks, at[0])[0]
+
+
+def _valued(derivative: Any, value: Any) -> Any:
+    """The derivative with a point's value: dataclasses.replace without its checks of every field (a fifth
+    of the time of a batch of 10^4 points' diff)."""
+    found = object.__new__(type(derivative))
+    found.__dict__.update(vars(derivative), value=value)
+    return found
+
+
+def _read_at(readings: list[_Reading], stacks: dict[Node, Any], i: int) -> list[Any]:
+    """The readings made with every batched node holding point i's value, as its own run's graph would."""
+    saved = {node: node.value for node in stacks}
+    try:
+        for node, stack in stacks.items():
+            node.value = stack[i, ...]
+        return [reading() for reading in readings]
+    finally:
+        for node, value in saved.items():
+            node.value = value
 
 
 def _gathered(parts: list[tuple[list[int], Any]], count: int) -> Any:
