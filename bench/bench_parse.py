@@ -11,6 +11,8 @@ in a prefix folder, CPU seconds of the child), sides alternating which goes firs
 - start-up: `python -m gradcalc grad neuron.eq --json`, the whole process;
 - chain N: `y = sin(y)*0.999 + 0.01*y*y` × N through the API: parse (`Program(text)`), build (`run()`) and
   backward (`grad`), timed inside with process_time;
+- distinct shapes: 10^4 statements of random expressions of many shapes (seeded), parse / build / backward
+  as for the chain (the parser replays only a shape met before: this is the cost where none repeats);
 - command on the chain: `python -m gradcalc grad chain.eq --json` at N = 10^4, the whole process, against
   a PyTorch script doing the same loop (import, the chain, backward, one thread) where torch imports.
 
@@ -30,6 +32,37 @@ from pathlib import Path
 
 from bench_commits import CHAIN, run_once  # the chain script: parse, build, backward of n statements
 from benchkit import REPO, base_against_current, log, med, worktree
+
+# A program whose statements are random expressions of many shapes (seeded): the parser replays a statement
+# only when its shape was met before, so this is its cost on programs that do not repeat themselves.
+DISTINCT = """
+import random, sys, time
+from gradcalc import Program
+random.seed(3)
+def expr(d, names):
+    if d == 0 or random.random() < 0.25:
+        return random.choice(names + ["2", "0.5"])
+    k = random.random()
+    if k < 0.5:
+        return f"{expr(d - 1, names)} {random.choice('+-*')} {expr(d - 1, names)}"
+    if k < 0.7:
+        return f"{random.choice(['sin', 'exp', 'tanh', 'cos'])}({expr(d - 1, names)})"
+    if k < 0.85:
+        return f"({expr(d - 1, names)})^2"
+    return f"-{expr(d - 1, names)}"
+n = int(sys.argv[1])
+lines = ["x = 0.1", "w = 0.2", "v0 = 0.3", "v1 = 0.4"]
+lines += [f"v{i} = 0.001*({expr(4, ['x', 'w', f'v{i - 1}', f'v{i - 2}'])})" for i in range(2, n + 2)]
+text = "\\n".join(lines)
+t0 = time.process_time()
+program = Program(text)
+t1 = time.process_time()
+run = program.run()
+t2 = time.process_time()
+g = run.grad(of=f"v{n + 1}", wrt=["x", "w"])
+t3 = time.process_time()
+print(t3 - t0, t1 - t0, t2 - t1, t3 - t2, repr(float(g.grads["x"])))
+"""
 
 DEFAULT_BASE_COMMIT = "3e34b7d"  # the last commit before the parser ran Lark's tables as plain data
 LINE = "y = sin(y)*0.999 + 0.01*y*y"
@@ -93,6 +126,7 @@ def measure(trees: dict[str, Path], cwd: Path, args: argparse.Namespace) -> None
         "start-up": (["-m", "gradcalc", "grad", str(samples / "neuron.eq"), "--json"], True),
         "command on the chain 10^4": (["-m", "gradcalc", "grad", str(chain_file), "--json"], True),
         **{f"chain {n:,}": (["-c", CHAIN, str(n)], False) for n in sizes},
+        "distinct shapes 10,000": (["-c", DISTINCT, "10000"], False),
     }
     times: dict[str, dict[str, list[float]]] = {name: {side: [] for side in trees} for name in works}
     parts: dict[str, dict[str, list[list[float]]]] = {name: {side: [] for side in trees} for name in works}
@@ -104,7 +138,7 @@ def measure(trees: dict[str, Path], cwd: Path, args: argparse.Namespace) -> None
             for side in list(trees) if repeat % 2 == 0 else list(trees)[::-1]:
                 if wall:
                     seconds, _ = run_once(sys.executable, trees[side], cwd, command, wall)
-                else:  # the chain prints its parts: total, parse, build, backward, then the gradient
+                else:  # the chain (and the distinct shapes) print their parts: total, parse, build, backward, then the gradient
                     env = dict(os.environ, PYTHONPATH=str(trees[side]),
                                PYTHONPYCACHEPREFIX=str(cwd / "pycache" / trees[side].name))
                     done = subprocess.run([sys.executable, *command], cwd=cwd, env=env, capture_output=True,
@@ -137,6 +171,12 @@ def report(trees: dict[str, Path], works: dict[str, tuple[list[str], bool]], tim
             cells.append(f"{parse / n * 1e6:.1f} / {build / n * 1e6:.1f} / {backward / n * 1e6:.1f} µs "
                          f"(parse {parse / (build + backward):.2f}× build + backward)")
         print(f"| chain {n:,}: parse / build / backward a statement | {cells[0]} | {cells[1]} | parse ≤ 1× |")
+    cells = []
+    for side in trees:
+        parse, build, backward = (med([p[i] for p in parts["distinct shapes 10,000"][side]]) for i in range(3))
+        cells.append(f"{parse / 1e4 * 1e6:.1f} / {build / 1e4 * 1e6:.1f} / {backward / 1e4 * 1e6:.1f} µs "
+                     f"(parse {parse / (build + backward):.2f}× build + backward)")
+    print(f"| distinct shapes 10,000: parse / build / backward a statement | {cells[0]} | {cells[1]} | — |")
     if torch_times:
         t = med(torch_times)
         cells = [f"{med(times['command on the chain 10^4'][side]) / t:.2f}× ({t * 1e3:.0f} ms)" for side in trees]
