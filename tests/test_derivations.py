@@ -8,6 +8,8 @@ below is worked by hand: at x = 0.7, for y = x²·sin x, dy/dx = 2x·sin x + x²
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -187,6 +189,53 @@ def test_a_line_naming_an_unknown_variable_cannot_be_judged() -> None:
     assert working is not None
     assert (working.broken, working.rule, working.steps[1].status) == (2, "invalid", "invalid")
     assert "'q'" in working.reason and working.text().startswith("line 2 (--claim:1) cannot be judged")
+
+
+# 3,000 factors: a chain, which a program runs as a loop (y = x*x*...*x), so a derivation's line no deeper.
+LONG_PRODUCT = "3*x*x" + "*1" * 2_998  # 3x² at every x
+
+
+@pytest.mark.parametrize("lines", [["3x^2", LONG_PRODUCT], [LONG_PRODUCT, "3x^2"], ["3x^2", LONG_PRODUCT, "3 x x"]],
+                         ids=["last", "first", "between"])
+def test_a_line_of_3000_factors_is_judged(tmp_path: Path, lines: list[str]) -> None:
+    """It said "nests too deeply" at the check line, whichever line was long."""
+    model = tmp_path / "hw.eq"
+    model.write_text(f"x = 0.7\ny = x^3\ncheck {derivation(lines)}\n")
+    result = run_cli("check", model, "--json")
+    assert result.exit_code == EXIT_OK, result.output[:2000]
+    (found,) = strict_json(result.stdout)["results"]
+    assert found["status"] == "right" and found["got"] == pytest.approx(3 * 0.7**2)
+    assert (found["working"]["follow"], found["working"]["broken"]) == (len(lines), None)
+    assert all(step["right"] for step in found["working"]["steps"])
+
+
+# 3,000 divisions, which a claim's reading still walks a level a division: deeper than --max-depth 200 allows.
+DEEP = "3x^2" + "/1" * 3_000
+
+
+def test_a_line_too_deep_to_judge_is_named_with_the_limit(tmp_path: Path) -> None:
+    """The line that is too deep is the one placed, with --max-depth, which judges it when raised."""
+    model = tmp_path / "hw.eq"
+    model.write_text(f"x = 0.7\ny = x^3\ncheck dy/dx = 3x^2\n      = {DEEP}\n")
+    result = run_cli("check", model)
+    assert result.exit_code == EXIT_WRONG, result.output[:2000]  # invalid, as a claim naming no variable is
+    assert_no_traceback(result)
+    error = result.stderr.splitlines()
+    assert error[0] == f"error: {model}:4:9: this line nests too deeply to judge at --max-depth 200", error[0]
+    assert error[-1] == "  hint: write it with fewer nested parts, or raise the limit with --max-depth"
+
+    between = tmp_path / "between.eq"
+    between.write_text(f"x = 0.7\ny = x^3\ncheck dy/dx = 3x^2\n      = {DEEP}\n      = 3x^2\n")
+    (found,) = strict_json(run_cli("check", between, "--json").stdout)["results"]
+    assert found["status"] == "right"  # the answer, judged alone
+    assert (found["working"]["broken"], found["working"]["rule"]) == (2, "invalid")
+    assert found["working"]["reason"] == "this line nests too deeply to judge at --max-depth 200"
+
+    # In a child process: a raised limit stays raised for the rest of the process (Python's recursion limit).
+    raised = subprocess.run([sys.executable, "-m", "gradcalc", "check", str(model), "--max-depth", "1000", "--json"],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert raised.returncode == EXIT_OK, raised.stderr[-2000:]
+    assert strict_json(raised.stdout)["results"][0]["working"]["follow"] == 2
 
 
 # --- written as answers are: LaTeX, notebooks, check statements ----------------------------------------

@@ -234,6 +234,30 @@ def test_a_terminal_in_the_c_locale_gets_ascii_fitted_to_it() -> None:
     assert tree.status == 0 and "`-- dL/dd = -1" in tree.screen and "+-- dd/dw3" in tree.screen, tree.screen
 
 
+def test_diff_steps_align_their_rules_in_what_cp1252_writes() -> None:
+    """θ and ŷ are written \u03b8 and \u0177 (six columns, not one): the rules' column and where a line is
+    too long for its rule are decided from that text, as a terminal of 80 columns shows it (they were decided
+    from the names as typed: the rules out of line, and lines past 80 columns that the terminal broke)."""
+    shown = run_in_terminal("diff", "-e", "θ = 1.5; ŷ = sin(θ)*θ; y = ŷ^2", "--wrt", "θ", "--steps",
+                            env={"PYTHONIOENCODING": "cp1252"})
+    assert shown.status == 0, shown.stderr
+    lines = shown.screen.splitlines()
+    assert max(map(len, lines)) <= 80, shown.screen
+    product = lines.index(r"  d/d\u03b8[\u03b8*sin(\u03b8)]")
+    assert lines[product + 1:product + 3] == [
+        r"    = \u03b8*d/d\u03b8[sin(\u03b8)] + sin(\u03b8)  (product rule)",
+        r"    = \u03b8*cos(\u03b8) + sin(\u03b8)             (derivative of sin)",
+    ], shown.screen
+    chain = lines.index(r"  d/d\u03b8[y]")
+    assert lines[chain + 1:chain + 6] == [
+        r"    = (2*\u0177)*(\u03b8*cos(\u03b8) + sin(\u03b8))",  # with its rule: 96 columns
+        r"      (chain rule: 1 path, y -> \u0177 -> \u03b8)",
+        r"    = 2*\u0177*(\u03b8*cos(\u03b8) + sin(\u03b8))  (simplify)",
+        r"    = 2*(\u03b8^2*cos(\u03b8)*sin(\u03b8) + \u03b8*sin(\u03b8)^2)",
+        r"      (substitute \u0177 = \u03b8*sin(\u03b8); simplify)",
+    ], shown.screen
+
+
 # --- --color -------------------------------------------------------------------------------------------------------
 
 COLOURED = "\x1b[31m"  # red: the verdict of a wrong claim

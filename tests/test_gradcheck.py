@@ -408,6 +408,25 @@ def test_kink_at_zero(fn: str, numpy_fn: Callable[[float], float], torch_choice:
     assert entry["numeric"] == pytest.approx(numeric, abs=1e-12)
 
 
+@pytest.mark.parametrize("mode", [[], ["--fast"], ["--order", "2"]])
+def test_cholesky_s_symmetric_gradient_agrees_with_differences_of_each_entry(mode: list[str]) -> None:
+    """cholesky reads (A + Aᵀ)/2 (A where A is symmetric), so moving A[0, 1] alone moves the value by half of
+    what moving both off-diagonal entries does: the symmetric gradient PyTorch gives, not 0 (one triangle read)."""
+    a, b, c = 4.0, 1.0, 3.0  # A = [[a, b], [b, c]]; L = [[√a, 0], [b/√a, √(c - b²/a)]]
+    corner = np.sqrt(c - b * b / a)
+    # L = L00 + 2 L10 + 3 L11, differentiated by hand; b's derivative shared by A[0, 1] and A[1, 0].
+    d_a = 1 / (2 * np.sqrt(a)) - b / a**1.5 + 3 * (b * b / a**2) / (2 * corner)
+    d_b = 2 / np.sqrt(a) - 3 * (b / a) / corner
+    d_c = 3 / (2 * corner)
+    want = np.array([[d_a, d_b / 2], [d_b / 2, d_c]])
+    assert want[0, 1] == pytest.approx(0.2738665, abs=1e-7)  # PyTorch 2.13's A.grad[0, 1]
+    text = f"A = [[{a}, {b}], [{b}, {c}]]; L = sum(cholesky(A) * [[1, 0], [2, 3]])"
+    (entry,) = gradcheck_json("-e", text, *mode)["results"]
+    if not mode:
+        np.testing.assert_allclose(entry["autograd"], want, rtol=1e-12)
+        np.testing.assert_allclose(entry["numeric"], want, rtol=1e-7)
+
+
 # --- options and bad input -----------------------------------------------------------------------
 
 def test_wrt_restricts_and_orders() -> None:

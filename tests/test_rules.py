@@ -261,9 +261,13 @@ def _one_hot(labels: list[int], classes: int) -> np.ndarray:
 
 
 def _spd(m: Node) -> Node:
-    """A symmetric positive definite matrix made of any square m (m m^T + I, one operation reading m): the inputs
-    cholesky reads, which a difference of one entry above the diagonal would not move."""
+    """A symmetric positive definite matrix made of any square m (m m^T + I, one operation reading m)."""
     return ops.add(ops.einsum(m, m, "ij,kj->ik"), ops.eye(m.shape[-1], m.shape[-1]))
+
+
+def _spd_value(n: int) -> np.ndarray:
+    m = normal(n, n)
+    return np.asarray(m @ m.T + np.eye(n))
 
 
 FUNCTION_CASES: dict[str, list[Case]] = {
@@ -364,6 +368,9 @@ FUNCTION_CASES: dict[str, list[Case]] = {
     "cholesky": [
         Case("3x3", lambda m: ops.cholesky(_spd(m)), (normal(3, 3),)),
         Case("2x2", lambda m: ops.cholesky(_spd(m)), (normal(2, 2),)),
+        # The matrix itself, each entry moved alone (gradcheck's differences): the value reads (A + Aᵀ)/2.
+        Case("3x3 moved entry by entry", ops.cholesky, (_spd_value(3),)),
+        Case("a stack of two 3x3", ops.cholesky, (np.stack([_spd_value(3), _spd_value(3)]),)),
     ],
 }
 

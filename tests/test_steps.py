@@ -7,10 +7,13 @@ import re
 
 import numpy as np
 import pytest
-from helpers import EXIT_OK, located_error, run_cli
+from helpers import EXIT_OK, examples, located_error, run_cli
+from hypothesis import HealthCheck, assume, given, settings
+from strategies import expressions
 from terminal import run_in_terminal
 
 from gradcalc.engine.steps import RULES
+from gradcalc.errors import GradcalcError
 from gradcalc.program.api import parse_program
 
 # (program, --wrt, the rules a course names for it, written by hand)
@@ -316,3 +319,54 @@ def test_a_shared_part_written_in_place_takes_no_brackets_it_does_not_need() -> 
     point = {"x": 0.3}
     assert _value(source, point, step["part"], last) == pytest.approx(
         _value(source, point, step["part"], step["before"]), rel=1e-12)
+
+
+def _doubled(text: str) -> str | None:
+    """The first bracket pair that only wraps another, ((a + b)) or {(a + b)} (LaTeX's \\left( \\right) read as
+    ( ), \\frac's and a superscript's braces as braces), with what surrounds it; None where there is none."""
+    plain = text.replace(r"\left(", "(").replace(r"\right)", ")").replace(r"\left[", "[").replace(r"\right]", "]")
+    opened: list[int] = []
+    pairs: dict[int, int] = {}
+    for i, c in enumerate(plain):
+        if c in "({[":
+            opened.append(i)
+        elif c in ")}]" and opened:
+            pairs[opened.pop()] = i
+    found = next((i for i, j in pairs.items() if plain[i] + plain[i + 1] in ("((", "{(") and pairs.get(i + 1) == j - 1),
+                 None)
+    return None if found is None else plain[max(0, found - 20):pairs[found] + 20]
+
+
+def test_the_last_line_brackets_a_shared_part_only_where_its_place_needs_it() -> None:
+    """diff's t1 = (x + 1/2)^2 + 1 put back in place in LaTeX: the printer brackets it as any operand there, so
+    no \\left(\\left(...\\right)\\right) in log's argument, and none in \\frac's denominator."""
+    last = _steps("a = tanh(x); y = -(2 + a)*log((x + 0.5)^2 + 1)", "x")["steps"][-1]
+    assert last["rule"] == "substitute a = tanh(x); simplify"
+    assert r"\log\left(\left(x + \frac{1}{2}\right)^{2} + 1\right)" in last["latex"], last["latex"]
+    assert r"}{\left(x + \frac{1}{2}\right)^{2} + 1}" in last["latex"], last["latex"]
+    assert _doubled(last["latex"]) is None and _doubled(last["after"]) is None, last
+
+
+def test_a_numerator_alone_takes_no_brackets_in_latex() -> None:
+    """\\frac sets its numerator apart as it does its denominator: the quotient rule's (f'g - fg')/g^2 is
+    \\frac{f'g - fg'}{g^{2}}, not \\frac{\\left(f'g - fg'\\right)}{g^{2}}."""
+    first = _steps("y = (x - 2)/(x^2 + 1)", "x")["steps"][0]
+    assert first["rule"] == "quotient rule"
+    assert first["latex"] == (r"\frac{\frac{d}{dx}\left[x - 2\right] \left(x^{2} + 1\right)"
+                              r" - \frac{d}{dx}\left[x^{2} + 1\right] \left(x - 2\right)}"
+                              r"{\left(x^{2} + 1\right)^{2}}"), first
+
+
+@given(expressions(["x"], depth=2), expressions(["x", "a0"], depth=2), expressions(["x", "a0", "a1"]))
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_random_programs_steps_never_double_a_bracket(first: str, second: str, output: str) -> None:
+    """Statements used more than once become diff's shared parts, which the last line writes in place: no line,
+    in any of its forms, has a pair of brackets that only wraps another."""
+    source = f"x = 0.7; a0 = {first}; a1 = {second}; y = {output} + sin({output})*{output}"
+    try:
+        found, _ = parse_program(source).run({}).steps("y", "x")
+    except GradcalcError:  # a program the strategy made that does not run here, or steps too long to read
+        assume(False)
+    for step in found.steps:
+        for form in (step.after, step.shown_after, step.latex):
+            assert _doubled(form) is None, (source, step.rule, _doubled(form))

@@ -62,7 +62,7 @@ def translated(view: Any, translate: Callable[[str], str]) -> Any:
         tree.label = translated(view.label, translate)
         tree.children = [translated(child, translate) for child in view.children]
         return tree
-    if isinstance(view, (FittedTable, FoldedMatrix, Shown)):
+    if isinstance(view, (FittedTable, FoldedMatrix, Shown, StepLines)):
         return view.translated(translate)
     return _Translating(view, translate)
 
@@ -965,7 +965,8 @@ def steps_view(found: Any, answer: Any, latex: bool, placeholders: list[str], ru
     lines: list[tuple[str, str]] = []  # (text, rule) of one part
     for step in found.steps:
         if step.part != part:
-            _flush_steps(parts, lines)
+            if lines:
+                parts.append(StepLines(lines))
             lines = []
             part = step.part
             statement = step.part.split("/")[0][1:]  # "∂b/∂a" or "dy/dx": one sign, then the name
@@ -977,7 +978,8 @@ def steps_view(found: Any, answer: Any, latex: bool, placeholders: list[str], ru
             lines.append((f"  {step.shown_before}", ""))
         lines.append((f"    = {step.shown_after}", f"({step.rule})"))
         last = step.shown_after
-    _flush_steps(parts, lines)
+    if lines:
+        parts.append(StepLines(lines))
     for i, (name, text, _) in enumerate(found.where):  # diff's shared parts, too long to write in place
         parts.append(Text(f"{'  where ' if i == 0 else '        '}{name} = {text}"))
     if placeholders:
@@ -993,24 +995,36 @@ def steps_view(found: Any, answer: Any, latex: bool, placeholders: list[str], ru
     return Group(*parts)
 
 
-def _flush_steps(parts: list[RenderableType], lines: list[tuple[str, str]]) -> None:
-    """A part's lines: rules in one column where each line and its rule fit, else the rule on the next line."""
-    fits = [len(text) for text, rule in lines if rule and len(text) + 2 + len(rule) <= STEPS_WIDTH]
-    column = max(fits, default=0) + 2
-    for text, rule in lines:
-        wrapped = _broken(text, STEPS_WIDTH)
-        for piece in wrapped[:-1]:
-            parts.append(Text(piece))
-        last = wrapped[-1]
-        if not rule:
-            parts.append(Text(last))
-        elif len(last) + 2 + len(rule) <= STEPS_WIDTH:
-            parts.append(Text.assemble(last.ljust(max(column, len(last) + 2)) if column + len(rule) <= STEPS_WIDTH
-                                       else last + "  ", (rule, "dim")))
-        else:
-            parts.append(Text(last))
-            for piece in _broken("      " + rule, STEPS_WIDTH):
-                parts.append(Text(piece, style="dim"))
+class StepLines:
+    """A part's lines, (text, rule) each: rules in one column where each line and its rule fit, else the rule
+    on the next line. Laid out as it renders, from the text as it will be written (translated: θ is \\u03b8 in
+    cp1252), so that the rules align in what is written and no line is longer than STEPS_WIDTH there."""
+
+    def __init__(self, lines: list[tuple[str, str]], translate: Callable[[str], str] | None = None) -> None:
+        self.lines, self.translate = lines, translate
+
+    def translated(self, translate: Callable[[str], str]) -> StepLines:
+        return StepLines(self.lines, translate)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        translate = self.translate
+        lines = self.lines if translate is None else [(translate(text), translate(rule)) for text, rule in self.lines]
+        fits = [len(text) for text, rule in lines if rule and len(text) + 2 + len(rule) <= STEPS_WIDTH]
+        column = max(fits, default=0) + 2
+        for text, rule in lines:
+            wrapped = _broken(text, STEPS_WIDTH)
+            for piece in wrapped[:-1]:
+                yield Text(piece)
+            last = wrapped[-1]
+            if not rule:
+                yield Text(last)
+            elif len(last) + 2 + len(rule) <= STEPS_WIDTH:
+                yield Text.assemble(last.ljust(max(column, len(last) + 2)) if column + len(rule) <= STEPS_WIDTH
+                                    else last + "  ", (rule, "dim"))
+            else:
+                yield Text(last)
+                for piece in _broken("      " + rule, STEPS_WIDTH):
+                    yield Text(piece, style="dim")
 
 
 def _broken(text: str, width: int) -> list[str]:

@@ -477,8 +477,10 @@ def _logdet(x: Any, absolute: bool) -> Any:
 
 
 def _cholesky(x: Any) -> Any:
+    """The factor of (A + Aᵀ)/2, A itself where A is symmetric: a factorization reads one triangle, so a finite
+    difference of one entry (gradcheck's) would see half of the symmetric gradient the rule gives, or none."""
     try:
-        return B.xp.linalg.cholesky(x)
+        return B.xp.linalg.cholesky(0.5 * x + 0.5 * B.xp.swapaxes(x, -1, -2))
     except B.host.linalg.LinAlgError:  # NumPy's (CuPy raises NumPy's too, where it checks at all)
         raise ValueProblem("cholesky: the matrix is not positive definite",
                            "cholesky needs a symmetric positive definite matrix, e.g. A @ A.T + eye(n)") from None

@@ -14,7 +14,6 @@ then the chain rule joins them, over the paths `explain` lists, and the last lin
 
 from __future__ import annotations
 
-import functools
 import itertools
 import re
 from collections.abc import Callable
@@ -473,39 +472,6 @@ def _frontier(node: Node, named: dict[Node, str]) -> set[Node]:
     return found
 
 
-def inlined(text: str, latex: str, where: list[tuple[str, str, str]]) -> tuple[str, str, bool]:
-    """diff's answer with its shared parts (`where t1 = ...`) written in place, parenthesised, as one line:
-    unless that grows past INLINE_LIMIT characters (a part used twice in a part used twice doubles), then
-    as it was (False)."""
-    original = text, latex
-    for name, body, body_latex in reversed(where):  # later parts may use earlier ones: put them in last
-        text = re.sub(rf"(?<![\w.]){re.escape(name)}(?![\w(])", functools.partial(_in_place, body=body), text)
-        latex = re.sub(rf"(?<![\\\w]){re.escape(symbolic.latex_name(name))}(?![\w_])",
-                       rf"\left({body_latex}\right)".replace("\\", "\\\\"), latex)
-        if len(text) > INLINE_LIMIT:
-            return *original, False
-    return text, latex, True
-
-
-def _in_place(match: re.Match[str], body: str) -> str:
-    """A shared part written where its name stood: parenthesised unless it is one operand, or the name is a
-    whole argument or entry already (`log(t1)` is `log(exp(x) + 1)`, not `log((exp(x) + 1))`)."""
-    text, start, end = match.string, match.start(), match.end()
-    before, after = text[:start].rstrip()[-1:], text[end:].lstrip()[:1]
-    whole = before in ("(", "[", ",") and after in (")", "]", ",")
-    return body if whole or _atomic(body) or (_power(body) and after != "^") else f"({body})"
-
-
-def _power(text: str) -> bool:
-    """Whether text is one operand to a power (`tanh(x)^2`): it binds tighter than all but another ^."""
-    depth, carets = 0, []
-    for i, c in enumerate(text):
-        depth += {"(": 1, ")": -1, "[": 1, "]": -1}.get(c, 0)
-        if c == "^" and depth == 0:
-            carets.append(i)
-    return len(carets) == 1 and _atomic(text[:carets[0]]) and _atomic(text[carets[0] + 1:])
-
-
 def _atomic(text: str) -> bool:
     """Whether text reads as one operand without parentheses: a name, a number, or one call f(...)."""
     if re.fullmatch(r"[\w.]+", text):
@@ -554,8 +520,10 @@ def derive(of: str, wrt: str, output: Node, target: Node, symbols: dict[Node, st
     algebra = symbolic._algebra(symbols)
     writer = _Writer(decimal)
     result = Steps(of, wrt)
-    answer_text, answer_latex, whole = inlined(answer.text, answer.latex, answer.where)
-    if not whole:
+    # diff's shared parts (`where t1 = ...`) written in place, in one line, where it stays short enough.
+    in_place = answer.in_place(INLINE_LIMIT) if answer.where and answer.in_place is not None else None
+    answer_text, answer_latex = in_place or (answer.text, answer.latex)
+    if in_place is None:
         result.where = answer.where
     name_of = {**named, output: of}
     if output is target or not on_path.get(output):
@@ -658,4 +626,4 @@ def _paths(output: Node, target: Node, inputs: dict[Node, set[Node]]) -> list[li
     return found
 
 
-__all__ = ["RULES", "NoRule", "Step", "Steps", "derivation", "derive", "inlined"]
+__all__ = ["RULES", "NoRule", "Step", "Steps", "derivation", "derive"]

@@ -17,8 +17,8 @@ import functools
 import itertools
 import math
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeGuard, cast
 
 from ..errors import LimitExceeded
@@ -1360,11 +1360,11 @@ class LatexPrinter(Printer):
         magnitude = abs(expr.coefficient)
         sign = "-" if expr.coefficient < 0 else ""
         top = [_latex_coefficient(magnitude, self.decimal)] if magnitude != 1 or not over else []
-        lone = not top and len(over) == 1 and not under  # a factor alone (a sum's term): no parentheses needed
+        lone = not top and len(over) == 1  # a factor alone: a sum's term, or a numerator \frac sets apart
         text = top[0] if top else ""
         shape: tuple[int, ...] | None = None  # of the factors so far, where known (made while printing: not)
         for i, factor in enumerate(over):
-            shown = self.show(factor, 2 if lone else 3)
+            shown = self.show(factor, 3 if not lone else 0 if under else 2)
             own = getattr(factor, "shape", None)
             if shape is not None and own is not None and min(len(shape), len(own)) >= 1 and \
                     max(len(shape), len(own)) >= 2:
@@ -1574,6 +1574,28 @@ class Derivative:
     value: Any
     evaluable: bool  # False when a tensor operation has no gradcalc syntax (scatter)
     given: tuple[str, ...] = ()  # what the values make true and the text relies on: sum(Y) = 1
+    # (text, LaTeX) with the shared parts written in place, or None past the limit of characters given; None
+    # itself where the derivative names gradients (dL_dd), which are no shared parts.
+    in_place: Callable[[int], tuple[str, str] | None] | None = field(default=None, repr=False, compare=False)
+
+
+def _in_place(expr: Expr, decimal: bool, limit: int) -> tuple[str, str] | None:
+    """expr printed whole, each shared part in place bracketed as the printers bracket any operand there (only
+    where its place needs it), or None where the text is longer than limit (a part used twice in a part used
+    twice doubles: the tree is measured first, a node a character at least, so no such text is printed)."""
+    size: dict[Expr, int] = {}
+    stack: list[tuple[Expr, bool]] = [(expr, False)]
+    while stack:
+        node, ready = stack.pop()
+        if ready:
+            size[node] = 1 + sum(size[c] for c in _children(node))
+        elif node not in size:
+            stack.append((node, True))
+            stack.extend((c, False) for c in _children(node) if c not in size)
+    if size[expr] > limit:
+        return None
+    text = Printer({}, decimal=decimal).top(expr)
+    return None if len(text) > limit else (text, LatexPrinter({}, decimal=decimal).top(expr))
 
 
 def _as_computed(expr: Expr, value: Any, algebra: Algebra) -> Expr:
@@ -1639,7 +1661,8 @@ def describe(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str]
     where = _written(text, latex, where)
     evaluable = not any(f"{fn}(" in t for fn in ("scatter", "index_put") for t in [text, *(w[1] for w in where)])
     return Derivative(of, wrt, text, latex, where, B.to_host(node.value), evaluable,
-                      tuple(algebra.given[name] for name in sorted(algebra.given)))
+                      tuple(algebra.given[name] for name in sorted(algebra.given)),
+                      None if definitions else functools.partial(_in_place, expr, decimal))
 
 
 def shortest(of: str, wrt: tuple[str, ...], node: Node, symbols: dict[Node, str], taken: set[str],

@@ -49,6 +49,7 @@ def _unsubscripted(name: str | None, variables: Mapping[str, Any]) -> str | None
 _PARTS = (S.Expr, S.Keyword)  # what a node's slots hold that fix reads
 _NAME_OR_CALL = (S.Name, S.Call)
 _OUTER = ("⊗", "\\otimes")  # the outer product's signs: the parser reads ⊗ as ⊙ (reading.signs), and this tells it
+_CHAINED = ("+", "-", "*", "@")  # the operators fix reads nothing of in a long chain: it walks it as a loop
 _GROUPED = (S.Binary, S.Unary, S.Compare)  # what one expression in square brackets groups: not a vector
 
 
@@ -117,6 +118,11 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set
         operator = re.match(r"\*\*|[/÷^]", after)
         return operator is not None and after[operator.end():].lstrip()[:1] in ("(", "{", "[")
 
+    def chained(node: Any) -> bool:
+        """Whether node is a link of a left-leaning chain (+ - * @) that fix only walks into, whatever its left side."""
+        return isinstance(node, S.Binary) and node.op in _CHAINED and not (node.op == "*" and (
+            (outer_written and written_at(node.pos, _OUTER)) or _scientific(node) is not None))
+
     def fix(node: Any) -> Any:
         if isinstance(node, S.Call) and node.name.endswith(PRIME):  # σ'(z): the function's derivative there
             return _derivative_at(node, [fix(a) for a in node.args], variables, functions, interpreter)
@@ -140,15 +146,16 @@ def _juxtaposed_calls(expr: S.Expr, variables: Mapping[str, Any], functions: Set
                     base = S.Binary("^", base, fix(power.right), power.pos)
                 return S.Binary(S.JUXTAPOSED, S.Binary("/", fix(node.left), base, node.pos),
                                 fix(denominator.args[0]), node.pos)
-        if isinstance(node, S.Binary) and node.op in "+-" and isinstance(node.left, S.Binary) and node.left.op in "+-":
-            spine = []  # a long sum, a + b - c + ...: down its left side without recursion
-            while isinstance(node, S.Binary) and node.op in "+-" and isinstance(node.left, S.Binary) \
-                    and node.left.op in "+-":
+        if chained(node) and chained(node.left):
+            spine = []  # a long sum or product, a + b - c + ..., x*x*...*x: down its left side without recursion
+            while chained(node) and chained(node.left):
                 spine.append(node)
                 node = node.left
             below = fix(node)
-            for term in reversed(spine):
-                below = S.Binary(term.op, below, fix(term.right), term.pos)
+            for link in reversed(spine):
+                right = fix(link.right)
+                below = link if below is link.left and right is link.right else \
+                    S.Binary(link.op, below, right, link.pos)
             return below
         if (number := _scientific(node)) is not None:
             return number

@@ -26,7 +26,9 @@ from ...engine.graph import Node
 from ...engine.symbolic import TooLong, is_distribution, operations
 from ...errors import (
     GradcalcError,
+    LimitExceeded,
     NameNotFound,
+    Pos,
     ShapeError,
     Source,
     did_you_mean,
@@ -560,13 +562,20 @@ class Judge:
             self._check_names(finished)
             self._judge(finished, source, verdict)
         except (GradcalcError, RecursionError) as caught:
+            # Too deep: placed at the line that is (the answer's), not at the claim's first line.
             exc = caught if isinstance(caught, GradcalcError) else \
-                GradcalcError("the claim nests too deeply to judge", "write it with fewer nested parts")
+                self._too_deep().at(Pos(*_written(claim.claimed, source.text)[1:]))
             exc.at(claim.pos).within(source)
             verdict.status, verdict.error, verdict.error_message = "invalid", error_json(exc)["error"], error_text(exc)
         if claim.working and finished is not None and verdict.status != "invalid":
             verdict.working = self._working(claim, finished, source)
         return verdict, finished
+
+    def _too_deep(self) -> LimitExceeded:
+        """A line nested past what Python's stack allows, which --max-depth sets (a long + - * chain is no nesting)."""
+        limit = self.run.program.max_depth
+        return LimitExceeded(f"this line nests too deeply to judge at --max-depth {limit}",
+                             "write it with fewer nested parts, or raise the limit with --max-depth")
 
     def _check_names(self, claim: S.Claim) -> None:
         frame = self.run.frame
@@ -1135,7 +1144,7 @@ class Judge:
                 line = self._line(finished, expr, source, runs)
             except (GradcalcError, RecursionError) as caught:
                 step.status = "invalid"
-                reason = caught.message if isinstance(caught, GradcalcError) else "it nests too deeply to judge"
+                reason = (caught if isinstance(caught, GradcalcError) else self._too_deep()).message
                 working.broken, working.rule, working.reason, working.summary = step.number, "invalid", reason, reason
                 return working
             if not truth.values:
