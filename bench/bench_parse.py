@@ -138,7 +138,7 @@ def measure(trees: dict[str, Path], cwd: Path, args: argparse.Namespace) -> None
             for side in list(trees) if repeat % 2 == 0 else list(trees)[::-1]:
                 if wall:
                     seconds, _ = run_once(sys.executable, trees[side], cwd, command, wall)
-                else:  # the chain (and the distinct shapes) print their parts: total, parse, build, backward, then the gradient
+                else:  # the chain and the distinct shapes print total, parse, build, backward, then the gradient
                     env = dict(os.environ, PYTHONPATH=str(trees[side]),
                                PYTHONPYCACHEPREFIX=str(cwd / "pycache" / trees[side].name))
                     done = subprocess.run([sys.executable, *command], cwd=cwd, env=env, capture_output=True,
