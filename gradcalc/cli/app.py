@@ -4,6 +4,8 @@ Errors become messages and exit codes in one place, `_guarded`; how a result, wa
 written (JSON or text) is decided in another, the command's `Output` (output.py).
 """
 
+from __future__ import annotations
+
 import functools
 import inspect
 import io
@@ -12,7 +14,6 @@ import re
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
 from enum import Enum
 from functools import cached_property
 from typing import TYPE_CHECKING, Annotated, Any, Optional
@@ -143,9 +144,11 @@ class Device(str, Enum):
     gpu = "gpu"
 
 
-@dataclass
 class Common:
     """Options every command shares: where the program comes from and how it runs."""
+
+    def __init__(self, **options: Any) -> None:
+        self.__dict__.update(options)  # one attribute per _COMMON_OPTIONS name (a dataclass cost 1.5 ms to make)
 
     file: Optional[str]
     expr: Optional[str]
@@ -241,26 +244,41 @@ def command(examples: str) -> Callable[[Callable[..., None]], Callable[..., None
     """Register a command that takes the shared options as `common`, with examples in its help."""
 
     def register(fn: Callable[..., None]) -> Callable[..., None]:
-        # This module's annotations are objects, not postponed strings (no `from __future__ import
-        # annotations`): Typer reads them, and evaluating ten commands' strings cost 3 ms at start-up.
-        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
-               for p in inspect.signature(fn).parameters.values() if p.name != "common"]
-        shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-                  for name, (annotation, default) in _COMMON_OPTIONS.items()]
-
-        @functools.wraps(fn)
-        def wrapper(**kwargs: Any) -> None:
-            common = Common(**{f.name: kwargs.pop(f.name) for f in fields(Common)})
-            _guarded(common.out, lambda: _limited(common, lambda: fn(common=common, **kwargs)))
-
-        # file first (it is the positional argument), then the command's own options, then the rest.
-        wrapper.__signature__ = inspect.Signature([shared[0], *own, *shared[1:]])  # type: ignore[attr-defined]
-        wrapper.__annotations__ = {p.name: p.annotation for p in [*own, *shared]}
-        wrapper.__doc__ = (fn.__doc__ or "") + "\n\n[bold]Examples[/bold]\n\n" + examples
-        app.command(name=fn.__name__.rstrip("_"))(wrapper)
+        app.command(name=fn.__name__.rstrip("_"))(_Callback(fn, examples))
         return fn
 
     return register
+
+
+class _Callback:
+    """What Typer calls for a command: the shared options gathered into `common`, then the command.
+
+    Its signature (file first, then the command's own options, then the shared ones) is made when Typer
+    first reads it: a run builds only the command it names (main), so the others' annotations, postponed
+    strings in this module, are never evaluated.
+    """
+
+    def __init__(self, fn: Callable[..., None], examples: str) -> None:
+        self.fn = fn
+        self.__name__ = self.__qualname__ = fn.__name__
+        self.__module__ = fn.__module__
+        self.__doc__ = (fn.__doc__ or "") + "\n\n[bold]Examples[/bold]\n\n" + examples
+
+    def __call__(self, **kwargs: Any) -> None:
+        common = Common(**{name: kwargs.pop(name) for name in _COMMON_OPTIONS})
+        _guarded(common.out, lambda: _limited(common, lambda: self.fn(common=common, **kwargs)))
+
+    @cached_property
+    def __signature__(self) -> inspect.Signature:
+        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+               for p in inspect.signature(self.fn, eval_str=True).parameters.values() if p.name != "common"]
+        shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+                  for name, (annotation, default) in _COMMON_OPTIONS.items()]
+        return inspect.Signature([shared[0], *own, *shared[1:]])
+
+    @cached_property
+    def __annotations__(self) -> dict[str, Any]:  # type: ignore[override]
+        return {p.name: p.annotation for p in self.__signature__.parameters.values()}
 
 
 def _limited(common: Common, body: Callable[[], None]) -> None:
