@@ -131,3 +131,17 @@ def test_the_top_level_help_still_builds_and_lists_every_command() -> None:
     assert {"eval", "grad", "check", "doctor", "examples"} <= names
     assert names - {"doctor", "examples"} == built  # those two are plain functions, built as Typer made them
     assert all(f" {name} " in out for name in names), out
+
+
+def test_a_run_leaves_the_collection_at_exit_nothing_to_scan() -> None:
+    """Python collects at exit: with NumPy loaded that scan cost more than parsing a program. main() freezes what
+    the process made (the OS frees it), and the scan finds nothing left to look at."""
+    probe = ("import gc, sys\nfrom gradcalc.cli.app import main\n"
+             "sys.argv = ['gradcalc', *sys.argv[1:]]\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "print(gc.get_freeze_count(), len(gc.get_objects()), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", probe, "grad", str(SAMPLES / "neuron.eq"), "--json"], check=False,
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert json.loads(done.stdout)["value"] == 15
+    frozen, left = map(int, done.stderr.split()[-2:])
+    assert frozen > 10_000 and left < 100
