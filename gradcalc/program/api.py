@@ -30,7 +30,7 @@ from .notation.juxtaposition import NOTATION
 
 T = TypeVar("T")
 
-if TYPE_CHECKING:  # diff's module is loaded by diff alone: the grad and eval paths do not need it
+if TYPE_CHECKING:  # types only: diff's module, batch mode and the other results load where they are used
     from ..engine.symbolic import Derivative
     from .batch import Point
     from .results import Curvature, Hessians, Jacobians, Tangents, Taylor
