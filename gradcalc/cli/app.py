@@ -1530,8 +1530,8 @@ def main() -> None:
 
     signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on Ctrl-C is _guarded's to report
     encodable_streams()  # cp1252, ASCII, a C locale: the product's symbols in ASCII (symbols.SYMBOLS), not a crash
-    # Typer makes a Click command of every registered command on each start (5 ms of the 60 ms that are
-    # gradcalc's own); a run needs only the one it names. `gradcalc --help` and a mistyped name see all.
+    # Typer makes a Click command of every registered command on each start (all of them cost ten times one,
+    # #21); a run needs only the one it names. `gradcalc --help` and a mistyped name see all.
     name = sys.argv[1] if len(sys.argv) > 1 else ""
     chosen = [c for c in app.registered_commands if (c.name or c.callback.__name__) == name]  # type: ignore[union-attr]
     if chosen:
