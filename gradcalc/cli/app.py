@@ -4,6 +4,8 @@ Errors become messages and exit codes in one place, `_guarded`; how a result, wa
 written (JSON or text) is decided in another, the command's `Output` (output.py).
 """
 
+from __future__ import annotations
+
 import functools
 import inspect
 import io
@@ -12,10 +14,9 @@ import re
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
 from enum import Enum
 from functools import cached_property
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional, get_type_hints
 
 import typer
 import typer.core
@@ -143,9 +144,11 @@ class Device(str, Enum):
     gpu = "gpu"
 
 
-@dataclass
 class Common:
     """Options every command shares: where the program comes from and how it runs."""
+
+    def __init__(self, **options: Any) -> None:
+        self.__dict__.update(options)  # one attribute per _COMMON_OPTIONS name (a dataclass cost 1.5 ms to make)
 
     file: Optional[str]
     expr: Optional[str]
@@ -241,26 +244,48 @@ def command(examples: str) -> Callable[[Callable[..., None]], Callable[..., None
     """Register a command that takes the shared options as `common`, with examples in its help."""
 
     def register(fn: Callable[..., None]) -> Callable[..., None]:
-        # This module's annotations are objects, not postponed strings (no `from __future__ import
-        # annotations`): Typer reads them, and evaluating ten commands' strings cost 3 ms at start-up.
-        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
-               for p in inspect.signature(fn).parameters.values() if p.name != "common"]
-        shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-                  for name, (annotation, default) in _COMMON_OPTIONS.items()]
-
-        @functools.wraps(fn)
-        def wrapper(**kwargs: Any) -> None:
-            common = Common(**{f.name: kwargs.pop(f.name) for f in fields(Common)})
-            _guarded(common.out, lambda: _limited(common, lambda: fn(common=common, **kwargs)))
-
-        # file first (it is the positional argument), then the command's own options, then the rest.
-        wrapper.__signature__ = inspect.Signature([shared[0], *own, *shared[1:]])  # type: ignore[attr-defined]
-        wrapper.__annotations__ = {p.name: p.annotation for p in [*own, *shared]}
-        wrapper.__doc__ = (fn.__doc__ or "") + "\n\n[bold]Examples[/bold]\n\n" + examples
-        app.command(name=fn.__name__.rstrip("_"))(wrapper)
+        app.command(name=fn.__name__.rstrip("_"))(_Callback(fn, examples))
         return fn
 
     return register
+
+
+class _Callback:
+    """What Typer calls for a command: the shared options gathered into `common`, then the command.
+
+    Its signature (file first, then the command's own options, then the shared ones) is made when Typer
+    first reads it: a run builds only the command it names (main), so the others' annotations, postponed
+    strings in this module, are never evaluated.
+    """
+
+    def __init__(self, fn: Callable[..., None], examples: str) -> None:
+        self.fn = fn
+        self.__name__ = self.__qualname__ = fn.__name__
+        self.__module__ = fn.__module__
+        self.__doc__ = (fn.__doc__ or "") + "\n\n[bold]Examples[/bold]\n\n" + examples
+
+    def __call__(self, **kwargs: Any) -> None:
+        common = Common(**{name: kwargs.pop(name) for name in _COMMON_OPTIONS})
+        _guarded(common.out, lambda: _limited(common, lambda: self.fn(common=common, **kwargs)))
+
+    @cached_property
+    def __signature__(self) -> inspect.Signature:
+        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+               for p in inspect.signature(self.fn, eval_str=True).parameters.values() if p.name != "common"]
+        shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+                  for name, (annotation, default) in _COMMON_OPTIONS.items()]
+        return inspect.Signature([shared[0], *own, *shared[1:]])
+
+    @cached_property
+    def __annotations__(self) -> dict[str, Any]:  # type: ignore[override]
+        return {p.name: p.annotation for p in self.__signature__.parameters.values()}
+
+
+def _resolved(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A function Typer reads on every start, its annotations evaluated once: Typer evaluates the strings
+    that annotations are in this module each time it reads one (twice per command built, ~0.5 ms each)."""
+    fn.__annotations__ = get_type_hints(fn, include_extras=True)
+    return fn
 
 
 def _limited(common: Common, body: Callable[[], None]) -> None:
@@ -395,6 +420,7 @@ def _views() -> Any:
     return render
 
 
+@_resolved
 def _complete_names(ctx: typer.Context, incomplete: str) -> list[str]:
     """Shell completion of --of and --wrt: the program's variables, from FILE or -e (parsed, not run)."""
     try:
@@ -1487,6 +1513,7 @@ def _doctor_text(found: list[dict[str, Any]], tools: dict[str, Any]) -> str:
 PLACEHOLDER = 0.7  # the point a formula is differentiated at when its variables have no values
 
 
+@_resolved
 def _version(value: bool) -> None:
     if value:
         sys.stdout.write(f"gradcalc {__version__}\n")
@@ -1494,6 +1521,7 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
+@_resolved
 def main_options(
     version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
@@ -1502,12 +1530,13 @@ def main_options(
 
 
 def main() -> None:
+    import gc
     import signal
 
     signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on Ctrl-C is _guarded's to report
     encodable_streams()  # cp1252, ASCII, a C locale: the product's symbols in ASCII (symbols.SYMBOLS), not a crash
-    # Typer makes a Click command of every registered command on each start (5 ms of the 60 ms that are
-    # gradcalc's own); a run needs only the one it names. `gradcalc --help` and a mistyped name see all.
+    # Typer makes a Click command of every registered command on each start (all of them cost ten times one,
+    # #21); a run needs only the one it names. `gradcalc --help` and a mistyped name see all.
     name = sys.argv[1] if len(sys.argv) > 1 else ""
     chosen = [c for c in app.registered_commands if (c.name or c.callback.__name__) == name]  # type: ignore[union-attr]
     if chosen:
@@ -1522,6 +1551,10 @@ def main() -> None:
         if stop.code == 1 and closed:
             raise SystemExit(EXIT_BROKEN_PIPE) from None
         raise
+    finally:
+        # The process ends here. Python's collection at exit would scan every object NumPy, Typer and the run
+        # made (40 ms, more than parsing a program); frozen, they are not scanned, and the OS frees them all.
+        gc.freeze()
 
 
 def _stdout_is_null() -> bool:

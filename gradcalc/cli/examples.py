@@ -7,7 +7,6 @@ editable install, PYTHONPATH) has them at the repository's `samples/`. This comm
 new folder, never over anything: a folder that exists and is not empty is refused.
 """
 
-import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -79,6 +78,8 @@ def copy_samples(target: Path, shown: str) -> list[Path]:
 
 
 def first_command(shown: str) -> str:
+    import shlex  # here, not at the top: every command loads this module for its --help epilog
+
     folder = shown.rstrip("/") or "/"
     return f"gradcalc grad {shlex.quote(folder + '/' + FIRST_PROGRAM)}"
 

@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..engine import backend as B
 from ..errors import error_json
 from ..inert import inert_json
-from ..program.api import Curvature, Gradients, Hessians, Jacobians, Run, Tangents, Taylor
+from ..program.api import Gradients, Run
 from .symbols import unicode_stream
 
 if TYPE_CHECKING:  # only their types: the grad and eval paths do not load the checking or symbolic modules
     from ..engine.symbolic import Derivative
     from ..program.batch import Point
+    from ..program.results import Curvature, Hessians, Jacobians, Tangents, Taylor
     from ..tools.gradcheck import GradCheck
     from ..tools.homework.check import Report, Verdict, Working
     from ..tools.homework.rubric import Mistake, Question

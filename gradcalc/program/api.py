@@ -10,14 +10,12 @@
 from __future__ import annotations
 
 import contextlib
-import fractions
 import functools
 import gc
 import itertools
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..engine import autodiff, graph
@@ -29,13 +27,13 @@ from ..language.parser import DEFAULT_MAX_DEPTH, parse, parse_expression, raise_
 from .checker import Checker
 from .interpreter import Executed, Limits, execute, make_context
 from .notation.juxtaposition import NOTATION
-from .notation.reading import claim_context
 
 T = TypeVar("T")
 
-if TYPE_CHECKING:  # diff's module is loaded by diff alone: the grad and eval paths do not need it
+if TYPE_CHECKING:  # types only: diff's module, batch mode and the other results load where they are used
     from ..engine.symbolic import Derivative
     from .batch import Point
+    from .results import Curvature, Hessians, Jacobians, Tangents, Taylor
 
 
 @contextlib.contextmanager
@@ -229,15 +227,20 @@ def _constant_expression(label: str, text: str, seed: int) -> Any:
         raise exc.within(source) from None
 
 
-@dataclass
 class Gradients:
     """The result of `Run.grad`: the output's value and one gradient per --wrt name."""
 
-    of: str
-    value: Any
-    grads: dict[str, Any]
-    no_path: set[str] = field(default_factory=set)
-    vector: Any = None
+    # A plain class: `grad` imports no dataclass (making one costs start-up, #21); the other commands'
+    # results are dataclasses in results.py, loaded by the methods that make them.
+    __slots__ = ("grads", "no_path", "of", "value", "vector")
+
+    def __init__(self, of: str, value: Any, grads: dict[str, Any], no_path: set[str] | None = None,
+                 vector: Any = None) -> None:
+        self.of = of
+        self.value = value
+        self.grads = grads
+        self.no_path = set() if no_path is None else no_path
+        self.vector = vector
 
 
 def _in_own_state(method: Callable[..., T]) -> Callable[..., T]:
@@ -281,6 +284,8 @@ class Run:
         A claim reads no file (a submission's reach is its own), and its randn/rand draw from a
         generator of its own, seeded by its text: the same numbers whatever the grading order.
         """
+        from .notation.reading import claim_context  # claims' reader: not loaded by runs that judge none
+
         interpreter = self.interpreter
         program_context, interpreter.context = interpreter.context, claim_context(self.options["seed"], source.text)
         try:
@@ -399,6 +404,8 @@ class Run:
             for name, target in zip(names, targets):  # --max-elements holds for the result too, before it is made
                 B.check_size(tuple(output.shape) + tuple(target.shape), f"the Jacobian ∂{of}/∂{name}")
             blocks = (autodiff.jacobian_fwd if mode == "fwd" else autodiff.jacobian_rev)(output, targets)
+        from .results import Jacobians
+
         return Jacobians(of, B.to_host(output.value), names, [B.to_host(b) for b in blocks], mode)
 
     @_in_own_state
@@ -414,6 +421,8 @@ class Run:
                 B.check_size(tuple(target.shape) * 2, f"the Hessian block ∂²{of}/∂{name}²")
             with paused_gc(), B.errstate():
                 rows = autodiff.hessian(output, targets)
+        from .results import Hessians
+
         return Hessians(of, B.to_host(output.value), names, [[B.to_host(b) for b in row] for row in rows])
 
     @_in_own_state
@@ -425,6 +434,8 @@ class Run:
             direction = self._direction("--tangent", tangent, wrt, target)
             with paused_gc(), B.errstate():
                 result = autodiff.jvp(output, target, direction)
+        from .results import Tangents
+
         return Tangents(of, B.to_host(output.value), wrt, B.to_host(direction), B.to_host(result))
 
     def _direction(self, flag: str, given: Any, wrt: str, target: Node) -> Any:
@@ -453,6 +464,8 @@ class Run:
             direction = self._direction("--vector", vector, wrt, targets[0])
             with paused_gc(), B.errstate():
                 result = autodiff.hvp(output, targets[0], direction)
+        from .results import Curvature
+
         return Curvature(of, B.to_host(output.value), wrt, B.to_host(direction), B.to_host(result))
 
     @_in_own_state
@@ -479,6 +492,8 @@ class Run:
                         found = _partial(output, targets, partial, memo, names)
                         terms.append((powers, float(B.to_host(found.value)) / math.prod(map(math.factorial, powers))))
         center = [float(B.to_host(target.value)) for target in targets]
+        from .results import Taylor
+
         return Taylor(of, names, center, order, terms)
 
     @_in_own_state
@@ -669,100 +684,6 @@ def _adjoint_name(of: str, name: str, taken: set[str]) -> str:
         candidate += "_"
     taken.add(candidate)
     return candidate
-
-
-@dataclass
-class Jacobians:
-    """The result of `Run.jacobian`: one block of shape of.shape + name.shape per --wrt name."""
-
-    of: str
-    value: Any
-    wrt: list[str]
-    blocks: list[Any]
-    mode: str
-
-
-@dataclass
-class Hessians:
-    """The result of `Run.hessian`: blocks[i][j] = ∂²of/∂wrt[i]∂wrt[j]."""
-
-    of: str
-    value: Any
-    wrt: list[str]
-    blocks: list[list[Any]]
-
-
-@dataclass
-class Tangents:
-    """The result of `Run.jvp`: J·v for the direction v of one variable."""
-
-    of: str
-    value: Any
-    wrt: str
-    tangent: Any
-    jvp: Any
-
-
-@dataclass
-class Curvature:
-    """The result of `Run.hvp`: H·v, the Hessian of `of` by `wrt` times the direction v."""
-
-    of: str
-    value: Any
-    wrt: str
-    vector: Any
-    hvp: Any
-
-
-_FACTORIALS = [math.factorial(k) for k in range(2, 12)]
-
-
-@dataclass
-class Taylor:
-    """The result of `Run.taylor`: one coefficient per monomial, its powers in the order of `wrt`."""
-
-    of: str
-    wrt: list[str]
-    center: list[float]
-    order: int
-    terms: list[tuple[tuple[int, ...], float]]
-
-    @staticmethod
-    def coefficient(value: float, decimal: bool = False) -> str:
-        """A coefficient as a fraction where a small one is exactly the double (1/120, not 0.008333333333333333),
-        else, or with decimal, its shortest digits. Small: a denominator up to 10^6, or a factorial up to 11!
-        (k! divides the k-th derivative); a larger one would fit irrational numbers too (cos(1) = p/q)."""
-        from ..engine.symbolic import number
-
-        if not decimal and math.isfinite(value) and value != int(value):
-            exact = fractions.Fraction(value).limit_denominator(10**6)
-            for denominator in [exact.denominator, *_FACTORIALS]:
-                numerator = round(value * denominator)
-                if numerator / denominator == value:
-                    exact = fractions.Fraction(numerator, denominator)
-                    return f"{exact.numerator}/{exact.denominator}"
-        return number(value)
-
-    def polynomial(self, decimal: bool = False) -> str:
-        """The polynomial in gradcalc syntax, lowest degree first: 1 + x + 1/2*x^2 (about 0), (x - 1) about 1."""
-        from ..engine.symbolic import number
-
-        shown = []
-        for powers, value in self.terms:
-            if value == 0:
-                continue
-            factors = []
-            for name, center, power in zip(self.wrt, self.center, powers):
-                if power:
-                    base = name if center == 0 else f"({name} {'-' if center > 0 else '+'} {number(abs(center))})"
-                    factors.append(base if power == 1 else f"{base}^{power}")
-            size = self.coefficient(abs(value), decimal)
-            term = "*".join(factors) if factors and size == "1" else "*".join([size, *factors])
-            shown.append(("- " if value < 0 else "+ ") + term)
-        if not shown:
-            return "0"
-        text = " ".join(shown)
-        return text[2:] if text.startswith("+ ") else "-" + text[2:]
 
 
 def load(path: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Program:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine import autodiff, graph, ops
@@ -16,33 +15,37 @@ from ..errors import ArgumentError, FileProblem, GradcalcError, ShapeError, Valu
 from ..files import DEFAULT_MAX_FILE_SIZE, Outside, describe, open_regular, read_bounded
 
 
-@dataclass
 class Context:
     """What builtins may need from the run: the random generator and where files may be read.
 
     folder None: no file may be read (a claim is judged with such a context).
     """
 
-    random: B.Random
-    folder: str | None
-    allowed: tuple[str, ...]
-    max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    __slots__ = ("allowed", "folder", "max_file_size", "random")
+
+    def __init__(self, random: B.Random, folder: str | None, allowed: tuple[str, ...],
+                 max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> None:
+        self.random = random
+        self.folder = folder
+        self.allowed = allowed
+        self.max_file_size = max_file_size
 
 
-@dataclass(frozen=True)
 class Builtin:
-    name: str
-    fn: Callable[..., Node]
-    params: tuple[str, ...]  # parameter names; "*name" takes the rest
-    required: int  # how many leading parameters must be given
-    summary: str
-    needs_context: bool = False
-    quoted: frozenset[str] = frozenset()  # parameters that take quoted text (reduction='sum'), not values
-    parts: frozenset[str] = frozenset()  # parameters that take a list of tensors (cat([a, b])), item by item
-    variadic: bool = field(init=False)
+    __slots__ = ("fn", "name", "needs_context", "params", "parts", "quoted", "required", "summary", "variadic")
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "variadic", any(p.startswith("*") for p in self.params))
+    def __init__(self, name: str, fn: Callable[..., Node], params: tuple[str, ...], required: int, summary: str,
+                 needs_context: bool = False, quoted: frozenset[str] = frozenset(),
+                 parts: frozenset[str] = frozenset()) -> None:
+        self.name = name
+        self.fn = fn
+        self.params = params  # parameter names; "*name" takes the rest
+        self.required = required  # how many leading parameters must be given
+        self.summary = summary
+        self.needs_context = needs_context
+        self.quoted = quoted  # parameters that take quoted text (reduction='sum'), not values
+        self.parts = parts  # parameters that take a list of tensors (cat([a, b])), item by item
+        self.variadic = any(p.startswith("*") for p in params)
 
     def named(self, count: int) -> tuple[str, ...]:
         """The parameter each of `count` arguments in order goes to ("*name" takes the rest)."""

@@ -10,7 +10,6 @@ given by --set and --max-depth only, so one `Checker` can serve every run of tho
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -33,17 +32,22 @@ NEW_AXIS = ("None", "newaxis")  # x[None], x[newaxis]: a new axis of length 1, w
 _NESTING = (S.Unary, S.Not, S.BoolOp, S.Attribute, S.Index)
 
 
-@dataclass
 class Function:
-    name: str
-    params: list[str]
-    body: list[S.Stmt]
-    pos: Pos
-    local: set[str]  # its parameters and every name it assigns: local throughout its body, as in Python
-    defaults: dict[str, S.Expr] = field(default_factory=dict)  # f(x, y=2): computed at each call
-    reads: set[str] = field(default_factory=set)  # the names its body reads that are not its own
-    reads_globals: bool = False  # reads a program variable, itself or through the functions it calls
-    callees: set[str] = field(default_factory=set)
+    """A function the program defines, as the checker found it (a plain class: a dataclass costs start-up, #21)."""
+
+    __slots__ = ("body", "callees", "defaults", "local", "name", "params", "pos", "reads", "reads_globals")
+
+    def __init__(self, name: str, params: list[str], body: list[S.Stmt], pos: Pos, local: set[str],
+                 defaults: dict[str, S.Expr] | None = None) -> None:
+        self.name = name
+        self.params = params
+        self.body = body
+        self.pos = pos
+        self.local = local  # its parameters and every name it assigns: local throughout its body, as in Python
+        self.defaults = {} if defaults is None else defaults  # f(x, y=2): computed at each call
+        self.reads: set[str] = set()  # the names its body reads that are not its own
+        self.reads_globals = False  # reads a program variable, itself or through the functions it calls
+        self.callees: set[str] = set()
 
 
 def check(module: S.Module, inputs: Collection[str], max_depth: int) -> Checker:

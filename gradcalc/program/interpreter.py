@@ -15,7 +15,6 @@ import math
 import os
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine import backend as B
@@ -66,36 +65,54 @@ _COMPARE: dict[str, Callable[[Any, Any], Node]] = {
 _AUGMENTED = {"+=": "+", "-=": "-", "*=": "*", "/=": "/", "**=": "^", "^=": "^", "%=": "%", "//=": "//"}
 
 
-@dataclass
+# Plain classes, not dataclasses: every command imports this module, and making a dataclass costs about
+# half a millisecond of start-up (#21).
 class Limits:
-    max_iterations: int = DEFAULT_MAX_ITERATIONS
-    max_recursion: int = DEFAULT_MAX_RECURSION
-    max_depth: int = 200
+    # The defaults, as class attributes too (Limits.max_iterations), as the dataclass had them.
+    max_iterations = DEFAULT_MAX_ITERATIONS
+    max_recursion = DEFAULT_MAX_RECURSION
+    max_depth = 200
+
+    def __init__(self, max_iterations: int = DEFAULT_MAX_ITERATIONS, max_recursion: int = DEFAULT_MAX_RECURSION,
+                 max_depth: int = 200) -> None:
+        self.max_iterations = max_iterations
+        self.max_recursion = max_recursion
+        self.max_depth = max_depth
 
 
-@dataclass
 class Loop:
     """How often one loop statement ran (summed over every time it was reached)."""
 
-    line: int
-    kind: str
-    iterations: int = 0
-    column: int = 0
+    __slots__ = ("column", "iterations", "kind", "line")
+
+    def __init__(self, line: int, kind: str, iterations: int = 0, column: int = 0) -> None:
+        self.line = line
+        self.kind = kind
+        self.iterations = iterations
+        self.column = column
+
+    def __repr__(self) -> str:
+        return f"Loop({self.line}, {self.kind!r}, iterations={self.iterations}, column={self.column})"
 
 
-@dataclass
 class State:
     """What a run accumulates besides variables: leaves, the last name assigned, loop counts."""
 
-    leaves: dict[str, Node] = field(default_factory=dict)  # what is differentiated by default (not constants)
-    constants: dict[str, Node] = field(default_factory=dict)  # `const N = 4`: data, requires_grad=False
-    made: list[Node] = field(default_factory=list)  # every leaf made, those a name no longer holds too
-    last_assigned: str | None = None
-    # The statement that gave each name its final value (kept, not its place: a place is not otherwise
-    # read while running, and a reference to it cost a cache miss a statement).
-    final: dict[str, S.Assign] = field(default_factory=dict)
-    loops: dict[Pos, Loop] = field(default_factory=dict)  # by the loop keyword's place: two may share a line
-    call_depth: int = 0
+    __slots__ = ("call_depth", "constants", "final", "last_assigned", "leaves", "loops", "made")
+
+    def __init__(self, leaves: dict[str, Node] | None = None, constants: dict[str, Node] | None = None,
+                 made: list[Node] | None = None, last_assigned: str | None = None,
+                 final: dict[str, S.Assign] | None = None, loops: dict[Pos, Loop] | None = None,
+                 call_depth: int = 0) -> None:
+        self.leaves = {} if leaves is None else leaves  # what is differentiated by default (not constants)
+        self.constants = {} if constants is None else constants  # `const N = 4`: data, requires_grad=False
+        self.made = [] if made is None else made  # every leaf made, those a name no longer holds too
+        self.last_assigned = last_assigned
+        # The statement that gave each name its final value (kept, not its place: a place is not otherwise
+        # read while running, and a reference to it cost a cache miss a statement).
+        self.final = {} if final is None else final
+        self.loops = {} if loops is None else loops  # by the loop keyword's place: two may share a line
+        self.call_depth = call_depth
 
     def add_leaf(self, name: str, node: Node) -> None:
         self.leaves[name] = node
@@ -826,12 +843,14 @@ def _literal(expr: S.Tensor) -> Any:
 
 # --- running ----------------------------------------------------------------------------------
 
-@dataclass
 class Executed:
-    frame: Frame
-    state: State
-    interpreter: Interpreter  # evaluates expressions over this run's variables (a claim's right side)
-    tape: list[Node]  # the nodes recorded that require grad, in creation order (graph.tape)
+    __slots__ = ("frame", "interpreter", "state", "tape")
+
+    def __init__(self, frame: Frame, state: State, interpreter: Interpreter, tape: list[Node]) -> None:
+        self.frame = frame
+        self.state = state
+        self.interpreter = interpreter  # evaluates expressions over this run's variables (a claim's right side)
+        self.tape = tape  # the nodes recorded that require grad, in creation order (graph.tape)
 
 
 def execute(module: S.Module, inputs: Mapping[str, Any], context: Context, limits: Limits,

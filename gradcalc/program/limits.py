@@ -37,7 +37,8 @@ def seconds(value: float | None, flag: str = "--timeout") -> float | None:
 def _data_in_use() -> int | None:
     """Bytes of private writable memory the process has now (what RLIMIT_DATA counts), or None."""
     try:
-        with open("/proc/self/status", encoding="ascii") as status:
+        # UTF-8, whose codec is loaded at start (ASCII's module is not); the process name may be UTF-8 too.
+        with open("/proc/self/status", encoding="utf-8") as status:
             for line in status:
                 if line.startswith("VmData:"):
                     return int(line.split()[1]) * 1024
