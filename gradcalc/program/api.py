@@ -39,16 +39,18 @@ if TYPE_CHECKING:  # diff's module is loaded by diff alone: the grad and eval pa
     from .replay import Replayed
 
 
-@contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
+class paused_gc:  # (used as a function: `with paused_gc():`; a class: a third of a generator's cost)
     """Building a graph allocates millions of objects and frees none: the cyclic collector would
     rescan them again and again (5x slower on a 50,000-op chain), and the graph has no cycles."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
+
+    __slots__ = ("enabled",)
+
+    def __enter__(self) -> None:
+        self.enabled = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
             # What the pause made (a syntax tree, a graph) goes straight to the oldest generation, as
             # long-lived objects do: else the first young collection after it scans every one of them.
             gc.freeze()
@@ -143,7 +145,8 @@ class Program:
                    max_elements, max_iterations, max_recursion, tuple(allow_read), max_file_size)
             recorded = None if keep_values else self.replays.get(key)
             if recorded and recorded != 1 and checker is not None:
-                replayed = recorded.replay(inputs, checker)  # (a method: replay.py is not imported a run)
+                with paused_gc():  # (a long recording's replay makes its nodes)
+                    replayed = recorded.replay(inputs, checker)  # (a method: replay.py is not imported a run)
                 if replayed is not None:
                     return Run(self, None, inputs, options, replayed)
             context = make_context(self.folder, seed, tuple(allow_read), max_file_size)

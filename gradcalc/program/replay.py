@@ -148,6 +148,8 @@ class Recording:
             self.compiled = _compiled(self.steps, self.frees)
         try:
             with B.errstate():
+                if len(self.steps) > COMPILED_STEPS:  # grad will want the nodes: made as the values are
+                    return Replayed(self, None, checker, _nodes(self, inputs, None))
                 if self.compiled is not None:
                     values = self.compiled(inputs)
                 else:
@@ -203,39 +205,56 @@ def _compiled(steps: list[tuple], frees: Mapping[int, tuple[int, ...]]) -> Calla
     return compiled
 
 
+def _nodes(recording: Recording, inputs: Mapping[str, Any], values: list[Any] | None) -> tuple[list[Node], list[Node]]:
+    """The recording's nodes and tape, as the interpreter makes them (the same names, tape and freed values): of
+    the values given, or computed here, freeing what the run freed (a primitive's error propagates)."""
+    nodes: list[Node] = []
+    add = nodes.append
+    frees = recording.frees
+    # The recording state of a run (history too: a claim being judged may be what asks for the nodes).
+    with graph.building(release=False) as tape, graph.recording_as(True, history=True):
+        for k, step in enumerate(recording.steps):
+            op = step[0]
+            if op is _SAME:
+                add(step[1])
+            elif op is _INPUT:
+                add(new_node(inputs[step[1]], None, (), (), step[2], step[1]))
+            else:
+                args = tuple([nodes[i] for i in step[1]])
+                value = op.forward(*[x.value for x in args], *step[2]) if values is None else values[k]
+                node = new_node(value, op, args, step[2], step[3], step[4])
+                if step[5] is not None:
+                    node.origin = step[5]
+                add(node)
+                if values is None and k in frees:
+                    for i in frees[k]:
+                        nodes[i].value = Released(nodes[i].value)
+    return nodes, tape
+
+
 class Replayed:
-    """A replayed run's values, one a step: all grad's compiled pass needs; its nodes are made on first need."""
+    """A replayed run's values, one a step: all grad's compiled pass needs; its nodes are made on first need
+    (a long recording's, whose passes are not written out, as its values are: one loop, not two)."""
 
-    __slots__ = ("checker", "executed", "nodes", "recording", "values")
+    __slots__ = ("checker", "executed", "nodes", "recording", "tape", "values")
 
-    def __init__(self, recording: Recording, values: list[Any], checker: Checker) -> None:
+    def __init__(self, recording: Recording, values: list[Any] | None, checker: Checker,
+                 nodes: tuple[list[Node], list[Node]] | None = None) -> None:
         self.recording = recording
         self.values = values
         self.checker = checker
-        self.nodes: list[Node] | None = None
+        self.nodes: list[Node] | None = nodes[0] if nodes else None
+        self.tape: list[Node] | None = nodes[1] if nodes else None
         self.executed: Executed | None = None
 
     def made(self, module: S.Module, inputs: Mapping[str, Any], context: Context, limits: Limits) -> Executed:
         """The run's nodes and state, as the interpreter would have made them (same names, tape, freed values)."""
         if self.executed is not None:
             return self.executed
-        recording, values = self.recording, self.values
-        nodes: list[Node] = []
-        add = nodes.append
-        # The recording state of a run (history too: a claim being judged may be what asks for the nodes); the
-        # values were freed by the replay already.
-        with graph.building(release=False) as tape, graph.recording_as(True, history=True):
-            for step, value in zip(recording.steps, values):
-                op = step[0]
-                if op is _SAME:
-                    add(step[1])
-                elif op is _INPUT:
-                    add(new_node(value, None, (), (), step[2], step[1]))
-                else:
-                    node = new_node(value, op, tuple([nodes[i] for i in step[1]]), step[2], step[3], step[4])
-                    if step[5] is not None:
-                        node.origin = step[5]
-                    add(node)
+        recording = self.recording
+        if self.nodes is None or self.tape is None:
+            self.nodes, self.tape = _nodes(recording, inputs, self.values)
+        nodes = self.nodes
         state = State(leaves={name: nodes[i] for name, i in recording.leaves},
                       constants={name: nodes[i] for name, i in recording.constants},
                       made=[nodes[i] for i in recording.made], last_assigned=recording.last_assigned,
@@ -244,8 +263,7 @@ class Replayed:
         frame = interpreter.globals
         for name, i in recording.frame:
             frame[name] = nodes[i]
-        self.nodes = nodes
-        self.executed = Executed(frame, state, interpreter, tape)
+        self.executed = Executed(frame, state, interpreter, self.tape)
         return self.executed
 
     def gradients(self, of: str | None, wrt: Sequence[str] | None, made: Callable[[], Executed]
@@ -273,6 +291,8 @@ class Replayed:
             return None
         names, output, function, targets = compiled
         values = self.values
+        if values is None:  # (a long recording's: its passes are not written out)
+            return None
         try:
             with B.errstate():
                 found = function(values)
