@@ -236,7 +236,8 @@ def compiled_backward(output: Node, targets: Sequence[Node], tape: list[Node] | 
         found = ["g0" if target is output else "None" for target in targets]
     lines.append(f"    return [{', '.join(found)}]")
     exec("\n".join(lines), namespace)  # written from the graph's structure, not from input
-    function: Callable[[Sequence[Any]], list[Any]] = namespace["backward"]
+    # Under B.errstate as backward runs, set by NumPy's decorator: less than half a `with` block's cost a call.
+    function: Callable[[Sequence[Any]], list[Any]] = B.errstate()(namespace["backward"])
     return function
 
 

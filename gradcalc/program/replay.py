@@ -147,12 +147,12 @@ class Recording:
         if self.replays > COMPILE_AFTER and self.compiled is None and len(self.steps) <= COMPILED_STEPS:
             self.compiled = _compiled(self.steps, self.frees)
         try:
-            with B.errstate():
-                if len(self.steps) > COMPILED_STEPS:  # grad will want the nodes: made as the values are
-                    return Replayed(self, None, checker, _nodes(self, inputs, None))
-                if self.compiled is not None:
-                    values = self.compiled(inputs)
-                else:
+            if self.compiled is not None:
+                values = self.compiled(inputs)  # (under B.errstate: see _compiled)
+            else:
+                with B.errstate():
+                    if len(self.steps) > COMPILED_STEPS:  # grad will want the nodes: made as the values are
+                        return Replayed(self, None, checker, _nodes(self, inputs, None))
                     values = []
                     add = values.append
                     frees = self.frees
@@ -201,7 +201,8 @@ def _compiled(steps: list[tuple], frees: Mapping[int, tuple[int, ...]]) -> Calla
             lines.extend(f"    v{j} = Released(v{j})" for j in frees.get(i, ()))
     lines.append(f"    return [{', '.join(f'v{i}' for i in range(len(steps)))}]")
     exec("\n".join(lines), namespace)  # the recording's own code: written from its steps, not from input
-    compiled: Callable[[Mapping[str, Any]], list[Any]] = namespace["replayed"]
+    # NumPy's errstate as a decorator: set around each call for less than half a `with` block's cost.
+    compiled: Callable[[Mapping[str, Any]], list[Any]] = B.errstate()(namespace["replayed"])
     return compiled
 
 
@@ -294,8 +295,7 @@ class Replayed:
         if values is None:  # (a long recording's: its passes are not written out)
             return None
         try:
-            with B.errstate():
-                found = function(values)
+            found = function(values)  # (under B.errstate: see autodiff.compiled_backward)
         except Exception:  # a rule's error at these values: grad's own pass words it
             return None
         no_path: set[str] = set()
