@@ -299,6 +299,7 @@ def test_grad_s_errors_on_replayed_runs_are_the_interpreter_s(at_once) -> None:
     for values, arguments in calls:
         for _ in range(2):  # the second time, a pass written for these names would run if there were one
             assert _error(program.run(values).grad, **arguments) == _error(Program(text).run(values).grad, **arguments)
+    assert _error(program.run(regular).value, name="nope") == _error(Program(text).run(regular).value, name="nope")
     message = "the derivative of logdet needs the inverse of a singular matrix"
     assert _error(program.run(singular).grad, of="L")[1] == message
     assert float(program.run({"A": [[3.0, 0.0], [0.0, 3.0]]}).grad(of="L").grads["w"]) == 8.0  # and on it goes

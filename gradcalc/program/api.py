@@ -380,6 +380,10 @@ class Run:
 
     @_in_own_state
     def value(self, name: str) -> Any:
+        if self._executed is None and self.replayed is not None:  # a replay's nodes not made: read by place
+            value = self.replayed.value(name)
+            if value is not None:
+                return B.to_host(value)
         return B.to_host(self.node(name).value)
 
     def connected_leaves(self, of: str) -> list[str]:

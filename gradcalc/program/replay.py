@@ -94,7 +94,7 @@ class Recording:
     or (primitive, input steps, params, requires_grad, name, origin); with where the run's names pointed."""
 
     __slots__ = ("backwards", "compiled", "constants", "final", "frame", "frees", "last_assigned", "leaves",
-                 "made", "replays", "steps")
+                 "made", "positions", "replays", "steps")
 
     def __init__(self, executed: Executed, inputs: Mapping[str, Any]) -> None:
         state = executed.state
@@ -134,6 +134,7 @@ class Recording:
         # grad's passes by (of, wrt): counted, then Replayed._backward's (names, output, function, targets) or ()
         self.backwards: dict[tuple, Any] = {}
         self.frame = [(name, index[id(node)]) for name, node in executed.frame.items()]
+        self.positions = dict(self.frame)  # each variable's step
         self.leaves = [(name, index[id(node)]) for name, node in state.leaves.items()]
         self.constants = [(name, index[id(node)]) for name, node in state.constants.items()]
         self.made = [index[id(node)] for node in state.made]
@@ -267,6 +268,12 @@ class Replayed:
         self.executed = Executed(frame, state, interpreter, self.tape)
         return self.executed
 
+    def value(self, name: str) -> Any:
+        """A variable's value, read without making a node; None where the run has no such variable (or its
+        values were made with its nodes: a long recording's)."""
+        i = self.recording.positions.get(name)
+        return None if i is None or self.values is None else self.values[i]
+
     def gradients(self, of: str | None, wrt: Sequence[str] | None, made: Callable[[], Executed]
                   ) -> tuple[str, list[str], Any, list[Any], set[str]] | None:
         """Run.grad's output name, --wrt names, output value, gradients (zeros where no path leads) and names
@@ -310,7 +317,7 @@ class Replayed:
         `of` by `wrt`, as Run.grad selects them; () where grad would raise or needs more than a scalar's seed."""
         recording, nodes = self.recording, self.nodes
         assert nodes is not None  # made by made()
-        positions = dict(recording.frame)
+        positions = recording.positions
         leaves = dict(recording.leaves)
         names = list(wrt) if wrt else list(leaves)
         if of not in positions or not names or any(
