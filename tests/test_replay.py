@@ -352,3 +352,14 @@ def test_nan_warnings_and_limits_on_replayed_runs_are_the_interpreter_s(at_once)
     assert reports[0] == reports[1]
     assert [(doc["pass"], doc["operation"], doc["line"]) for doc in reports[0]] == [("forward", "log(…)", 2),
                                                                                     ("backward", "sqrt(…)", 3)]
+
+
+def test_an_array_given_is_checked_against_the_limit_as_a_list_is() -> None:
+    """An array of the working dtype is taken as it is (no conversion), but still within --max-elements."""
+    program = Program("x = [1]\nL = sum(x * x)")
+    given = [np.full(20, 0.5), np.full(20, 0.5).tolist()]
+    assert len({_error(program.run, values={"x": x}, max_elements=10) for x in given}) == 1
+    message = _error(program.run, values={"x": given[0]}, max_elements=10)[1]
+    assert message.startswith("the value would have 20 elements"), message
+    for _ in range(4):
+        assert float(program.run({"x": given[0]}, max_elements=20).value("L")) == 5.0

@@ -196,8 +196,12 @@ def tolerance(flag: str, value: float) -> float:
 
 def to_array(label: str, value: Any, seed: int = 0) -> Any:
     """An option's value (`--set x`, `--vector`): a number, nested lists, an array, or a constant expression."""
-    if value.__class__ is float and B.xp is B.numpy and B.dtype is B.numpy.float64:
-        return B.dtype(value)  # a number, as asarray makes it (a third of a run of the toy network went there)
+    if B.xp is B.numpy:
+        if value.__class__ is float and B.dtype is B.numpy.float64:
+            return B.dtype(value)  # a number, as asarray makes it (a third of a run of the toy network went there)
+        if value.__class__ is B.numpy.ndarray and value.dtype.type is B.dtype and value.ndim:
+            B.check_size(value.shape, "the value")  # all asarray would do to it: the same array back
+            return value
     if isinstance(value, str):
         return _constant_expression(label, value, seed)
     try:
