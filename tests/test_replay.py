@@ -42,7 +42,18 @@ def _replayed(text: str, points: list[dict], of: str, **options) -> Program:
         _same(got_values, want_values)
         _same(got_grads, want_grads)
         assert got_missing == want_missing
+    _passes_run_as_written(program, points[-1], **options)
     return program
+
+
+def _passes_run_as_written(program: Program, values: dict, **options) -> None:
+    """Each written pass runs on a replay's values without failing: grad's own pass, which a failure falls back to,
+    would hide a pass that cannot run."""
+    run = program.run(values, **options)
+    if run.replayed is not None and run.replayed.values is not None:
+        for entry in run.replayed.recording.backwards.values():
+            if isinstance(entry, tuple) and entry:
+                entry[2](run.replayed.values)
 
 
 @pytest.fixture
@@ -363,3 +374,29 @@ def test_an_array_given_is_checked_against_the_limit_as_a_list_is() -> None:
     assert message.startswith("the value would have 20 elements"), message
     for _ in range(4):
         assert float(program.run({"x": given[0]}, max_elements=20).value("L")) == 5.0
+
+
+def test_replayed_runs_on_the_device_as_on_the_cpu(at_once, monkeypatch) -> None:
+    """--device gpu (tests/fakedevice.py's CuPy stand-in, whose arrays refuse NumPy): the written passes run on
+    the device's arrays and give the CPU's numbers; the results come back to the host."""
+    import sys
+
+    import fakedevice
+
+    from gradcalc.engine import backend as B
+
+    monkeypatch.setitem(sys.modules, "cupy", fakedevice.make_module())
+    text, draw = TENSOR_PROGRAMS[0]
+    rng = np.random.default_rng(5)
+    program = Program(text)
+    try:
+        for values in [draw(rng) for _ in range(5)]:
+            run = program.run(values, device="gpu")
+            got = run.grad(of="L")
+            want = Program(text).run(values).grad(of="L")
+            _same({"": np.asarray(got.value), **got.grads}, {"": want.value, **want.grads})
+            assert float(run.value("L")) == float(want.value)
+        assert _compiled_passes(program)
+        _passes_run_as_written(program, values, device="gpu")
+    finally:
+        B.use("cpu")
