@@ -419,6 +419,8 @@ class Run:
                 return Gradients(name, B.to_host(value) if host else value,
                                  {n: B.to_host(g) if host else g for n, g in zip(wrt_names, gradients)}, missing)
         of, output, names, targets = self._select(of, wrt)
+        if not retain_graph and replayed is not None:
+            replayed.values = None  # its nodes' values only: what backward frees is freed
         with self._located(of):
             if isinstance(vector, str) and vector != "ones":
                 vector = to_array("--vector", vector)
