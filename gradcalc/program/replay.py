@@ -150,24 +150,9 @@ class Recording:
         try:
             if self.compiled is not None:
                 values = self.compiled(inputs)  # (under B.errstate: see _compiled)
-            else:
+            else:  # the first few replays, and a long recording's: grad's own pass will want the nodes
                 with B.errstate():
-                    if len(self.steps) > COMPILED_STEPS:  # grad will want the nodes: made as the values are
-                        return Replayed(self, None, checker, _nodes(self, inputs, None))
-                    values = []
-                    add = values.append
-                    frees = self.frees
-                    for k, step in enumerate(self.steps):
-                        op = step[0]
-                        if op is _SAME:
-                            add(step[1].value)
-                        elif op is _INPUT:
-                            add(inputs[step[1]])
-                        else:
-                            add(op.forward(*[values[i] for i in step[1]], *step[2]))
-                            if k in frees:
-                                for i in frees[k]:
-                                    values[i] = Released(values[i])
+                    return Replayed(self, None, checker, _nodes(self, inputs, None))
         except Exception:  # NumPy's errors for these values: the interpreter words them, with their place
             return None
         return Replayed(self, values, checker)
@@ -235,8 +220,10 @@ def _nodes(recording: Recording, inputs: Mapping[str, Any], values: list[Any] | 
 
 
 class Replayed:
-    """A replayed run's values, one a step: all grad's compiled pass needs; its nodes are made on first need
-    (a long recording's, whose passes are not written out, as its values are: one loop, not two)."""
+    """A replayed run's values, one a step: all grad's compiled pass needs; its nodes are made on first need.
+    A replay not written out (the first few, a long recording's) makes its nodes as it goes, as the
+    interpreter does, and has no values apart: grad's own pass will want the nodes, and one loop costs less
+    than two."""
 
     __slots__ = ("checker", "executed", "nodes", "recording", "tape", "values")
 
@@ -270,7 +257,7 @@ class Replayed:
 
     def value(self, name: str) -> Any:
         """A variable's value, read without making a node; None where the run has no such variable (or its
-        values were made with its nodes: a long recording's)."""
+        values were made with its nodes)."""
         i = self.recording.positions.get(name)
         return None if i is None or self.values is None else self.values[i]
 
@@ -299,7 +286,7 @@ class Replayed:
             return None
         names, output, function, targets = compiled
         values = self.values
-        if values is None:  # (a long recording's: its passes are not written out)
+        if values is None:  # a replay not written out (counted, as its pass may be written now)
             return None
         try:
             found = function(values)  # (under B.errstate: see autodiff.compiled_backward)
