@@ -8,8 +8,9 @@ Workloads, each side in its own process, the sides alternating round by round (a
 - toy network: `program.run(values)` + `run.grad(of="L")` with two of its five leaves given new values every
   call (one Program, so from its third run on it replays), against PyTorch eager (five leaf tensors made,
   the same four lines, `torch.autograd.grad`) and `jax.jit(jax.value_and_grad(f, argnums=(0..4)))` (result
-  ready). Also the same Program's `run()` + grad, and run(values) without the replay (a fresh Program
-  each call is not it: that parses; `replays` is cleared instead), as diagnostics.
+  ready). Also the same Program's `run()` + grad, run(values) + grad reading every value first (a replayed
+  run makes its nodes only when asked: values() asks, value(name) and grad do not), and run(values) without
+  the replay (a fresh Program each call is not it: that parses; `replays` is cleared instead), as diagnostics.
 - Hessian of `sum(x^4) + sum(x[:-1]*x[1:])` at n = 100 with its run (`run(values).hessian`) against
   `torch.func.hessian(f)(x)`, and `torch.autograd.functional.hessian(f, x, vectorize=True)` (bench_jacobian's).
 
@@ -58,11 +59,16 @@ def interpreted():
     toy.run(values()).grad(of="L")
 def plain():
     toy.run().grad(of="L")
+def noded():
+    run = toy.run(values())
+    run.values()
+    run.grad(of="L")
 x = np.random.default_rng(100).normal(size=100)
 hess = Program(HESS)
 def hessian():
     hess.run({"x": x}).hessian(of="L", wrt=["x"])
 print(json.dumps({"toy run(values)+grad": best(replayed, 2000), "toy run()+grad": best(plain, 2000),
+                  "toy run(values)+values()+grad, its nodes made": best(noded, 2000),
                   "toy run(values)+grad, interpreted": best(interpreted, 2000),
                   "hessian n=100 with its run": best(hessian, 300)}))
 """

@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import GradcalcError, UsageError, ValueProblem
@@ -176,6 +176,69 @@ def backward(output: Node, seed: Any, targets: Sequence[Node], create_graph: boo
             if ans.__class__ is not scalar and free and node.name is None and ans.ndim:  # a number: 1 test
                 _free_spent(node)
     return {target: grads[target] for target in targets if target in grads}
+
+
+def compiled_backward(output: Node, targets: Sequence[Node], tape: list[Node] | None, leaves: Sequence[Node] | None,
+                      index: Mapping[Node, int]) -> Callable[[Sequence[Any]], list[Any]]:
+    """`grad(output, targets)` of a scalar output, written out as one straight-line function of the graph's
+    values (by `index`, each node's place among them) for a graph run again with new values (program/replay.py).
+
+    The same plan, rules, order and sums as `backward` (retain_graph, no create_graph), without the work the
+    graph's shape decides once: which node has a gradient, which rules apply, which results need unbroadcasting,
+    where each sum goes. It returns each target's gradient, None where no path leads there.
+    """
+    # seed_for's seed, a new array each pass (a copy: a tenth of np.ones's time)
+    namespace: dict[str, Any] = {"ns": ops.numeric, "one": B.xp.ones((), dtype=B.dtype), "scalar": B.dtype}
+    lines = ["def backward(v):", "    g0 = one.copy()"]
+    grads: dict[Node, str] = {output: "g0"}  # the local holding each gradient made so far
+    if output.requires_grad:
+        steps, relevant = _plan(output, set(targets), frozenset(), tape, leaves)
+        loaded: set[int] = set()
+
+        def value(node: Node) -> str:
+            i = index[node]
+            if i not in loaded:
+                loaded.add(i)
+                lines.append(f"    v{i} = v[{i}]")
+            return f"v{i}"
+
+        count = 0
+        for node in steps:
+            g = grads.get(node)
+            if g is None:
+                continue
+            op: Primitive = node.op  # type: ignore[assignment]  # a plan holds no leaves
+            args = [value(parent) for parent in node.inputs]
+            ans = value(node)
+            for j, param in enumerate(node.params):
+                namespace[f"p{index[node]}_{j}"] = param
+                args.append(f"p{index[node]}_{j}")
+            for i, parent in enumerate(node.inputs):
+                rule = op.vjps[i]
+                if rule is None or not (parent.requires_grad if relevant is None else parent in relevant):
+                    continue
+                count += 1
+                namespace[f"r{count}"] = rule
+                lines.append(f"    c = r{count}(ns, {g}, {ans}, {', '.join(args)})")
+                shape = parent.value.shape
+                if op.broadcasts and shape != node.value.shape:
+                    namespace[f"s{count}"] = shape
+                    lines.append(f"    if c.__class__ is not scalar and c.shape != s{count}:")
+                    lines.append(f"        c = ns.sum_to(c, s{count})")
+                total = grads.get(parent)
+                if total is None:
+                    grads[parent] = f"g{count}"
+                    lines.append(f"    g{count} = c")
+                else:  # backward adds in place into a sum it made: the same numbers
+                    lines.append(f"    {total} = {total} + c")
+        found = [grads.get(target, "None") for target in targets]
+    else:
+        found = ["g0" if target is output else "None" for target in targets]
+    lines.append(f"    return [{', '.join(found)}]")
+    exec("\n".join(lines), namespace)  # written from the graph's structure, not from input
+    # Under B.errstate as backward runs, set by NumPy's decorator: less than half a `with` block's cost a call.
+    function: Callable[[Sequence[Any]], list[Any]] = B.errstate()(namespace["backward"])
+    return function
 
 
 def _free_spent(node: Node) -> None:

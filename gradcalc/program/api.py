@@ -25,7 +25,7 @@ from ..errors import GradcalcError, NameNotFound, Source, UsageError, did_you_me
 from ..files import DEFAULT_MAX_FILE_SIZE, read_text
 from ..language.parser import DEFAULT_MAX_DEPTH, parse, parse_expression, raise_recursion_limit
 from .checker import Checker
-from .interpreter import Executed, Limits, execute, make_context
+from .interpreter import Executed, Interpreter, Limits, State, execute, make_context
 from .notation.juxtaposition import NOTATION
 
 T = TypeVar("T")
@@ -33,19 +33,22 @@ T = TypeVar("T")
 if TYPE_CHECKING:  # types only: diff's module, batch mode and the other results load where they are used
     from ..engine.symbolic import Derivative
     from .batch import Point
+    from .replay import Replayed
     from .results import Curvature, Hessians, Jacobians, Tangents, Taylor
 
 
-@contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
+class paused_gc:  # (used as a function: `with paused_gc():`; a class: a third of a generator's cost)
     """Building a graph allocates millions of objects and frees none: the cyclic collector would
     rescan them again and again (5x slower on a 50,000-op chain), and the graph has no cycles."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
+
+    __slots__ = ("enabled",)
+
+    def __enter__(self) -> None:
+        self.enabled = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
             # What the pause made (a syntax tree, a graph) goes straight to the oldest generation, as
             # long-lived objects do: else the first young collection after it scans every one of them.
             gc.freeze()
@@ -133,24 +136,23 @@ class Program:
         values = dict(values or {})
         try:
             inputs = {name: to_array(f"--set {name}", value, seed) for name, value in values.items()}
+            names = frozenset(inputs)
+            checker = self.checked.get(names)
+            # A run with the names, shapes and options of earlier ones replays the second one's recording.
+            key = (tuple([(name, value.shape) for name, value in inputs.items()]), seed, dtype, device,
+                   max_elements, max_iterations, max_recursion, tuple(allow_read), max_file_size)
+            recorded = None if keep_values else self.replays.get(key)
+            if recorded and recorded != 1 and checker is not None:
+                with paused_gc():  # (a long recording's replay makes its nodes)
+                    replayed = recorded.replay(inputs, checker)  # (a method: replay.py is not imported a run)
+                if replayed is not None:
+                    return Run(self, None, inputs, options, replayed)
             context = make_context(self.folder, seed, tuple(allow_read), max_file_size)
             limits = Limits(max_iterations, max_recursion, self.max_depth)
             with paused_gc():
-                names = frozenset(inputs)
-                checker = self.checked.get(names)
-                executed = None
-                # A run with the names, shapes and options of earlier ones replays the second one's recording.
-                key = (tuple((name, value.shape) for name, value in inputs.items()), seed, dtype, device,
-                       max_elements, max_iterations, max_recursion, tuple(allow_read), max_file_size)
-                recorded = None if keep_values else self.replays.get(key)
-                if recorded is not None and recorded != 1 and checker is not None:
-                    from .replay import replay
-
-                    executed = replay(recorded, self.module, inputs, context, limits, checker) if recorded else None
-                if executed is None:
-                    executed = execute(self.module, inputs, context, limits, keep_values, checker)
-                    if not keep_values:
-                        self._recorded(key, recorded, executed, inputs)
+                executed = execute(self.module, inputs, context, limits, keep_values, checker)
+                if not keep_values:
+                    self._recorded(key, recorded, executed, inputs)
             self.checked[names] = executed.interpreter.checker
         except GradcalcError as exc:
             raise exc.within(self.source) from None
@@ -193,8 +195,12 @@ def tolerance(flag: str, value: float) -> float:
 
 def to_array(label: str, value: Any, seed: int = 0) -> Any:
     """An option's value (`--set x`, `--vector`): a number, nested lists, an array, or a constant expression."""
-    if value.__class__ is float and B.xp is B.numpy and B.dtype is B.numpy.float64:
-        return B.dtype(value)  # a number, as asarray makes it (a third of a run of the toy network went there)
+    if B.xp is B.numpy:
+        if value.__class__ is float and B.dtype is B.numpy.float64:
+            return B.dtype(value)  # a number, as asarray makes it (a third of a run of the toy network went there)
+        if value.__class__ is B.numpy.ndarray and value.dtype.type is B.dtype and value.ndim:
+            B.check_size(value.shape, "the value")  # all asarray would do to it: the same array back
+            return value
     if isinstance(value, str):
         return _constant_expression(label, value, seed)
     try:
@@ -249,8 +255,16 @@ def _in_own_state(method: Callable[..., T]) -> Callable[..., T]:
 
     @functools.wraps(method)
     def entered(self: Run, *args: Any, **kwargs: Any) -> T:
-        with B.using(self.device, self.dtype, self.max_elements):
+        previous = B.state()
+        if previous != (self.device, self.dtype, self.max_elements):
+            with B.using(self.device, self.dtype, self.max_elements):
+                return method(self, *args, **kwargs)
+        # Already there (the usual case): B.using's work, less its generator (a tenth of a replayed grad).
+        try:
             return method(self, *args, **kwargs)
+        finally:
+            if B.state() != previous:  # switched by the method (a nested Program.run)
+                B.use(*previous)
 
     return entered
 
@@ -258,19 +272,48 @@ def _in_own_state(method: Callable[..., T]) -> Callable[..., T]:
 class Run:
     """An executed program: every variable's final value, the leaves, and the graph."""
 
-    def __init__(self, program: Program, executed: Executed, inputs: dict[str, Any],
-                 options: dict[str, Any]) -> None:
+    def __init__(self, program: Program, executed: Executed | None, inputs: dict[str, Any],
+                 options: dict[str, Any], replayed: Replayed | None = None) -> None:
+        """`executed`: the interpreted run; or None and `replayed`, a replay's values (its nodes made on first need)."""
         self.program = program
         self.inputs = inputs  # the --set values, as arrays
         self.options = options  # Program.run's keywords, for rerun
         # The engine state it was made in, entered again by every method that computes.
         self.device, self.dtype, self.max_elements = options["device"], options["dtype"], options["max_elements"]
         self.values_kept = bool(options.get("keep_values"))
-        self.frame = executed.frame
-        self.state = executed.state
-        self.interpreter = executed.interpreter
-        self.tape = executed.tape
+        self.replayed = replayed
+        self._executed = executed
         self.spent = False  # differentiated with retain_graph=False: intermediate values are freed
+
+    @property
+    def executed(self) -> Executed:
+        """The run's nodes and state: a replayed run's are made the first time they are asked for."""
+        executed = self._executed
+        if executed is None:
+            assert self.replayed is not None  # (one of the two is given)
+            options, program = self.options, self.program
+            context = make_context(program.folder, options["seed"], tuple(options["allow_read"]),
+                                   options["max_file_size"])
+            limits = Limits(options["max_iterations"], options["max_recursion"], program.max_depth)
+            with paused_gc():
+                executed = self._executed = self.replayed.made(program.module, self.inputs, context, limits)
+        return executed
+
+    @property
+    def frame(self) -> dict[str, Node]:
+        return self.executed.frame
+
+    @property
+    def state(self) -> State:
+        return self.executed.state
+
+    @property
+    def interpreter(self) -> Interpreter:
+        return self.executed.interpreter
+
+    @property
+    def tape(self) -> list[Node]:
+        return self.executed.tape
 
     @_in_own_state
     def rerun(self, changes: Mapping[str, Any]) -> Run:
@@ -347,6 +390,10 @@ class Run:
 
     @_in_own_state
     def value(self, name: str) -> Any:
+        if self._executed is None and self.replayed is not None:  # a replay's nodes not made: read by place
+            value = self.replayed.value(name)
+            if value is not None:
+                return B.to_host(value)
         return B.to_host(self.node(name).value)
 
     def connected_leaves(self, of: str) -> list[str]:
@@ -369,7 +416,17 @@ class Run:
         gradients are NumPy arrays; on the GPU, host=False leaves them on the device (CuPy
         arrays, no copy) for a caller that goes on computing there.
         """
+        replayed = self.replayed
+        if replayed is not None and vector is None and not create_graph and retain_graph and not self.spent:
+            # A replay's pass compiled from its recording, on its values: no node is made, nothing is looked up.
+            compiled = replayed.gradients(of, wrt, lambda: self.executed)
+            if compiled is not None:
+                name, wrt_names, value, gradients, missing = compiled
+                return Gradients(name, B.to_host(value) if host else value,
+                                 {n: B.to_host(g) if host else g for n, g in zip(wrt_names, gradients)}, missing)
         of, output, names, targets = self._select(of, wrt)
+        if not retain_graph and replayed is not None:
+            replayed.values = None  # its nodes' values only: what backward frees is freed
         with self._located(of):
             if isinstance(vector, str) and vector != "ones":
                 vector = to_array("--vector", vector)

@@ -2,25 +2,28 @@
 
 A program run again and again with new leaf values (a fit, a sweep, gradcheck's perturbations through the
 API) need not walk its syntax tree each time: the run's graph says which primitive made each value from
-which others, with which parameters. `record` keeps that, in creation order; `replay` evaluates the same
-primitives on the new values and makes the nodes a run would have made (same names, same tape, same
-freeing of temporaries), so a replayed run is a Run like any other.
+which others, with which parameters. `Recording` keeps that, in creation order; its `replay` evaluates the
+same primitives on the new values (freeing the temporaries the interpreter frees) and gives a `Replayed`:
+the values alone. Its nodes (the same names, tape and freed values a run would have made) are made only
+when something asks for them; `Run.grad` asks for none: its pass, written out from the recording's graph
+as one function of the values (autodiff.compiled_backward), runs the same rules in the same order.
 
 Only a run whose every node follows from the inputs' values by the primitives alone may be replayed:
 `replayable` refuses, from the syntax, any program where a value decides something (a branch, a loop's
 length, an index, an axis, a shape, a random draw, a file read, a constant computed from a --set
 constant). Program.run keys a recording by the given names, their shapes and the run's options, and
-interprets whenever a replay fails: the interpreter then raises the error with its place, or runs.
+interprets whenever a replay fails: the interpreter then raises the error with its place, or runs; so
+does grad's own pass whenever the written one fails (a singular matrix's rule).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..engine import autodiff, graph
 from ..engine import backend as B
-from ..engine import graph
-from ..engine.graph import Node, new_node
+from ..engine.graph import Node, Released, new_node
 from ..language import syntax as S
 from .builtins import CONSTANTS, RANDOM
 from .checker import Checker
@@ -90,7 +93,8 @@ class Recording:
     """A run's nodes as steps, in creation order: each a --set leaf, a node kept (a number, a program leaf),
     or (primitive, input steps, params, requires_grad, name, origin); with where the run's names pointed."""
 
-    __slots__ = ("compiled", "constants", "final", "frame", "last_assigned", "leaves", "made", "replays", "steps")
+    __slots__ = ("backwards", "compiled", "constants", "final", "frame", "frees", "last_assigned", "leaves",
+                 "made", "positions", "replays", "steps")
 
     def __init__(self, executed: Executed, inputs: Mapping[str, Any]) -> None:
         state = executed.state
@@ -106,96 +110,211 @@ class Recording:
         order = sorted(seen.values(), key=lambda node: node.seq)  # creation order: a topological order
         index = {id(node): i for i, node in enumerate(order)}
         steps: list[tuple] = []
-        for node in order:
+        last_use: dict[int, int] = {}
+        for k, node in enumerate(order):
             name = node.name
             if node.op is not None:
                 steps.append((node.op, tuple(index[id(x)] for x in node.inputs), node.params, node.requires_grad,
                               name, node.origin))
+                last_use.update((index[id(x)], k) for x in node.inputs)
             elif name is not None and name in inputs and node.value is inputs[name]:
                 steps.append((_INPUT, name, node.requires_grad))
             else:  # made the same way, from the same numbers, by every run: shared (never freed: no op)
                 steps.append((_SAME, node))
+        # The temporaries this run freed as it went (no rule reads them: graph.release_unneeded), which every
+        # run with these shapes frees: a replay frees each after its last use.
+        frees: dict[int, list[int]] = {}
+        for i, node in enumerate(order):
+            if node.op is not None and node.value.__class__ is Released:
+                frees.setdefault(last_use.get(i, i), []).append(i)
         self.steps = steps
-        self.compiled: Callable[[Mapping[str, Any]], list[Node]] | None = None  # written once it has paid
+        self.frees = {k: tuple(freed) for k, freed in frees.items()}
+        self.compiled: Callable[[Mapping[str, Any]], list[Any]] | None = None  # written once it has paid
         self.replays = 0
+        # grad's passes by (of, wrt): counted, then Replayed._backward's (names, output, function, targets) or ()
+        self.backwards: dict[tuple, Any] = {}
         self.frame = [(name, index[id(node)]) for name, node in executed.frame.items()]
+        self.positions = dict(self.frame)  # each variable's step
         self.leaves = [(name, index[id(node)]) for name, node in state.leaves.items()]
         self.constants = [(name, index[id(node)]) for name, node in state.constants.items()]
         self.made = [index[id(node)] for node in state.made]
         self.final = state.final
         self.last_assigned = state.last_assigned
 
+    def replay(self, inputs: Mapping[str, Any], checker: Checker) -> Replayed | None:
+        """The run with these inputs (the same names and shapes as the recorded one's), or None where a
+        primitive fails on these values: the caller interprets the program then, which says where."""
+        self.replays += 1
+        if self.replays > COMPILE_AFTER and self.compiled is None and len(self.steps) <= COMPILED_STEPS:
+            self.compiled = _compiled(self.steps, self.frees)
+        try:
+            if self.compiled is not None:
+                values = self.compiled(inputs)  # (under B.errstate: see _compiled)
+            else:  # the first few replays, and a long recording's: grad's own pass will want the nodes
+                with B.errstate():
+                    return Replayed(self, None, checker, _nodes(self, inputs, None))
+        except Exception:  # NumPy's errors for these values: the interpreter words them, with their place
+            return None
+        return Replayed(self, values, checker)
+
 
 COMPILED_STEPS = 5_000  # a longer run is replayed by the loop: its function would take long to compile
 # Writing and compiling the function costs about eight replays of a small program by the loop: a recording
-# replayed that often is written out, so a program run only a few times never pays for it.
+# replayed that often is written out, so a program run only a few times never pays for it. So for grad's pass.
 COMPILE_AFTER = 8
+BACKWARD_KEYS = 16  # grad's passes (by of and wrt) compiled for one recording at most
 
 
-def _compiled(steps: list[tuple]) -> Callable[[Mapping[str, Any]], list[Node]]:
-    """The steps as one straight-line function of the inputs, returning every node in order: what the loop
-    in `replay` does, without looking up each step's kind and fields (a third of a small replay's time)."""
-    namespace: dict[str, Any] = {"new_node": new_node}
+def _compiled(steps: list[tuple], frees: Mapping[int, tuple[int, ...]]) -> Callable[[Mapping[str, Any]], list[Any]]:
+    """The steps as one straight-line function of the inputs, returning every step's value in order: what the
+    loop in `replay` does, without looking up each step's kind and fields (a third of a small replay's time)."""
+    namespace: dict[str, Any] = {"Released": Released}
     lines = ["def replayed(inputs):"]
     for i, step in enumerate(steps):
         op = step[0]
         if op is _SAME:
-            namespace[f"k{i}"] = step[1]
-            lines.append(f"    n{i} = k{i}")
+            namespace[f"k{i}"] = step[1].value
+            lines.append(f"    v{i} = k{i}")
         elif op is _INPUT:
             namespace[f"k{i}"] = step[1]
-            lines.append(f"    n{i} = new_node(inputs[k{i}], None, (), (), {step[2]}, k{i})")
+            lines.append(f"    v{i} = inputs[k{i}]")
         else:
-            _, inputs, params, requires_grad, name, origin = step
-            namespace.update({f"f{i}": op.forward, f"o{i}": op, f"p{i}": params, f"k{i}": name})
-            values = "".join(f"n{j}.value, " for j in inputs) + (f"*p{i}" if params else "")
-            made = "".join(f"n{j}, " for j in inputs)
-            lines.append(f"    n{i} = new_node(f{i}({values}), o{i}, ({made}), p{i}, {requires_grad}, k{i})")
-            if origin is not None:
-                namespace[f"c{i}"] = origin
-                lines.append(f"    n{i}.origin = c{i}")
-    lines.append(f"    return [{', '.join(f'n{i}' for i in range(len(steps)))}]")
+            inputs, params = step[1], step[2]
+            namespace[f"f{i}"] = op.forward
+            namespace.update((f"p{i}_{j}", param) for j, param in enumerate(params))
+            arguments = [*(f"v{j}" for j in inputs), *(f"p{i}_{j}" for j in range(len(params)))]
+            lines.append(f"    v{i} = f{i}({', '.join(arguments)})")
+            lines.extend(f"    v{j} = Released(v{j})" for j in frees.get(i, ()))
+    lines.append(f"    return [{', '.join(f'v{i}' for i in range(len(steps)))}]")
     exec("\n".join(lines), namespace)  # the recording's own code: written from its steps, not from input
-    compiled: Callable[[Mapping[str, Any]], list[Node]] = namespace["replayed"]
+    # NumPy's errstate as a decorator: set around each call for less than half a `with` block's cost.
+    compiled: Callable[[Mapping[str, Any]], list[Any]] = B.errstate()(namespace["replayed"])
     return compiled
 
 
-def replay(recording: Recording, module: S.Module, inputs: Mapping[str, Any], context: Context, limits: Limits,
-           checker: Checker) -> Executed | None:
-    """The run with these inputs (the same names and shapes as the recorded one's), or None where a
-    primitive fails on these values: the caller interprets the program then, which says where."""
-    made: list[Node] = []
-    add = made.append
-    recording.replays += 1
-    if recording.replays > COMPILE_AFTER and recording.compiled is None and len(recording.steps) <= COMPILED_STEPS:
-        recording.compiled = _compiled(recording.steps)
-    try:
-        with graph.building(release=True) as tape, B.errstate():
-            if recording.compiled is not None:
-                made = recording.compiled(inputs)
+def _nodes(recording: Recording, inputs: Mapping[str, Any], values: list[Any] | None) -> tuple[list[Node], list[Node]]:
+    """The recording's nodes and tape, as the interpreter makes them (the same names, tape and freed values): of
+    the values given, or computed here, freeing what the run freed (a primitive's error propagates)."""
+    nodes: list[Node] = []
+    add = nodes.append
+    frees = recording.frees
+    # The recording state of a run (history too: a claim being judged may be what asks for the nodes).
+    with graph.building(release=False) as tape, graph.recording_as(True, history=True):
+        for k, step in enumerate(recording.steps):
+            op = step[0]
+            if op is _SAME:
+                add(step[1])
+            elif op is _INPUT:
+                add(new_node(inputs[step[1]], None, (), (), step[2], step[1]))
             else:
-                for step in recording.steps:
-                    op = step[0]
-                    if op is _SAME:
-                        add(step[1])
-                    elif op is _INPUT:
-                        add(new_node(inputs[step[1]], None, (), (), step[2], step[1]))
-                    else:
-                        args = tuple([made[i] for i in step[1]])
-                        params = step[2]
-                        node = new_node(op.forward(*[x.value for x in args], *params), op, args, params, step[3],
-                                        step[4])
-                        if step[5] is not None:
-                            node.origin = step[5]
-                        add(node)
-    except Exception:  # NumPy's errors for these values: the interpreter words them, with their place
-        return None
-    state = State(leaves={name: made[i] for name, i in recording.leaves},
-                  constants={name: made[i] for name, i in recording.constants},
-                  made=[made[i] for i in recording.made], last_assigned=recording.last_assigned,
-                  final=dict(recording.final))
-    interpreter = Interpreter(module, inputs, context, limits, state, checker)
-    frame = interpreter.globals
-    for name, i in recording.frame:
-        frame[name] = made[i]
-    return Executed(frame, state, interpreter, tape)
+                args = tuple([nodes[i] for i in step[1]])
+                value = op.forward(*[x.value for x in args], *step[2]) if values is None else values[k]
+                node = new_node(value, op, args, step[2], step[3], step[4])
+                if step[5] is not None:
+                    node.origin = step[5]
+                add(node)
+                if values is None and k in frees:
+                    for i in frees[k]:
+                        nodes[i].value = Released(nodes[i].value)
+    return nodes, tape
+
+
+class Replayed:
+    """A replayed run's values, one a step: all grad's compiled pass needs; its nodes are made on first need.
+    A replay not written out (the first few, a long recording's) makes its nodes as it goes, as the
+    interpreter does, and has no values apart: grad's own pass will want the nodes, and one loop costs less
+    than two."""
+
+    __slots__ = ("checker", "executed", "nodes", "recording", "tape", "values")
+
+    def __init__(self, recording: Recording, values: list[Any] | None, checker: Checker,
+                 nodes: tuple[list[Node], list[Node]] | None = None) -> None:
+        self.recording = recording
+        self.values = values
+        self.checker = checker
+        self.nodes: list[Node] | None = nodes[0] if nodes else None
+        self.tape: list[Node] | None = nodes[1] if nodes else None
+        self.executed: Executed | None = None
+
+    def made(self, module: S.Module, inputs: Mapping[str, Any], context: Context, limits: Limits) -> Executed:
+        """The run's nodes and state, as the interpreter would have made them (same names, tape, freed values)."""
+        if self.executed is not None:
+            return self.executed
+        recording = self.recording
+        if self.nodes is None or self.tape is None:
+            self.nodes, self.tape = _nodes(recording, inputs, self.values)
+        nodes = self.nodes
+        state = State(leaves={name: nodes[i] for name, i in recording.leaves},
+                      constants={name: nodes[i] for name, i in recording.constants},
+                      made=[nodes[i] for i in recording.made], last_assigned=recording.last_assigned,
+                      final=dict(recording.final))
+        interpreter = Interpreter(module, inputs, context, limits, state, self.checker)
+        frame = interpreter.globals
+        for name, i in recording.frame:
+            frame[name] = nodes[i]
+        self.executed = Executed(frame, state, interpreter, self.tape)
+        return self.executed
+
+    def value(self, name: str) -> Any:
+        """A variable's value, read without making a node; None where the run has no such variable (or its
+        values were made with its nodes)."""
+        i = self.recording.positions.get(name)
+        return None if i is None or self.values is None else self.values[i]
+
+    def gradients(self, of: str | None, wrt: Sequence[str] | None, made: Callable[[], Executed]
+                  ) -> tuple[str, list[str], Any, list[Any], set[str]] | None:
+        """Run.grad's output name, --wrt names, output value, gradients (zeros where no path leads) and names
+        with no path, by a pass compiled from the recording; None where grad's own pass is to run (the first
+        few times, a long recording, an error to word)."""
+        recording = self.recording
+        of = of or recording.last_assigned
+        if of is None:
+            return None  # grad's error: no variable assigned
+        key = (of, None if wrt is None else tuple(wrt))
+        backwards = recording.backwards
+        compiled: Any = backwards.get(key)
+        if compiled is None:
+            if len(backwards) >= BACKWARD_KEYS or len(recording.steps) > COMPILED_STEPS:
+                return None  # grad's own pass, as for a run interpreted
+            compiled = 0
+        if compiled.__class__ is int:  # passes so far: the pass is written out once it has paid
+            if compiled < COMPILE_AFTER:
+                backwards[key] = compiled + 1
+                return None
+            compiled = backwards[key] = self._backward(of, wrt, made())
+        if not compiled:  # () : grad's own pass raises, or needs what the written one lacks
+            return None
+        names, output, function, targets = compiled
+        values = self.values
+        if values is None:  # a replay not written out (counted, as its pass may be written now)
+            return None
+        try:
+            found = function(values)  # (under B.errstate: see autodiff.compiled_backward)
+        except Exception:  # a rule's error at these values: grad's own pass words it
+            return None
+        no_path: set[str] = set()
+        for i, gradient in enumerate(found):
+            if gradient is None:  # as grad: zeros of the variable's shape
+                no_path.add(names[i])
+                found[i] = B.xp.zeros(values[targets[i]].shape, dtype=B.dtype)
+        return of, names, values[output], found, no_path
+
+    def _backward(self, of: str, wrt: Sequence[str] | None, executed: Executed) -> tuple:
+        """(names, the output's step, grad's pass written as a function of the values, the targets' steps) for
+        `of` by `wrt`, as Run.grad selects them; () where grad would raise or needs more than a scalar's seed."""
+        recording, nodes = self.recording, self.nodes
+        assert nodes is not None  # made by made()
+        positions = recording.positions
+        leaves = dict(recording.leaves)
+        names = list(wrt) if wrt else list(leaves)
+        if of not in positions or not names or any(
+                name in executed.state.constants or (name not in leaves and name not in positions) for name in names):
+            return ()
+        output = nodes[positions[of]]
+        if output.value.shape != ():  # a vector's product, or seed_for's error
+            return ()
+        places = [leaves[name] if name in leaves else positions[name] for name in names]
+        index = {node: i for i, node in enumerate(nodes)}
+        function = autodiff.compiled_backward(output, [nodes[i] for i in places], executed.tape, executed.state.made,
+                                              index)
+        return names, positions[of], function, places
