@@ -1,0 +1,1004 @@
+"""`gradcalc export`: a program as a readable Python module that computes its value and gradient.
+
+The run's graph says which primitive made each value from which others; each primitive's evaluation is
+written with NumPy's functions and Python's operators, and so is each derivative rule (written against a
+namespace `ns`, rules.py). Both are run here on `Code` values instead of arrays: a Code is an expression's
+source text (a tree of calls and operators) together with its value at the program's point, which NumPy
+hands it back through its dispatch protocols (`__array_ufunc__`, `__array_function__`), so that shapes,
+axes and broadcasting are those of the run. The primitives' own evaluations and rules are the source: no
+second table says how to write `sigmoid` or its derivative. What an evaluation or a rule computes from a
+value's *numbers* (prod's rule looks for zeros) cannot be written straight-line: a Code refuses to become a
+number, and the primitive is refused by name.
+
+A function's statements are the program's: each variable assigned is one line under its name (a name
+assigned again gets a suffix, so the backward pass can still read the first), and an expression used more
+than once (an intermediate a rule reads) gets a line of its own (`t1`). Loops are unrolled and functions
+inlined, as the run recorded them. A decision the run made on a value computed from the leaves (a branch,
+a loop's count, an index) holds only at those values: NumPy and PyTorch modules assert it, JAX's (traced,
+under jit) cannot, and the program is refused.
+"""
+
+from __future__ import annotations
+
+import io
+import keyword
+import math
+import operator
+import textwrap
+import tokenize
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from ..engine import graph
+from ..engine.graph import Literal, Node, Primitive
+from ..engine.primitives import PRIMITIVES, Indices, _scatter
+from ..errors import GradcalcError, Pos
+from ..language import syntax as S
+from ..program.api import Run
+from . import perturb
+
+TARGETS = ("numpy", "torch", "jax")
+LINE_LENGTH = 88  # ruff's and black's default: the module passes an unconfigured `ruff check`
+
+
+class NotExportable(GradcalcError):
+    """A program, or a primitive in it, that export cannot write as straight-line code."""
+
+    kind = "NotExportable"
+
+
+class _Unwritable(Exception):
+    """Raised inside a traced evaluation or rule that needs a value's numbers (internal: becomes NotExportable)."""
+
+
+# --- Code: an expression's source and its value at the program's point ------------------------------
+
+_ATOM, _PRIMARY, _POWER, _UNARY, _TERM, _ARITH, _COMPARE = 16, 15, 13, 12, 11, 10, 5
+_BINARY = {"+": _ARITH, "-": _ARITH, "*": _TERM, "/": _TERM, "//": _TERM, "%": _TERM, "@": _TERM, "**": _POWER}
+_COMPARISONS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+                "!=": operator.ne}
+_OPERATIONS: dict[str, Callable[[Any, Any], Any]] = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "//": operator.floordiv,
+    "%": operator.mod, "@": operator.matmul, "**": operator.pow, **_COMPARISONS}
+_sequence = iter(range(1 << 62)).__next__  # creation order: a topological order of the codes
+
+
+class Code:
+    """An expression: its kind ('name', 'const', 'call', 'binary', 'unary', 'compare', 'index', 'method',
+    'attr'), its parts, and its value at the program's point (what shapes and broadcasting are read from)."""
+
+    __slots__ = ("anchor", "kind", "parts", "seq", "value")
+    __array_priority__ = 1000
+
+    def __init__(self, kind: str, parts: tuple, value: Any, anchor: str | None = None) -> None:
+        self.kind = kind
+        self.parts = parts
+        self.value = value
+        self.anchor = anchor  # a name to give it a line of its own under (a program variable, a gradient)
+        self.seq = _sequence()
+
+    # What the rules read: shapes, never numbers.
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(np.shape(self.value))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def dtype(self) -> Any:
+        return np.asarray(self.value).dtype
+
+    @property
+    def T(self) -> Code:  # noqa: N802  (NumPy's name)
+        return _attribute(self, "T", np.transpose(self.value))
+
+    def astype(self, dtype: Any) -> Code:
+        if self.kind == "const":
+            return self
+        return Code("method", (self, "astype", (dtype,)), np.asarray(self.value).astype(dtype))
+
+    def _refuse(self, *args: Any) -> Any:
+        raise _Unwritable("needs a value's numbers")
+
+    __bool__ = __float__ = __int__ = __index__ = __iter__ = __len__ = __array__ = _refuse
+    __hash__ = object.__hash__
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Code:
+        if method != "__call__" or "out" in kwargs or getattr(np, ufunc.__name__, None) is not ufunc:
+            raise _Unwritable(f"np.{ufunc.__name__}.{method}")
+        with np.errstate(all="ignore"):
+            value = ufunc(*_values(inputs), **_values(kwargs))
+        return Code("call", (f"np.{ufunc.__name__}", tuple(inputs), kwargs), value)
+
+    def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Code:
+        path = _path(func)
+        if func is np.where and isinstance(args[0], Code) and args[0].kind == "const":
+            chosen = _lift(args[1] if args[0].parts[0] else args[2])  # a condition known when written
+            shape = np.broadcast_shapes(*(np.shape(_values(a)) for a in args))
+            if chosen.shape == shape:
+                return chosen
+        if func is np.transpose:  # x.T for a matrix, its axes written out otherwise (as PyTorch wants them)
+            x, axes = args[0], (args[1] if len(args) > 1 else kwargs.get("axes"))
+            axes = tuple(reversed(range(x.ndim))) if axes is None else tuple(a % x.ndim for a in axes)
+            if axes == (1, 0):
+                return x.T
+            args, kwargs = (x, axes), {}
+        with np.errstate(all="ignore"):
+            value = func(*_values(args), **_values(kwargs))
+        if not isinstance(value, (np.ndarray, np.generic)):  # slogdet's pair: not one expression
+            raise _Unwritable(f"{path} returns {type(value).__name__}")
+        return Code("call", (path, tuple(args), kwargs), value)
+
+    def __getitem__(self, key: Any) -> Code:
+        key = key if isinstance(key, tuple) else (key,)
+        return Code("index", (self, key), np.asarray(self.value)[_values(key)])
+
+
+def _attribute(base: Code, name: str, value: Any) -> Code:
+    return Code("attr", (base, name), value)
+
+
+def _values(item: Any) -> Any:
+    """The values at the program's point of codes, inside tuples, lists and dicts."""
+    if isinstance(item, Code):
+        return item.value
+    if type(item) in (tuple, list):
+        return type(item)(_values(part) for part in item)
+    if isinstance(item, dict):
+        return {key: _values(value) for key, value in item.items()}
+    return item
+
+
+def _path(func: Any) -> str:
+    """NumPy's public name for a function (np.sum, np.linalg.inv), or _Unwritable."""
+    name = getattr(func, "__name__", "")
+    if getattr(np, name, None) is func:
+        return f"np.{name}"
+    if getattr(np.linalg, name, None) is func:
+        return f"np.linalg.{name}"
+    raise _Unwritable(f"{getattr(func, '__module__', '?')}.{name}")
+
+
+def const(number: Any) -> Code:
+    """A number written as such."""
+    number = number.item() if isinstance(number, np.generic) else number
+    return Code("const", (number,), np.float64(number))
+
+
+def _lift(x: Any) -> Code:
+    if isinstance(x, Code):
+        return x
+    if isinstance(x, (int, float, np.generic)) or (isinstance(x, np.ndarray) and x.shape == ()):
+        return const(x.item() if isinstance(x, (np.ndarray, np.generic)) else x)
+    if isinstance(x, np.ndarray):
+        return Code("array", (), x)
+    raise _Unwritable(f"a {type(x).__name__} operand")
+
+
+def _is(code: Code, number: float) -> bool:
+    return code.kind == "const" and code.parts[0] == number and not isinstance(code.parts[0], bool)
+
+
+def _binary(op: str, x: Any, y: Any) -> Code:
+    a, b = _lift(x), _lift(y)
+    # What a rule's seed of 1 makes: g * y is y, and -g is -1 (a scalar seed: shapes are unchanged).
+    if op == "*" and _is(a, 1) and b.shape == np.broadcast_shapes(a.shape, b.shape):
+        return b
+    if op in ("*", "/", "**") and _is(b, 1) and a.shape == np.broadcast_shapes(a.shape, b.shape):
+        return a
+    with np.errstate(all="ignore"):
+        value = _OPERATIONS[op](a.value, b.value)
+    if a.kind == "const" and b.kind == "const" and np.isfinite(value):
+        return const(float(value))
+    if op == "!=" and _is(b, 0) and a.kind == "method" and a.parts[1] == "astype" and \
+            a.parts[0].kind == "compare":
+        return a.parts[0]  # (x > 0).astype(float) != 0 is x > 0
+    return Code("compare" if op in _COMPARISONS else "binary", (op, a, b), value)
+
+
+def _unary(op: str, x: Code) -> Code:
+    if x.kind == "const" and op == "-":
+        return const(-x.parts[0])
+    if x.kind == "unary" and op == "-" and x.parts[0] == "-":
+        return x.parts[1]
+    return Code("unary", (op, x), -x.value if op == "-" else ~np.asarray(x.value))
+
+
+def _operators() -> None:
+    for op in _BINARY:
+        name = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "//": "floordiv", "%": "mod", "@": "matmul",
+                "**": "pow"}[op]
+        setattr(Code, f"__{name}__", lambda self, other, op=op: _binary(op, self, other))
+        setattr(Code, f"__r{name}__", lambda self, other, op=op: _binary(op, other, self))
+    for op, name in (("<", "lt"), ("<=", "le"), (">", "gt"), (">=", "ge"), ("==", "eq"), ("!=", "ne")):
+        setattr(Code, f"__{name}__", lambda self, other, op=op: _binary(op, self, other))
+    Code.__neg__ = lambda self: _unary("-", self)  # type: ignore[attr-defined]
+    Code.__invert__ = lambda self: _unary("~", self)  # type: ignore[attr-defined]
+
+
+_operators()
+
+
+# --- The namespace the rules run against: each primitive's evaluation, on codes ---------------------
+
+def _gradient_scatter(g: Any, key: tuple, shape: tuple[int, ...]) -> Code:
+    """index's rule (and scatter's evaluation): zeros with g added at key, through the module's helper."""
+    g = _lift(g)
+    return Code("call", ("_scatter", (g, _Key(key), tuple(shape)), {}), _scatter(g.value, key, shape))
+
+
+class _Key:
+    """An index key as a call's argument (np.s_[0, 1:])."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: tuple) -> None:
+        self.key = key
+
+
+class _Writer:
+    """`ns` for the rules: every primitive by its names, evaluated on codes (NumPy dispatches to them)."""
+
+    def __init__(self) -> None:
+        self.table: dict[str, Callable[..., Any]] = {}
+        for prim in PRIMITIVES.values():
+            for name in prim.names:
+                self.table[name] = _evaluation(prim)
+        self.table.update(
+            scatter=_gradient_scatter,
+            eye=lambda n, m: Code("call", ("np.eye", (n, m), {}), np.eye(n, m)),
+            zeros_like=lambda x: Code("call", ("np.zeros_like", (_lift(x),), {}), np.zeros(np.shape(_values(x)))),
+        )
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        try:
+            return self.table[name]
+        except KeyError:
+            raise _Unwritable(f"ns.{name}") from None
+
+
+def _evaluation(prim: Primitive) -> Callable[..., Any]:
+    """The primitive's own evaluation, on codes: its NumPy calls come back as codes."""
+    if prim.name == "scatter":
+        return _gradient_scatter
+    wanted = len(prim.params)
+    forward = prim.forward
+
+    def evaluate(*args: Any) -> Any:
+        if prim.defaults and prim.n_inputs is not None and len(args) - prim.n_inputs < wanted:
+            missing = wanted - (len(args) - prim.n_inputs)
+            args = (*args, *prim.defaults[len(prim.defaults) - missing:])
+        if not any(isinstance(a, Code) for a in args):
+            raise _Unwritable(f"{prim.name} of numbers only")
+        try:
+            result = forward(*args)
+        except _Unwritable:
+            raise
+        except GradcalcError:
+            raise
+        except Exception as exc:  # a host function (math.erf entry by entry), or a library error on a Code
+            raise _Unwritable(f"{type(exc).__name__}: {exc}") from None
+        if not isinstance(result, Code):
+            raise _Unwritable(f"{prim.name} made a {type(result).__name__}")
+        return result
+
+    return evaluate
+
+
+WRITER = _Writer()
+
+
+# --- Rendering: codes as source text in one library's dialect ---------------------------------------
+
+class Dialect:
+    """How one library writes what NumPy writes: its module's name and the functions it names otherwise."""
+
+    def __init__(self, name: str, prefix: str, renamed: dict[str, str], tensor_numbers: bool) -> None:
+        self.name = name
+        self.prefix = prefix
+        self.renamed = renamed
+        self.tensor_numbers = tensor_numbers  # PyTorch's functions take tensors, not Python numbers
+
+    def function(self, path: str) -> str:
+        if path.startswith("_"):
+            return path
+        path = self.renamed.get(path, path)
+        return self.prefix + path[2:] if path.startswith("np.") else path
+
+    def dtype(self, dtype: Any) -> str:
+        return f"{self.prefix}.{np.dtype(dtype).name}"
+
+    def array(self, value: Any) -> str:
+        """An array literal; a matrix too long for a line, a row a line."""
+        rows = [_number_list(row) for row in value.tolist()]
+        data = "[" + ", ".join(rows) + "]"
+        if len(data) > LINE_LENGTH - 40 and value.ndim > 1:
+            data = "[\n" + "".join(f"    {row},\n" for row in rows) + "]"
+        if self.name == "torch":
+            return f"torch.tensor({data}, dtype=torch.float64)"
+        return f"{self.prefix}.array({data})"
+
+    def indices(self, entries: Sequence[int]) -> str:
+        if self.name == "jax":  # JAX reads a list as several indices: an array is one index
+            return f"jnp.array({list(entries)})"
+        return repr(list(entries))
+
+
+NUMPY = Dialect("numpy", "np", {}, False)
+JAX = Dialect("jax", "jnp", {}, False)
+TORCH = Dialect("torch", "torch", {"np.max": "torch.amax", "np.min": "torch.amin", "np.transpose": "torch.permute",
+                                    "np.linalg.inv": "torch.linalg.inv", "np.linalg.det": "torch.linalg.det"},
+                True)
+DIALECTS = {"numpy": NUMPY, "torch": TORCH, "jax": JAX}
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, bool):
+        return repr(value)
+    if isinstance(value, int):
+        return repr(value)
+    number = float(value)
+    if math.isnan(number):
+        return "float('nan')"
+    if math.isinf(number):
+        return "float('inf')" if number > 0 else "-float('inf')"
+    return repr(number)
+
+
+def _number_list(item: Any) -> str:
+    if isinstance(item, list):
+        return "[" + ", ".join(_number_list(part) for part in item) + "]"
+    return _number(item)
+
+
+class Renderer:
+    """Codes as text: names for the codes that have lines of their own, the rest written inline."""
+
+    def __init__(self, dialect: Dialect, names: dict[int, str], constants: Callable[[Any], str]) -> None:
+        self.dialect = dialect
+        self.names = names  # id(code) → its variable
+        self.constant = constants  # an array that is no program value: a module-level constant's name
+
+    def text(self, code: Code, inline: bool = False) -> str:
+        return self._render(code, inline)[0]
+
+    def _render(self, code: Code, inline: bool = False) -> tuple[str, int]:
+        name = self.names.get(id(code))
+        if name is not None and not inline:
+            return name, _ATOM
+        kind, parts = code.kind, code.parts
+        if kind == "name":
+            return parts[0], _ATOM
+        if kind == "const":
+            text = _number(parts[0])
+            return text, (_UNARY if text.startswith("-") else _ATOM)
+        if kind == "array":
+            return self.constant(code.value), _ATOM
+        if kind == "binary":
+            op, a, b = parts
+            level = _BINARY[op]
+            if op == "**":
+                left = self._operand(a, level + 1)
+                right = self._operand(b, _UNARY)
+            else:
+                left = self._operand(a, level)
+                right = self._operand(b, level + 1)
+            return f"{left} {op} {right}", level
+        if kind == "compare":
+            op, a, b = parts
+            return f"{self._operand(a, _COMPARE + 1)} {op} {self._operand(b, _COMPARE + 1)}", _COMPARE
+        if kind == "unary":
+            op, a = parts
+            return f"{op}{self._operand(a, _POWER)}", _UNARY
+        if kind == "index":
+            base, key = parts
+            return f"{self._operand(base, _PRIMARY)}[{self._key(key)}]", _PRIMARY
+        if kind == "attr":
+            base, attr = parts
+            return f"{self._operand(base, _PRIMARY)}.{attr}", _PRIMARY
+        if kind == "method":
+            base, method, args = parts
+            if method == "astype" and self.dialect.name == "torch":
+                method = "to"
+            return f"{self._operand(base, _PRIMARY)}.{method}({', '.join(self._argument(a) for a in args)})", _PRIMARY
+        if kind == "call":
+            path, args, kwargs = parts
+            function = self.dialect.function(path)
+            written = [self._argument(a, function) for a in args]
+            written += [f"{key}={self._argument(value)}" for key, value in kwargs.items()
+                        if not (key == "axis" and value is None) and not (key == "keepdims" and value is False)]
+            return f"{function}({', '.join(written)})", _PRIMARY
+        raise AssertionError(kind)
+
+    def _operand(self, code: Code, level: int) -> str:
+        text, own = self._render(code)
+        return text if own >= level else f"({text})"
+
+    def _argument(self, item: Any, function: str = "") -> str:
+        if isinstance(item, Code):
+            if item.kind == "const" and self.dialect.tensor_numbers and function.startswith("torch.") \
+                    and function != "torch.where":
+                return f"torch.tensor({_number(float(item.parts[0]))})"
+            return self._render(item)[0]
+        if isinstance(item, _Key):
+            return f"{self.dialect.prefix}.s_[{self._key(item.key)}]" if self.dialect.name != "torch" else \
+                f"({self._key(item.key)},)"
+        if isinstance(item, (list, tuple)):
+            inner = [self._argument(part, function) for part in item]
+            if isinstance(item, list) or (function and all(isinstance(p, Code) for p in item)):
+                return "[" + ", ".join(inner) + "]"
+            return "(" + ", ".join(inner) + ("," if len(inner) == 1 else "") + ")"
+        if isinstance(item, (np.dtype, type)):
+            return self.dialect.dtype(item)
+        if isinstance(item, np.ndarray):
+            return self.constant(item)
+        if isinstance(item, (int, float, np.generic)) and not isinstance(item, bool):
+            if self.dialect.tensor_numbers and function.startswith("torch.") and function != "torch.where":
+                return f"torch.tensor({_number(float(item))})"
+            return _number(item)
+        return repr(item)
+
+    def _key(self, key: tuple) -> str:
+        parts = []
+        for part in key:
+            if isinstance(part, slice):
+                start = "" if part.start is None else str(part.start)
+                stop = "" if part.stop is None else str(part.stop)
+                parts.append(f"{start}:{stop}" + ("" if part.step is None else f":{part.step}"))
+            elif part is Ellipsis:
+                parts.append("...")
+            elif part is None:
+                parts.append("None")
+            elif isinstance(part, Indices):
+                parts.append(self.dialect.indices([int(i) for i in part]))
+            elif isinstance(part, Code):
+                parts.append(self._render(part)[0])
+            else:
+                parts.append(str(int(part)))
+        return ", ".join(parts)
+
+
+# --- The program: its graph as codes, forward and backward -------------------------------------------
+
+_RESERVED = {"np", "jnp", "jax", "torch", "f", "value_and_grad", "grads", "value", "float", "_scatter", "PATH"}
+
+
+class _Names:
+    """Python names for the program's variables: each once (a name assigned again gets _1, _2), none a keyword."""
+
+    def __init__(self, taken: Iterable[str], program: Iterable[str]) -> None:
+        self.taken = set(taken) | _RESERVED
+        self.program = set(program)  # the program's own names: a temporary takes none of them
+        self.temporaries = 0
+
+    def fresh(self, wanted: str | None) -> str:
+        if wanted is None:
+            while True:
+                self.temporaries += 1
+                name = f"t{self.temporaries}"
+                if name not in self.taken and name not in self.program:
+                    break
+        else:
+            base = wanted if wanted.isidentifier() and not keyword.iskeyword(wanted) else f"{wanted}_"
+            if not base.isidentifier():
+                base = "v"
+            name, n = base, 0
+            while name in self.taken:
+                n += 1
+                name = f"{base}_{n}"
+        self.taken.add(name)
+        return name
+
+
+class Export:
+    """A run written out: its leaves (parameters), constants, forward codes, decisions and gradients."""
+
+    def __init__(self, run: Run, decisions: list[Node], of: str, wrt: list[str], to: str) -> None:
+        self.run = run
+        self.of = of
+        self.wrt = wrt
+        self.to = to
+        output = run.node(of)
+        self.output = output
+        roots = [output, *decisions]
+        order = _reached(roots)
+        self.leaves = dict(run.state.leaves)  # every leaf is a parameter: f's signature is the program's
+        leaf_ids = {id(node): name for name, node in self.leaves.items()}
+        self.constants: dict[str, Any] = {}  # module-level names → values
+        self.codes: dict[int, Code] = {}
+        constant_ids = {id(node): name for name, node in run.state.constants.items()}
+        for name, node in self.leaves.items():
+            self.codes[id(node)] = Code("name", (name,), node.value)
+        for node in order:
+            if id(node) in self.codes:
+                continue
+            if node.op is None:
+                self.codes[id(node)] = self._constant(node, constant_ids.get(id(node)))
+                continue
+            inputs = [self.codes[id(x)] for x in node.inputs]
+            try:
+                code = _lift(_evaluation(node.op)(*inputs, *node.params))
+            except _Unwritable as exc:
+                raise _refused(node.op, "its evaluation", exc) from None
+            if node.name is not None and id(node) not in leaf_ids:
+                code = _anchored(code, node.name)
+            self.codes[id(node)] = code
+        self.value = self.codes[id(output)]
+        self.guards = [(self.codes[id(node)], graph.host_value(node)) for node in decisions]
+        self.deciding = decisions
+        self.gradients = self._backward(order) if to == "numpy" else {}
+
+    def _constant(self, node: Node, name: str | None) -> Code:
+        value = node.value
+        if isinstance(node, Literal) or (value.shape == () and name is None):
+            return const(node.number if isinstance(node, Literal) else value.item())
+        label = name or (node.name.upper() if node.name else "C")
+        code = Code("name", (label,), value)
+        self.constants[id(code)] = label  # named when the module is written
+        return code
+
+    def _backward(self, order: list[Node]) -> dict[str, Code]:
+        """Each --wrt leaf's gradient as codes: the rules, newest node first, as autodiff.backward runs them."""
+        targets = {id(self.leaves[name]) for name in self.wrt}
+        relevant: set[int] = set(targets)
+        for node in order:  # the nodes a target leads to: only their rules run
+            if node.op is not None and node.requires_grad and any(id(x) in relevant for x in node.inputs):
+                relevant.add(id(node))
+        grads: dict[int, Code] = {id(self.output): const(1.0)}
+        for node in reversed(order):
+            g = grads.pop(id(node), None) if id(node) not in targets else grads.get(id(node))
+            if g is None or node.op is None:
+                continue
+            if node.name is not None:
+                g = _anchored(g, f"g_{node.name}")
+            op = node.op
+            ans = self.codes[id(node)]
+            args = [*[self.codes[id(x)] for x in node.inputs], *node.params]
+            for i, parent in enumerate(node.inputs):
+                rule = op.vjps[i] if op.differentiable else None
+                if rule is None or id(parent) not in relevant:
+                    continue
+                try:
+                    contribution = _lift(rule(WRITER, g, ans, *args))
+                    if op.broadcasts and contribution.shape != parent.value.shape:
+                        contribution = WRITER.sum_to(contribution, parent.value.shape)
+                except _Unwritable as exc:
+                    raise _refused(op, "its derivative rule", exc) from None
+                total = grads.get(id(parent))
+                grads[id(parent)] = contribution if total is None else _binary("+", total, contribution)
+        result = {}
+        for name in self.wrt:
+            node = self.leaves[name]
+            g = grads.get(id(node))
+            if g is None:  # no path: zero, of the leaf's shape (as grad says)
+                g = Code("call", ("np.zeros_like", (self.codes[id(node)],), {}), np.zeros_like(node.value))
+            result[name] = _anchored(g, f"g_{name}")
+        return result
+
+
+def _anchored(code: Code, name: str) -> Code:
+    """The code under a variable of its own; a name or a number needs none (a copy under it would be noise)."""
+    if code.kind in ("name", "const") or code.anchor is not None:
+        return code
+    code.anchor = name
+    return code
+
+
+def _reached(roots: list[Node]) -> list[Node]:
+    """Every node the roots are computed from, in creation order."""
+    found: dict[int, Node] = {}
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if id(node) not in found:
+            found[id(node)] = node
+            stack.extend(node.inputs)
+    return sorted(found.values(), key=lambda n: n.seq)
+
+
+def _refused(prim: Primitive, what: str, exc: _Unwritable) -> NotExportable:
+    return NotExportable(f"export cannot write {prim.name}: {what} is not straight-line array code ({exc})",
+                         "gradcalc grad computes it; docs/export.md lists the functions export writes")
+
+
+# --- Statements: a function body from its roots ------------------------------------------------------
+
+class _Body:
+    """A function's lines: a line per code that has a name or is used more than once, in creation order."""
+
+    def __init__(self, dialect: Dialect, names: _Names, module_names: dict[int, str],
+                 constant: Callable[[Any], str]) -> None:
+        self.names: dict[int, str] = dict(module_names)
+        self.renderer = Renderer(dialect, self.names, constant)
+        self.namer = names
+        self.lines: list[str] = []
+
+    def write(self, roots: Sequence[Code], guards: Sequence[tuple[Code, Any, str]] = ()) -> None:
+        uses: dict[int, int] = {}
+        found: dict[int, Code] = {}
+        stack = list(roots) + [code for code, _, _ in guards]
+        for code in stack:
+            uses[id(code)] = uses.get(id(code), 0) + 1
+        while stack:
+            code = stack.pop()
+            if id(code) in found:
+                continue
+            found[id(code)] = code
+            for part in _children(code):
+                uses[id(part)] = uses.get(id(part), 0) + 1
+                stack.append(part)
+        checks = {id(code): (value, where) for code, value, where in guards}
+        for code in sorted(found.values(), key=lambda c: c.seq):
+            if id(code) in self.names or code.kind in ("name", "const", "array"):
+                pass
+            elif code.anchor is not None or uses[id(code)] > 1 or (id(code) in checks and _truth(code) is None):
+                name = self.namer.fresh(code.anchor)
+                self.lines.append(f"{name} = {self.renderer.text(code, inline=True)}")
+                self.names[id(code)] = name
+            if id(code) in checks:
+                value, where = checks[id(code)]
+                self.lines.append(self._guard(code, value, where))
+
+    def _guard(self, code: Code, value: Any, where: str) -> str:
+        """An assert that the run's decision holds: `assert x > 1` for a branch taken, `not (...)` for one not."""
+        value = np.asarray(value)
+        message = "PATH"  # the module's constant: the message every guard gives
+        truth = _truth(code)
+        if truth is not None and value.shape == ():
+            condition = self.renderer.text(truth)
+            return f"assert {condition}, {message}" if value.item() else f"assert not ({condition}), {message}"
+        name = self.renderer.text(code)
+        if value.shape == ():
+            return f"assert {name} == {_number(value.item())}, {message}"
+        if self.renderer.dialect.name == "torch":
+            return f"assert torch.equal({name}, {self.renderer.dialect.array(value)}), {message}"
+        return f"assert np.array_equal({name}, {NUMPY.array(value)}), {message}"
+
+    def text(self, code: Code) -> str:
+        return self.renderer.text(code)
+
+
+def _truth(code: Code) -> Code | None:
+    """The comparison inside a comparison's 0/1 (what a branch reads), or None."""
+    if code.kind == "method" and code.parts[1] == "astype" and code.parts[0].kind == "compare" and code.ndim == 0:
+        return code.parts[0]
+    return None
+
+
+def _children(code: Code) -> list[Code]:
+    found: list[Code] = []
+
+    def visit(item: Any) -> None:
+        if isinstance(item, Code):
+            found.append(item)
+        elif isinstance(item, (tuple, list)):
+            for part in item:
+                visit(part)
+        elif isinstance(item, dict):
+            for part in item.values():
+                visit(part)
+        elif isinstance(item, _Key):
+            visit(item.key)
+
+    if code.kind != "name":
+        visit(code.parts)
+    return found
+
+
+# --- The module ---------------------------------------------------------------------------------------
+
+_HELPERS = {
+    "_scatter": '''
+def _scatter(g, key, shape):
+    """Zeros of `shape` with `g` added at `key`: the gradient of reading x[key] (an entry read twice adds)."""
+    out = np.zeros(shape)
+    np.add.at(out, key, g)
+    return out
+''',
+}
+
+_IMPORTS = {
+    "numpy": "import numpy as np",
+    "torch": "import torch",
+    "jax": "import jax\nimport jax.numpy as jnp\n\njax.config.update(\"jax_enable_x64\", True)  # the program's float64",
+}
+
+
+def write(run: Run, to: str, of: str | None, wrt: Sequence[str] | None, source_name: str) -> str:
+    """The module: f (the program's value of `of`) and value_and_grad (it and its gradients)."""
+    if to not in TARGETS:
+        raise NotExportable(f"--to {to}: export writes numpy, torch or jax", "pick one of them")
+    if run.dtype != "float64":
+        raise NotExportable(f"--dtype {run.dtype}: export writes float64 code", "drop --dtype")
+    of = of or run.default_output
+    output = run.node(of)
+    wrt = list(wrt) if wrt else list(run.state.leaves)
+    for name in wrt:
+        if name not in run.state.leaves:
+            if name in run.state.constants:
+                run.wrt_node(name)  # its message: a constant has no gradient
+            where = "an intermediate" if name in run.frame else "not a variable of the program"
+            raise NotExportable(f"--wrt {name}: {name} is {where}; export differentiates by f's parameters, "
+                                "the program's leaves", f"its leaves: {', '.join(run.state.leaves) or 'none'}")
+    if output.value.shape != ():
+        raise NotExportable(f"--of {of}: {of} has shape {tuple(output.value.shape)}; value_and_grad needs a "
+                            "single number", f"export a scalar such as sum({of}) (assign it: L = sum({of}))")
+    again, decisions = _decisions(run, to)
+    export = Export(again, decisions, of, wrt, to)
+    return _module(export, to, source_name)
+
+
+def _decisions(run: Run, to: str) -> tuple[Run, list[Node]]:
+    """The run again with the host decisions it made on values computed from the leaves (to assert them)."""
+    module = run.program.module
+    again, seen = perturb.traced(run)
+    if seen is None:
+        culprit = next(expr for expr in S.code(module.body, functions=True)
+                       if isinstance(expr, S.BoolOp) or (isinstance(expr, S.Call) and expr.name in perturb._OFF_GRAPH))
+        what = f"{expr_name(culprit)} at line {culprit.pos.line}"
+        raise NotExportable(f"export cannot follow {what}: it takes a value out of the graph where no check can "
+                            "see it", "write it with where(...) or without it", culprit.pos) \
+            .within(run.program.source)
+    dirty = {id(leaf) for leaf in again.state.leaves.values()}
+    for node in _reached(seen):  # what the leaves' values reach, in one pass (creation order)
+        if any(id(x) in dirty for x in node.inputs):
+            dirty.add(id(node))
+    deciding = [node for node in dict.fromkeys(seen) if id(node) in dirty]  # each once, as they were read
+    if deciding and to == "jax":
+        pos = _decision_place(module)
+        where = f" (line {pos.line})" if pos is not None else ""
+        raise NotExportable(f"the program decides on a value computed from its leaves{where}: jax.jit traces f "
+                            "without values, so the path taken cannot be checked",
+                            "export --to numpy or --to torch (they assert the path), or write the choice with "
+                            "where(cond, a, b)", pos).within(run.program.source)
+    return again, deciding
+
+
+def expr_name(expr: S.Expr) -> str:
+    if isinstance(expr, S.Call):
+        return f"{expr.name}(...)"
+    return f"'{getattr(expr, 'op', 'and/or')}'"
+
+
+def _decision_place(module: S.Module) -> Pos | None:
+    """Where the program first decides on a value: an if, a while, a conditional expression, a for's range."""
+    for stmt in S.statements(module.body, functions=True):
+        if isinstance(stmt, (S.If, S.While)):
+            return stmt.cond.pos
+        if isinstance(stmt, S.For):
+            return stmt.iterable.pos
+        for field in type(stmt).expressions:
+            for expr in S.walk(getattr(stmt, field)):
+                if isinstance(expr, (S.Conditional, S.Index)):
+                    return expr.pos
+    return None
+
+
+def _module(export: Export, to: str, source_name: str) -> str:
+    dialect = DIALECTS[to]
+    run = export.run
+    leaves = list(export.leaves)
+    constants: dict[str, str] = {}  # name → its definition
+    module_names: dict[int, str] = {}
+    taken = set(run.frame) | set(leaves)
+    arrays: dict[int, str] = {}
+
+    def constant(value: Any) -> str:
+        if id(value) not in arrays:
+            name = f"C{len(arrays) + 1}"
+            while name in taken:
+                name += "_"
+            taken.add(name)
+            arrays[id(value)] = name
+            constants[name] = _value_source(dialect, value)
+        return arrays[id(value)]
+
+    for code in _all_codes(export):
+        label = export.constants.get(id(code))
+        if label is not None and id(code) not in module_names:
+            name = label if label not in constants else f"{label}_{len(constants)}"
+            module_names[id(code)] = name
+            constants[name] = _value_source(dialect, code.value)
+    defaults: dict[str, str] = {}
+    for name in leaves:
+        value = export.leaves[name].value
+        if value.shape == ():
+            defaults[name] = _number(value.item())
+        else:
+            const_name = f"{name.upper()}_VALUE" if f"{name.upper()}_VALUE" not in taken else f"{name}_value"
+            constants[const_name] = _value_source(dialect, value)
+            defaults[name] = const_name
+    signature = ", ".join(f"{name}={defaults[name]}" for name in leaves)
+    where = _places(export)
+
+    def body(with_gradients: bool) -> list[str]:
+        names = _Names(set(constants) | set(leaves) | set(arrays.values()), run.frame)
+        lines: list[str] = []
+        if to == "torch":
+            lines += [f"{name} = torch.as_tensor({name}, dtype=torch.float64)" for name in leaves]
+        writer = _Body(dialect, names, module_names, constant)
+        guards = [(code, value, where.get(id(code), "a branch")) for code, value in export.guards]
+        roots = [export.value, *(export.gradients.values() if with_gradients else [])]
+        writer.write(roots, guards)
+        lines += writer.lines
+        if with_gradients:
+            grads = ", ".join(f"{name!r}: {writer.text(g)}" for name, g in export.gradients.items())
+            lines.append(f"return {writer.text(export.value)}, {{{grads}}}")
+        else:
+            lines.append(f"return {writer.text(export.value)}")
+        return lines
+
+    about = (f"f({', '.join(leaves)}) computes {export.of}; value_and_grad(...) returns {export.of} and "
+             f"{{name: gradient}} for {', '.join(export.wrt)}. The defaults are the program's values; shapes, "
+             "indices and constants are those of the program, written in. Loops are unrolled and functions "
+             "inlined as the run went.")
+    out = [f'"""The value of {export.of} in {source_name} and its gradient, written out by gradcalc export.',
+           "", *textwrap.wrap(about, LINE_LENGTH, break_on_hyphens=False, break_long_words=False), '"""',
+           f"# Generated from {source_name} by gradcalc {__version__} (gradcalc export --to {to}).",
+           "",
+           _IMPORTS[to], ""]
+    forward = body(False)
+    if to == "numpy":
+        backward = body(True)
+    elif to == "torch":
+        backward = _torch_gradients(leaves, export.wrt)
+    else:
+        backward = _jax_gradients(leaves, export.wrt)
+    if export.guards and to != "jax":
+        constants["PATH"] = repr("these values take another path than the one gradcalc recorded")
+    for name, definition in constants.items():
+        out.append(f"{name} = {definition}")
+    if constants:
+        out.append("")
+    text = "\n".join(forward + backward)
+    for helper, definition in _HELPERS.items():
+        if f"{helper}(" in text:
+            out.append(definition.strip("\n"))
+            out += ["", ""]
+    out.append("")
+    out.append(f"def f({signature}):")
+    out.append(f'    """{export.of}, as {source_name} computes it."""')
+    out += ["    " + line for line in forward]
+    out += ["", ""]
+    out.append(f"def value_and_grad({signature}):")
+    out.append(f'    """{export.of} and its gradient with respect to {", ".join(export.wrt)}, as a dict."""')
+    out += ["    " + line for line in backward]
+    return "\n".join(_wrapped(line) for line in _tidy(out)) + "\n"
+
+
+def _tidy(lines: list[str]) -> list[str]:
+    """At most two blank lines in a row, none after the imports' block beyond what PEP 8 asks."""
+    out: list[str] = []
+    for line in lines:
+        if line == "" and len(out) >= 2 and out[-1] == "" and out[-2] == "":
+            continue
+        out.append(line)
+    while out and out[-1] == "":
+        out.pop()
+    return out
+
+
+def _torch_gradients(leaves: list[str], wrt: list[str]) -> list[str]:
+    lines = [f"{name} = torch.as_tensor({name}, dtype=torch.float64).detach().requires_grad_()" for name in wrt]
+    lines.append(f"value = f({', '.join(leaves)})")
+    leaves_tuple = f"({wrt[0]},)" if len(wrt) == 1 else f"({', '.join(wrt)})"
+    lines.append(f"grads = torch.autograd.grad(value, {leaves_tuple}, allow_unused=True, materialize_grads=True)")
+    entries = ", ".join(f"{name!r}: grads[{i}]" for i, name in enumerate(wrt))
+    lines.append(f"return value.detach(), {{{entries}}}")
+    return lines
+
+
+def _jax_gradients(leaves: list[str], wrt: list[str]) -> list[str]:
+    numbers = tuple(leaves.index(name) for name in wrt)
+    lines = [f"value, grads = jax.value_and_grad(f, argnums={numbers!r})({', '.join(leaves)})"]
+    entries = ", ".join(f"{name!r}: grads[{i}]" for i, name in enumerate(wrt))
+    lines.append(f"return value, {{{entries}}}")
+    return lines
+
+
+def _value_source(dialect: Dialect, value: Any) -> str:
+    value = np.asarray(value)
+    if value.shape == ():
+        return _number(value.item())
+    return dialect.array(value)
+
+
+def _all_codes(export: Export) -> list[Code]:
+    stack = [export.value, *export.gradients.values(), *(code for code, _ in export.guards)]
+    found: dict[int, Code] = {}
+    while stack:
+        code = stack.pop()
+        if id(code) not in found:
+            found[id(code)] = code
+            stack.extend(_children(code))
+    return sorted(found.values(), key=lambda c: c.seq)
+
+
+def _places(export: Export) -> dict[int, str]:
+    """Where each decision was made, as far as the graph says: the loop or call it was made in."""
+    places = {}
+    for (code, _), node in zip(export.guards, export.deciding, strict=True):
+        origin = node.origin
+        places[id(code)] = origin[2] if isinstance(origin, tuple) and len(origin) > 2 else "at the top level"
+    return places
+
+
+# --- Long lines: broken inside brackets ---------------------------------------------------------------
+
+def _wrapped(line: str, limit: int = LINE_LENGTH) -> str:
+    """A line longer than `limit` broken after commas and before operators, inside brackets (a statement's
+    value put in brackets first), continuation lines indented one level more."""
+    if len(line) <= limit or "\n" in line:
+        return line
+    indent = line[: len(line) - len(line.lstrip())]
+    stripped = line.strip()
+    for prefix in ("return ", ):
+        if stripped.startswith(prefix):
+            head, value = prefix, stripped[len(prefix):]
+            break
+    else:
+        head, sep, value = stripped.partition(" = ")
+        if not sep or not head.isidentifier():
+            return line
+        head += " = "
+    pieces = _pieces(value)
+    if pieces is None:
+        return line
+    inner = indent + "    "
+    rows: list[str] = []
+    current = ""
+    for piece in pieces:
+        if current and len(inner) + len(current) + len(piece) > limit:
+            rows.append(current.rstrip())
+            current = piece.lstrip()
+        else:
+            current += piece
+    rows.append(current.rstrip())
+    return f"{indent}{head}(\n" + "\n".join(inner + row for row in rows) + f"\n{indent})"
+
+
+def _pieces(text: str) -> list[str] | None:
+    """The text cut where a line may break: after a comma, before a binary operator (never in a string)."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    cuts = [0]
+    previous = None
+    for token in tokens:
+        if token.type in (tokenize.NEWLINE, tokenize.ENDMARKER, tokenize.NL):
+            continue
+        start = token.start[1]
+        if previous is not None and previous.type == tokenize.OP and previous.string == "," and \
+                token.string not in (")", "]"):
+            cuts.append(start)
+        elif token.type == tokenize.OP and token.string in ("+", "-", "*", "/", "@") and previous is not None \
+                and (previous.type in (tokenize.NAME, tokenize.NUMBER) or previous.string in (")", "]")):
+            cuts.append(start)
+        previous = token
+    cuts.append(len(text))
+    return [text[a:b] for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+# --- Which primitives export: each record's evaluation and rules, written at a point -----------------
+
+def writable(prim: Primitive, inputs: Sequence[Any], params: Sequence[Any]) -> str | None:
+    """Why the primitive cannot be written at these inputs (arrays) and params, or None if it can."""
+    codes = [Code("name", (f"x{i}",), np.asarray(value)) for i, value in enumerate(inputs)]
+    try:
+        ans = _lift(_evaluation(prim)(*codes, *params))
+        if prim.differentiable:
+            for i in range(len(codes)):
+                rule = prim.vjps[i]
+                if rule is not None:
+                    _lift(rule(WRITER, Code("name", ("g",), np.ones(ans.shape)), ans, *codes, *params))
+    except _Unwritable as exc:
+        return str(exc)
+    except GradcalcError as exc:
+        return exc.message
+    return None
