@@ -21,8 +21,10 @@ under jit) cannot, and the program is refused.
 from __future__ import annotations
 
 import io
+import itertools
 import keyword
 import math
+import os
 import operator
 import textwrap
 import tokenize
@@ -94,7 +96,7 @@ class Code:
         return np.asarray(self.value).dtype
 
     @property
-    def T(self) -> Code:  # noqa: N802  (NumPy's name)
+    def T(self) -> Code:  # NumPy's name
         return _attribute(self, "T", np.transpose(self.value))
 
     def astype(self, dtype: Any) -> Code:
@@ -122,6 +124,8 @@ class Code:
             shape = np.broadcast_shapes(*(np.shape(_values(a)) for a in args))
             if chosen.shape == shape:
                 return chosen
+        if path in _REDUCTIONS and kwargs.get("axis", 0) is None and kwargs.get("keepdims"):
+            kwargs = {**kwargs, "axis": tuple(range(np.ndim(_values(args[0]))))}  # PyTorch wants the axes
         if func is np.transpose:  # x.T for a matrix, its axes written out otherwise (as PyTorch wants them)
             x, axes = args[0], (args[1] if len(args) > 1 else kwargs.get("axes"))
             axes = tuple(reversed(range(x.ndim))) if axes is None else tuple(a % x.ndim for a in axes)
@@ -137,6 +141,9 @@ class Code:
     def __getitem__(self, key: Any) -> Code:
         key = key if isinstance(key, tuple) else (key,)
         return Code("index", (self, key), np.asarray(self.value)[_values(key)])
+
+
+_REDUCTIONS = {"np.sum", "np.mean", "np.max", "np.min", "np.prod", "np.var", "np.std"}
 
 
 def _attribute(base: Code, name: str, value: Any) -> Code:
@@ -298,10 +305,12 @@ WRITER = _Writer()
 class Dialect:
     """How one library writes what NumPy writes: its module's name and the functions it names otherwise."""
 
-    def __init__(self, name: str, prefix: str, renamed: dict[str, str], tensor_numbers: bool) -> None:
+    def __init__(self, name: str, prefix: str, renamed: dict[str, str], tensor_numbers: bool,
+                 keywords: dict[tuple[str, str], str] | None = None) -> None:
         self.name = name
         self.prefix = prefix
         self.renamed = renamed
+        self.keywords = keywords or {}  # (function, NumPy's keyword) → the library's
         self.tensor_numbers = tensor_numbers  # PyTorch's functions take tensors, not Python numbers
 
     def function(self, path: str) -> str:
@@ -331,9 +340,10 @@ class Dialect:
 
 NUMPY = Dialect("numpy", "np", {}, False)
 JAX = Dialect("jax", "jnp", {}, False)
-TORCH = Dialect("torch", "torch", {"np.max": "torch.amax", "np.min": "torch.amin", "np.transpose": "torch.permute",
-                                    "np.linalg.inv": "torch.linalg.inv", "np.linalg.det": "torch.linalg.det"},
-                True)
+TORCH = Dialect("torch", "torch", {"np.max": "torch.amax", "np.min": "torch.amin", "np.transpose": "torch.permute"},
+                True, {("torch.var", "ddof"): "correction", ("torch.std", "ddof"): "correction",
+                       ("torch.flip", "axis"): "dims", ("torch.trace", "axis1"): "dim1",
+                       ("torch.trace", "axis2"): "dim2"})
 DIALECTS = {"numpy": NUMPY, "torch": TORCH, "jax": JAX}
 
 
@@ -410,8 +420,11 @@ class Renderer:
             path, args, kwargs = parts
             function = self.dialect.function(path)
             written = [self._argument(a, function) for a in args]
-            written += [f"{key}={self._argument(value)}" for key, value in kwargs.items()
+            written += [f"{self.dialect.keywords.get((function, key), key)}={self._argument(value)}"
+                        for key, value in kwargs.items()
                         if not (key == "axis" and value is None) and not (key == "keepdims" and value is False)]
+            if function == "torch.trace":  # PyTorch's trace takes a matrix: the diagonal's sum, as NumPy's
+                return f"torch.diagonal({', '.join(written)}).sum(-1)", _PRIMARY
             return f"{function}({', '.join(written)})", _PRIMARY
         raise AssertionError(kind)
 
@@ -429,7 +442,8 @@ class Renderer:
             return f"{self.dialect.prefix}.s_[{self._key(item.key)}]" if self.dialect.name != "torch" else \
                 f"({self._key(item.key)},)"
         if isinstance(item, (list, tuple)):
-            inner = [self._argument(part, function) for part in item]
+            inner = [self._argument(part) if not isinstance(part, Code) else self._argument(part, function)
+                     for part in item]
             if isinstance(item, list) or (function and all(isinstance(p, Code) for p in item)):
                 return "[" + ", ".join(inner) + "]"
             return "(" + ", ".join(inner) + ("," if len(inner) == 1 else "") + ")"
@@ -695,7 +709,7 @@ def _children(code: Code) -> list[Code]:
 _HELPERS = {
     "_scatter": '''
 def _scatter(g, key, shape):
-    """Zeros of `shape` with `g` added at `key`: the gradient of reading x[key] (an entry read twice adds)."""
+    """Zeros of `shape` with `g` added at `key`: the gradient of reading x[key]."""
     out = np.zeros(shape)
     np.add.at(out, key, g)
     return out
@@ -705,7 +719,7 @@ def _scatter(g, key, shape):
 _IMPORTS = {
     "numpy": "import numpy as np",
     "torch": "import torch",
-    "jax": "import jax\nimport jax.numpy as jnp\n\njax.config.update(\"jax_enable_x64\", True)  # the program's float64",
+    "jax": 'import jax\nimport jax.numpy as jnp\n\njax.config.update("jax_enable_x64", True)  # the program\'s float64',
 }
 
 
@@ -837,11 +851,13 @@ def _module(export: Export, to: str, source_name: str) -> str:
              f"{{name: gradient}} for {', '.join(export.wrt)}. The defaults are the program's values; shapes, "
              "indices and constants are those of the program, written in. Loops are unrolled and functions "
              "inlined as the run went.")
-    out = [f'"""The value of {export.of} in {source_name} and its gradient, written out by gradcalc export.',
-           "", *textwrap.wrap(about, LINE_LENGTH, break_on_hyphens=False, break_long_words=False), '"""',
-           f"# Generated from {source_name} by gradcalc {__version__} (gradcalc export --to {to}).",
-           "",
-           _IMPORTS[to], ""]
+    shown = os.path.basename(source_name) or source_name
+    out = [f'"""The value of {export.of} in {shown} and its gradient, written out by gradcalc export.',
+           "", *textwrap.wrap(about, LINE_LENGTH, break_on_hyphens=False, break_long_words=False), '"""']
+    made = f"gradcalc {__version__} (gradcalc export --to {to})"
+    out += [f"# Generated from {source_name} by {made}."] if len(source_name) + len(made) < LINE_LENGTH - 24 else \
+        [f"# Generated by {made} from", f"# {source_name}"]
+    out += ["", "@IMPORTS@", ""]
     forward = body(False)
     if to == "numpy":
         backward = body(True)
@@ -854,7 +870,7 @@ def _module(export: Export, to: str, source_name: str) -> str:
     for name, definition in constants.items():
         out.append(f"{name} = {definition}")
     if constants:
-        out.append("")
+        out += ["", ""]
     text = "\n".join(forward + backward)
     for helper, definition in _HELPERS.items():
         if f"{helper}(" in text:
@@ -862,12 +878,16 @@ def _module(export: Export, to: str, source_name: str) -> str:
             out += ["", ""]
     out.append("")
     out.append(f"def f({signature}):")
-    out.append(f'    """{export.of}, as {source_name} computes it."""')
+    out.append(f'    """{export.of}, as {shown} computes it."""')
     out += ["    " + line for line in forward]
     out += ["", ""]
     out.append(f"def value_and_grad({signature}):")
     out.append(f'    """{export.of} and its gradient with respect to {", ".join(export.wrt)}, as a dict."""')
     out += ["    " + line for line in backward]
+    imports = _IMPORTS[to]
+    if to == "numpy" and not any("np." in line for line in out):
+        imports = ""  # nothing of NumPy's is called (operators on numbers only)
+    out[out.index("@IMPORTS@")] = imports
     return "\n".join(_wrapped(line) for line in _tidy(out)) + "\n"
 
 
@@ -982,7 +1002,7 @@ def _pieces(text: str) -> list[str] | None:
             cuts.append(start)
         previous = token
     cuts.append(len(text))
-    return [text[a:b] for a, b in zip(cuts, cuts[1:]) if b > a]
+    return [text[a:b] for a, b in itertools.pairwise(cuts) if b > a]
 
 
 # --- Which primitives export: each record's evaluation and rules, written at a point -----------------
@@ -1002,3 +1022,14 @@ def writable(prim: Primitive, inputs: Sequence[Any], params: Sequence[Any]) -> s
     except GradcalcError as exc:
         return exc.message
     return None
+
+
+def written(prim: Primitive, inputs: Sequence[Any], params: Sequence[Any], to: str) -> str:
+    """The primitive's evaluation as one expression of x0, x1, ... in `to`'s dialect (what a test runs)."""
+    codes = [Code("name", (f"x{i}",), np.asarray(value)) for i, value in enumerate(inputs)]
+    arrays: dict[int, str] = {}
+
+    def constant(value: Any) -> str:
+        return arrays.setdefault(id(value), DIALECTS[to].array(value))
+
+    return Renderer(DIALECTS[to], {}, constant).text(_lift(_evaluation(prim)(*codes, *params)))
