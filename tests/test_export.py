@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,7 @@ def _smooth(name: str, inner: str) -> str:
 
 
 @st.composite
-def programs(draw: Any) -> tuple[str, dict[str, np.ndarray]]:
+def programs(draw: Any) -> tuple[str, dict[str, Any]]:
     """A program over W (3×4), v (4), b (3) and s (a number), and the leaves' values at a random point."""
     f1, f2, f3 = (draw(st.sampled_from(SMOOTH)) for _ in range(3))
     reduction = draw(st.sampled_from(["sum", "mean", "max", "logsumexp", "norm"]))
@@ -173,7 +174,8 @@ def test_wrt_and_of_choose_what_is_differentiated() -> None:
 
 
 def test_a_branch_and_a_loop_count_on_values_are_asserted() -> None:
-    text = "x = 1.5\ny = 2\nif x > 1 { z = x * y } else { z = x + y }\nn = 0\nwhile z < 6 { z = z * x; n = n + 1 }\nL = z^2"
+    text = ("x = 1.5\ny = 2\nif x > 1 { z = x * y } else { z = x + y }\n"
+            "n = 0\nwhile z < 6 { z = z * x; n = n + 1 }\nL = z^2")
     exported = module(text)
     source = run_cli("export", "-e", text, "--to", "numpy").stdout
     assert "assert x > 1.0, PATH" in source
@@ -283,15 +285,17 @@ def test_every_written_evaluation_computes_what_gradcalc_does(name: str, to: str
         import jax
 
         jax.config.update("jax_enable_x64", True)
-    convert = {"numpy": np.asarray, "torch": lambda v: library.tensor(v), "jax": lambda v: library.asarray(v)}[to]
-    names.update({f"x{i}": convert(value) for i, value in enumerate(inputs)})
+    convert: dict[str, Callable[[Any], Any]] = {"numpy": np.asarray, "torch": lambda v: library.tensor(v),
+                                                "jax": lambda v: library.asarray(v)}
+    names.update({f"x{i}": convert[to](value) for i, value in enumerate(inputs)})
     got = eval(text, names)  # the written expression, in the library it was written for
     np.testing.assert_allclose(as_numpy(got), expected, rtol=1e-12, atol=1e-12, err_msg=text)
 
 
 # --- the source: lint-clean as written ---------------------------------------------------------------------
 
-LOOPED = "x = [1.0, 2, 3]\nsq(a) { return a^2 }\ns = 0\nfor i in range(3) { s = s + sq(x[i]) * x[i] }\nL = s + x[1:] @ x[:-1]"
+LOOPED = ("x = [1.0, 2, 3]\nsq(a) { return a^2 }\ns = 0\nfor i in range(3) { s = s + sq(x[i]) * x[i] }\n"
+          "L = s + x[1:] @ x[:-1]")
 
 
 @pytest.mark.parametrize("to", ["numpy", "torch", "jax"])

@@ -24,8 +24,8 @@ import io
 import itertools
 import keyword
 import math
-import os
 import operator
+import os
 import textwrap
 import tokenize
 from collections.abc import Callable, Iterable, Sequence
@@ -111,7 +111,7 @@ class Code:
     __hash__ = object.__hash__
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Code:
-        if method != "__call__" or "out" in kwargs or getattr(np, ufunc.__name__, None) is not ufunc:
+        if method != "__call__" or "out" in kwargs or not _public(ufunc):
             raise _Unwritable(f"np.{ufunc.__name__}.{method}")
         with np.errstate(all="ignore"):
             value = ufunc(*_values(inputs), **_values(kwargs))
@@ -144,6 +144,11 @@ class Code:
 
 
 _REDUCTIONS = {"np.sum", "np.mean", "np.max", "np.min", "np.prod", "np.var", "np.std"}
+
+
+def _public(ufunc: Any) -> bool:
+    """Whether NumPy's namespace has the ufunc under its name (np.exp, not an internal one)."""
+    return getattr(np, ufunc.__name__, None) is ufunc
 
 
 def _attribute(base: Code, name: str, value: Any) -> Code:
@@ -224,8 +229,8 @@ def _operators() -> None:
         setattr(Code, f"__r{name}__", lambda self, other, op=op: _binary(op, other, self))
     for op, name in (("<", "lt"), ("<=", "le"), (">", "gt"), (">=", "ge"), ("==", "eq"), ("!=", "ne")):
         setattr(Code, f"__{name}__", lambda self, other, op=op: _binary(op, self, other))
-    Code.__neg__ = lambda self: _unary("-", self)  # type: ignore[attr-defined]
-    Code.__invert__ = lambda self: _unary("~", self)  # type: ignore[attr-defined]
+    for op, name in (("-", "neg"), ("~", "invert")):
+        setattr(Code, f"__{name}__", lambda self, op=op: _unary(op, self))
 
 
 _operators()
@@ -523,7 +528,7 @@ class Export:
         order = _reached(roots)
         self.leaves = dict(run.state.leaves)  # every leaf is a parameter: f's signature is the program's
         leaf_ids = {id(node): name for name, node in self.leaves.items()}
-        self.constants: dict[str, Any] = {}  # module-level names → values
+        self.constants: dict[int, str] = {}  # id(code) → the module-level name of a constant's code
         self.codes: dict[int, Code] = {}
         constant_ids = {id(node): name for name, node in run.state.constants.items()}
         for name, node in self.leaves.items():
