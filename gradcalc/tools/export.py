@@ -203,6 +203,10 @@ def _binary(op: str, x: Any, y: Any) -> Code:
         return b
     if op in ("*", "/", "**") and _is(b, 1) and a.shape == np.broadcast_shapes(a.shape, b.shape):
         return a
+    if op == "*" and (_is(a, -1) or _is(b, -1)) and a.kind != b.kind:  # -1 * c is -c
+        other = b if _is(a, -1) else a
+        if other.shape == np.broadcast_shapes(a.shape, b.shape):
+            return _unary("-", other)
     with np.errstate(all="ignore"):
         value = _OPERATIONS[op](a.value, b.value)
     if a.kind == "const" and b.kind == "const" and np.isfinite(value):
@@ -770,8 +774,7 @@ def _decisions(run: Run, to: str) -> tuple[Run, list[Node]]:
     deciding = [node for node in dict.fromkeys(seen) if id(node) in dirty]  # each once, as they were read
     if deciding and to == "jax":
         pos = _decision_place(module)
-        where = f" (line {pos.line})" if pos is not None else ""
-        raise NotExportable(f"the program decides on a value computed from its leaves{where}: jax.jit traces f "
+        raise NotExportable("the program decides on a value computed from its leaves: jax.jit traces f "
                             "without values, so the path taken cannot be checked",
                             "export --to numpy or --to torch (they assert the path), or write the choice with "
                             "where(cond, a, b)", pos).within(run.program.source)
