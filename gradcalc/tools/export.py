@@ -104,8 +104,8 @@ class Code:
             return self
         return Code("method", (self, "astype", (dtype,)), np.asarray(self.value).astype(dtype))
 
-    def _refuse(self, *args: Any) -> Any:
-        raise _Unwritable("needs a value's numbers")
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise _Unwritable("it reads the values' numbers")
 
     __bool__ = __float__ = __int__ = __index__ = __iter__ = __len__ = __array__ = _refuse
     __hash__ = object.__hash__
@@ -422,11 +422,17 @@ class Renderer:
             return f"{self._operand(base, _PRIMARY)}.{attr}", _PRIMARY
         if kind == "method":
             base, method, args = parts
-            if method == "astype" and self.dialect.name == "torch":
+            if method == "astype" and self.dialect.name != "torch":  # np.float64(x > 0): a Python bool's too
+                return f"{self.dialect.dtype(args[0])}({self._render(base)[0]})", _PRIMARY
+            if method == "astype":
                 method = "to"
             return f"{self._operand(base, _PRIMARY)}.{method}({', '.join(self._argument(a) for a in args)})", _PRIMARY
         if kind == "call":
             path, args, kwargs = parts
+            if path == "_stop":  # the value, with no gradient through it
+                if self.dialect.name == "torch":
+                    return f"{self._operand(args[0], _PRIMARY)}.detach()", _PRIMARY
+                return f"jax.lax.stop_gradient({self._render(args[0])[0]})", _PRIMARY
             function = self.dialect.function(path)
             written = [self._argument(a, function) for a in args]
             written += [f"{self.dialect.keywords.get((function, key), key)}={self._argument(value)}"
@@ -548,6 +554,9 @@ class Export:
                 code = _lift(_evaluation(node.op)(*inputs, *node.params))
             except _Unwritable as exc:
                 raise _refused(node.op, "its evaluation", exc) from None
+            if to != "numpy" and not node.requires_grad and any(x.requires_grad for x in node.inputs) and \
+                    _truth(code) is None:  # no_grad, //, argmax: no gradient flows back, as in gradcalc
+                code = Code("call", ("_stop", (code,), {}), code.value)
             if node.name is not None and id(node) not in leaf_ids:
                 code = _anchored(code, node.name)
             self.codes[id(node)] = code
@@ -776,8 +785,9 @@ def _decisions(run: Run, to: str) -> tuple[Run, list[Node]]:
         pos = _decision_place(module)
         raise NotExportable("the program decides on a value computed from its leaves: jax.jit traces f "
                             "without values, so the path taken cannot be checked",
-                            "export --to numpy or --to torch (they assert the path), or write the choice with "
-                            "where(cond, a, b)", pos).within(run.program.source)
+                            "export --to numpy or --to torch (they assert the path), write the choice with "
+                            "where(cond, a, b), or declare what it reads `const` if it is one", pos) \
+            .within(run.program.source)
     return again, deciding
 
 
@@ -870,7 +880,7 @@ def _module(export: Export, to: str, source_name: str) -> str:
     if to == "numpy":
         backward = body(True)
     elif to == "torch":
-        backward = _torch_gradients(leaves, export.wrt)
+        backward = _torch_gradients(leaves, export.wrt, export.output.requires_grad)
     else:
         backward = _jax_gradients(leaves, export.wrt)
     if export.guards and to != "jax":
@@ -911,7 +921,11 @@ def _tidy(lines: list[str]) -> list[str]:
     return out
 
 
-def _torch_gradients(leaves: list[str], wrt: list[str]) -> list[str]:
+def _torch_gradients(leaves: list[str], wrt: list[str], connected: bool) -> list[str]:
+    if not connected:  # the output does not depend on the leaves differentiably: zero, as gradcalc grad says
+        lines = [f"{name} = torch.as_tensor({name}, dtype=torch.float64)" for name in wrt]
+        entries = ", ".join(f"{name!r}: torch.zeros_like({name})" for name in wrt)
+        return [*lines, f"return f({', '.join(leaves)}), {{{entries}}}"]
     lines = [f"{name} = torch.as_tensor({name}, dtype=torch.float64).detach().requires_grad_()" for name in wrt]
     lines.append(f"value = f({', '.join(leaves)})")
     leaves_tuple = f"({wrt[0]},)" if len(wrt) == 1 else f"({', '.join(wrt)})"
