@@ -4,7 +4,8 @@
 
 Workloads (value and gradient of every leaf, two leaves given new values every call, as bench_replay.py's):
 
-- toy network (samples/neuron.eq, five scalar leaves): the exported NumPy module's `value_and_grad(a=..., w1=...)`;
+- toy network (samples/neuron.eq, five scalar leaves): the exported NumPy module's `value_and_grad(a=..., w1=...)`
+  (Python floats in, so the module's arithmetic is Python's; "NumPy scalars": every leaf an np.float64);
   gradcalc's `program.run(values).grad(of="L")` (one Program: from its third run on it replays, compiled after
   eight); `jax.jit` of the exported JAX module's `value_and_grad` (result ready).
 - the MLP (samples/mlp.eq, 8×4 inputs, 4×5 and 5×3 weights): the same three, W1 and b2 given new values.
@@ -40,6 +41,7 @@ def best(f, calls):
         times.append((time.perf_counter() - start) / calls)
     return min(times)
 toy_points = [{"a": 2.0 + i / 7, "w1": 3.0 - i / 5} for i in range(16)]
+toy_arrays = [{k: np.float64(v) for k, v in p.items()} for p in toy_points]
 rng = np.random.default_rng(7)
 mlp_points = [{"W1": rng.normal(size=(4, 5)), "b2": rng.normal(size=3)} for _ in range(16)]
 state = {"i": 0}
@@ -52,13 +54,17 @@ GRADCALC = TIMER + """
 from gradcalc.program.api import Program
 toy = Program.from_file("samples/neuron.eq")
 mlp = Program.from_file("samples/mlp.eq")
-print(json.dumps({"toy": best(lambda: toy.run(point(toy_points)).grad(of="L"), 2000),
+toy_time = best(lambda: toy.run(point(toy_points)).grad(of="L"), 2000)  # the leaves are arrays inside gradcalc
+print(json.dumps({"toy": toy_time, "toy, NumPy scalars": toy_time,
                   "mlp": best(lambda: mlp.run(point(mlp_points)).grad(of="L"), 1000)}))
 """
 
 NUMPY = TIMER + """
 import toy_numpy, mlp_numpy
+toy_defaults = {k: np.float64(v) for k, v in (("w2", -1.0), ("w3", 0.5), ("w4", 4.0))}
 print(json.dumps({"toy": best(lambda: toy_numpy.value_and_grad(**point(toy_points)), 20000),
+                  "toy, NumPy scalars": best(lambda: toy_numpy.value_and_grad(**point(toy_arrays), **toy_defaults),
+                                             20000),
                   "mlp": best(lambda: mlp_numpy.value_and_grad(**point(mlp_points)), 5000)}))
 """
 
@@ -68,7 +74,8 @@ import toy_jax, mlp_jax
 toy = jax.jit(toy_jax.value_and_grad)
 mlp = jax.jit(mlp_jax.value_and_grad)
 mlp_points = [{k: jax.numpy.asarray(v) for k, v in p.items()} for p in mlp_points]
-print(json.dumps({"toy": best(lambda: jax.block_until_ready(toy(**point(toy_points))), 5000),
+toy_time = best(lambda: jax.block_until_ready(toy(**point(toy_points))), 5000)  # jit converts them either way
+print(json.dumps({"toy": toy_time, "toy, NumPy scalars": toy_time,
                   "mlp": best(lambda: jax.block_until_ready(mlp(**point(mlp_points))), 5000)}))
 """
 
@@ -118,7 +125,7 @@ def main() -> None:
 
     print("| workload | export numpy | against | ratio (median of rounds) | rounds' ratios |")
     print("| --- | --- | --- | --- | --- |")
-    for key in WORKLOADS:
+    for key in rounds[0]["export numpy"]:
         mine = [r["export numpy"][key] for r in rounds]
         for side in ("gradcalc replay", "jax.jit"):
             theirs = [r[side][key] for r in rounds]
