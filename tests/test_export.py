@@ -157,6 +157,7 @@ EXAMPLES = [
     "x = 2.; y = x % 1.5 + x // 1; L = y * x",
     "x = [3., 1, 2]; L = argmax(x) * sum(x)",
     "x = 1.0; L = x > 0",
+    "f = 2; np = 3; const torch = 4; value = f * np; jnp = value + torch; L = jnp * f",  # the module's own names
 ]
 
 

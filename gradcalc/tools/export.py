@@ -497,6 +497,13 @@ class Renderer:
 _RESERVED = {"np", "jnp", "jax", "torch", "f", "value_and_grad", "grads", "value", "float", "_scatter", "PATH"}
 
 
+def parameter(name: str) -> str:
+    """A leaf's name as f's parameter: its own, unless Python or the module has it (`lambda`, `f`, `np`)."""
+    if name.isidentifier() and not keyword.iskeyword(name) and name not in _RESERVED:
+        return name
+    return f"{name}_" if f"{name}_".isidentifier() else "leaf"
+
+
 class _Names:
     """Python names for the program's variables: each once (a name assigned again gets _1, _2), none a keyword."""
 
@@ -542,7 +549,7 @@ class Export:
         self.codes: dict[int, Code] = {}
         constant_ids = {id(node): name for name, node in run.state.constants.items()}
         for name, node in self.leaves.items():
-            self.codes[id(node)] = Code("name", (name,), node.value)
+            self.codes[id(node)] = Code("name", (parameter(name),), node.value)
         for node in order:
             if id(node) in self.codes:
                 continue
@@ -814,7 +821,7 @@ def _decision_place(module: S.Module) -> Pos | None:
 def _module(export: Export, to: str, source_name: str) -> str:
     dialect = DIALECTS[to]
     run = export.run
-    leaves = list(export.leaves)
+    leaves = [parameter(name) for name in export.leaves]
     constants: dict[str, str] = {}  # name → its definition
     module_names: dict[int, str] = {}
     taken = set(run.frame) | set(leaves)
@@ -833,12 +840,13 @@ def _module(export: Export, to: str, source_name: str) -> str:
     for code in _all_codes(export):
         label = export.constants.get(id(code))
         if label is not None and id(code) not in module_names:
-            name = label if label not in constants else f"{label}_{len(constants)}"
+            name = parameter(label)
+            name = name if name not in constants and name not in leaves else f"{name}_{len(constants)}"
             module_names[id(code)] = name
             constants[name] = _value_source(dialect, code.value)
     defaults: dict[str, str] = {}
-    for name in leaves:
-        value = export.leaves[name].value
+    for name, node in zip(leaves, export.leaves.values(), strict=True):
+        value = node.value
         if value.shape == ():
             defaults[name] = _number(value.item())
         else:
@@ -880,7 +888,7 @@ def _module(export: Export, to: str, source_name: str) -> str:
     if to == "numpy":
         backward = body(True)
     elif to == "torch":
-        backward = _torch_gradients(leaves, export.wrt, export.output.requires_grad)
+        backward = _torch_gradients(leaves, export.wrt, export.output.requires_grad)  # wrt: program names
     else:
         backward = _jax_gradients(leaves, export.wrt)
     if export.guards and to != "jax":
@@ -922,13 +930,14 @@ def _tidy(lines: list[str]) -> list[str]:
 
 
 def _torch_gradients(leaves: list[str], wrt: list[str], connected: bool) -> list[str]:
+    names = [parameter(name) for name in wrt]
     if not connected:  # the output does not depend on the leaves differentiably: zero, as gradcalc grad says
-        lines = [f"{name} = torch.as_tensor({name}, dtype=torch.float64)" for name in wrt]
-        entries = ", ".join(f"{name!r}: torch.zeros_like({name})" for name in wrt)
+        lines = [f"{name} = torch.as_tensor({name}, dtype=torch.float64)" for name in names]
+        entries = ", ".join(f"{key!r}: torch.zeros_like({name})" for key, name in zip(wrt, names, strict=True))
         return [*lines, f"return f({', '.join(leaves)}), {{{entries}}}"]
-    lines = [f"{name} = torch.as_tensor({name}, dtype=torch.float64).detach().requires_grad_()" for name in wrt]
+    lines = [f"{name} = torch.as_tensor({name}, dtype=torch.float64).detach().requires_grad_()" for name in names]
     lines.append(f"value = f({', '.join(leaves)})")
-    leaves_tuple = f"({wrt[0]},)" if len(wrt) == 1 else f"({', '.join(wrt)})"
+    leaves_tuple = f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
     lines.append(f"grads = torch.autograd.grad(value, {leaves_tuple}, allow_unused=True, materialize_grads=True)")
     entries = ", ".join(f"{name!r}: grads[{i}]" for i, name in enumerate(wrt))
     lines.append(f"return value.detach(), {{{entries}}}")
@@ -936,7 +945,7 @@ def _torch_gradients(leaves: list[str], wrt: list[str], connected: bool) -> list
 
 
 def _jax_gradients(leaves: list[str], wrt: list[str]) -> list[str]:
-    numbers = tuple(leaves.index(name) for name in wrt)
+    numbers = tuple(leaves.index(parameter(name)) for name in wrt)
     lines = [f"value, grads = jax.value_and_grad(f, argnums={numbers!r})({', '.join(leaves)})"]
     entries = ", ".join(f"{name!r}: grads[{i}]" for i, name in enumerate(wrt))
     lines.append(f"return value, {{{entries}}}")
