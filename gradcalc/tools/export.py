@@ -126,6 +126,16 @@ class Code:
                 return chosen
         if path in _REDUCTIONS and kwargs.get("axis", 0) is None and kwargs.get("keepdims"):
             kwargs = {**kwargs, "axis": tuple(range(np.ndim(_values(args[0]))))}  # PyTorch wants the axes
+        if func in (np.reshape, np.broadcast_to) and isinstance(args[0], Code) and \
+                args[0].shape == tuple(args[1] if len(args) > 1 else kwargs.get("shape", ())):
+            return args[0]  # to the shape it has
+        if func is np.reshape and isinstance(args[0], Code) and args[0].kind == "call" and \
+                args[0].parts[0] == "np.sum" and args[0].parts[2].get("keepdims") is True:
+            x, axis = args[0].parts[1][0], args[0].parts[2].get("axis")
+            dropped = np.sum(_values(x), axis=axis)
+            if tuple(args[1]) == np.shape(dropped):  # sum_to's reshape drops the kept axes: sum without them
+                axis = axis[0] if isinstance(axis, tuple) and len(axis) == 1 else axis
+                return Code("call", ("np.sum", (x,), {"axis": axis}), dropped)
         if func is np.transpose:  # x.T for a matrix, its axes written out otherwise (as PyTorch wants them)
             x, axes = args[0], (args[1] if len(args) > 1 else kwargs.get("axes"))
             axes = tuple(reversed(range(x.ndim))) if axes is None else tuple(a % x.ndim for a in axes)
@@ -198,6 +208,9 @@ def _is(code: Code, number: float) -> bool:
 
 def _binary(op: str, x: Any, y: Any) -> Code:
     a, b = _lift(x), _lift(y)
+    if op not in ("@", "**"):  # an operator broadcasts by itself: np.broadcast_to(g, s) * y is g * y
+        shape = np.broadcast_shapes(a.shape, b.shape)
+        a, b = _unbroadcast(a, b.shape, shape), _unbroadcast(b, a.shape, shape)
     # What a rule's seed of 1 makes: g * y is y, and -g is -1 (a scalar seed: shapes are unchanged).
     if op == "*" and _is(a, 1) and b.shape == np.broadcast_shapes(a.shape, b.shape):
         return b
@@ -215,6 +228,15 @@ def _binary(op: str, x: Any, y: Any) -> Code:
             a.parts[0].kind == "compare":
         return a.parts[0]  # (x > 0).astype(float) != 0 is x > 0
     return Code("compare" if op in _COMPARISONS else "binary", (op, a, b), value)
+
+
+def _unbroadcast(code: Code, other: tuple[int, ...], shape: tuple[int, ...]) -> Code:
+    """What np.broadcast_to(x, shape) stands for, where the operator's own broadcasting gives the shape."""
+    if code.kind == "call" and code.parts[0] == "np.broadcast_to" and isinstance(code.parts[1][0], Code):
+        inner = code.parts[1][0]
+        if np.broadcast_shapes(inner.shape, other) == shape:
+            return inner
+    return code
 
 
 def _unary(op: str, x: Code) -> Code:
@@ -435,6 +457,9 @@ class Renderer:
                 return f"jax.lax.stop_gradient({self._render(args[0])[0]})", _PRIMARY
             function = self.dialect.function(path)
             written = [self._argument(a, function) for a in args]
+            kwargs = {key: (value[0] if key == "axis" and isinstance(value, tuple) and len(value) == 1 and
+                            (function, key) not in self.dialect.keywords else value)
+                      for key, value in kwargs.items()}  # axis=1, not axis=(1,) (torch.flip's dims stay a tuple)
             written += [f"{self.dialect.keywords.get((function, key), key)}={self._argument(value)}"
                         for key, value in kwargs.items()
                         if not (key == "axis" and value is None) and not (key == "keepdims" and value is False)]
@@ -997,43 +1022,58 @@ def _wrapped(line: str, limit: int = LINE_LENGTH) -> str:
         if not sep or not head.isidentifier():
             return line
         head += " = "
-    pieces = _pieces(value)
-    if pieces is None:
+    cuts = _cuts(value)
+    if cuts is None:
         return line
     inner = indent + "    "
     rows: list[str] = []
+    for depth in sorted({d for _, d in cuts}):  # the shallowest breaks that make every row fit
+        rows = _filled(value, [at for at, d in cuts if d <= depth], limit - len(inner))
+        if all(len(row) <= limit - len(inner) for row in rows):
+            break
+    return f"{indent}{head}(\n" + "\n".join(inner + row for row in rows) + f"\n{indent})"
+
+
+def _filled(text: str, cuts: list[int], width: int) -> list[str]:
+    """The text in rows of at most `width` where the cuts allow: as much on a row as fits."""
+    pieces = [text[a:b] for a, b in itertools.pairwise([0, *cuts, len(text)]) if b > a]
+    rows: list[str] = []
     current = ""
     for piece in pieces:
-        if current and len(inner) + len(current) + len(piece) > limit:
+        if current and len(current) + len(piece.rstrip()) > width:
             rows.append(current.rstrip())
             current = piece.lstrip()
         else:
             current += piece
     rows.append(current.rstrip())
-    return f"{indent}{head}(\n" + "\n".join(inner + row for row in rows) + f"\n{indent})"
+    return rows
 
 
-def _pieces(text: str) -> list[str] | None:
-    """The text cut where a line may break: after a comma, before a binary operator (never in a string)."""
+def _cuts(text: str) -> list[tuple[int, int]] | None:
+    """Where a line may break, with the brackets' depth there: after a comma, before a binary operator."""
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, SyntaxError):
         return None
-    cuts = [0]
+    cuts: list[tuple[int, int]] = []
     previous = None
+    depth = 0
     for token in tokens:
         if token.type in (tokenize.NEWLINE, tokenize.ENDMARKER, tokenize.NL):
             continue
         start = token.start[1]
         if previous is not None and previous.type == tokenize.OP and previous.string == "," and \
                 token.string not in (")", "]"):
-            cuts.append(start)
+            cuts.append((start, depth))
         elif token.type == tokenize.OP and token.string in ("+", "-", "*", "/", "@") and previous is not None \
                 and (previous.type in (tokenize.NAME, tokenize.NUMBER) or previous.string in (")", "]")):
-            cuts.append(start)
+            cuts.append((start, depth))
+        if token.string in ("(", "[", "{"):
+            depth += 1
+        elif token.string in (")", "]", "}"):
+            depth -= 1
         previous = token
-    cuts.append(len(text))
-    return [text[a:b] for a, b in itertools.pairwise(cuts) if b > a]
+    return cuts
 
 
 # --- Which primitives export: each record's evaluation and rules, written at a point -----------------
