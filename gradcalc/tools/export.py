@@ -594,7 +594,6 @@ class Export:
             self.codes[id(node)] = code
         self.value = self.codes[id(output)]
         self.guards = [(self.codes[id(node)], graph.host_value(node)) for node in decisions]
-        self.deciding = decisions
         self.gradients = self._backward(order) if to == "numpy" else {}
 
     def _constant(self, node: Node, name: str | None) -> Code:
@@ -666,8 +665,10 @@ def _reached(roots: list[Node]) -> list[Node]:
 
 
 def _refused(prim: Primitive, what: str, exc: _Unwritable) -> NotExportable:
+    other = "; --to torch and --to jax differentiate it themselves" if what == "its derivative rule" else ""
     return NotExportable(f"export cannot write {prim.name}: {what} is not straight-line array code ({exc})",
-                         "gradcalc grad computes it; docs/export.md lists the functions export writes")
+                         f"gradcalc grad computes it{other}; docs/commands.md (Exporting) lists what export "
+                         "refuses")
 
 
 # --- Statements: a function body from its roots ------------------------------------------------------
@@ -682,10 +683,10 @@ class _Body:
         self.namer = names
         self.lines: list[str] = []
 
-    def write(self, roots: Sequence[Code], guards: Sequence[tuple[Code, Any, str]] = ()) -> None:
+    def write(self, roots: Sequence[Code], guards: Sequence[tuple[Code, Any]] = ()) -> None:
         uses: dict[int, int] = {}
         found: dict[int, Code] = {}
-        stack = list(roots) + [code for code, _, _ in guards]
+        stack = list(roots) + [code for code, _ in guards]
         for code in stack:
             uses[id(code)] = uses.get(id(code), 0) + 1
         while stack:
@@ -696,7 +697,7 @@ class _Body:
             for part in _children(code):
                 uses[id(part)] = uses.get(id(part), 0) + 1
                 stack.append(part)
-        checks = {id(code): (value, where) for code, value, where in guards}
+        checks = {id(code): value for code, value in guards}
         for code in sorted(found.values(), key=lambda c: c.seq):
             if id(code) in self.names or code.kind in ("name", "const", "array"):
                 pass
@@ -705,10 +706,9 @@ class _Body:
                 self.lines.append(f"{name} = {self.renderer.text(code, inline=True)}")
                 self.names[id(code)] = name
             if id(code) in checks:
-                value, where = checks[id(code)]
-                self.lines.append(self._guard(code, value, where))
+                self.lines.append(self._guard(code, checks[id(code)]))
 
-    def _guard(self, code: Code, value: Any, where: str) -> str:
+    def _guard(self, code: Code, value: Any) -> str:
         """An assert that the run's decision holds: `assert x > 1` for a branch taken, `not (...)` for one not."""
         value = np.asarray(value)
         message = "PATH"  # the module's constant: the message every guard gives
@@ -779,6 +779,9 @@ def write(run: Run, to: str, of: str | None, wrt: Sequence[str] | None, source_n
         raise NotExportable(f"--to {to}: export writes numpy, torch or jax", "pick one of them")
     if run.dtype != "float64":
         raise NotExportable(f"--dtype {run.dtype}: export writes float64 code", "drop --dtype")
+    if run.device != "cpu":
+        raise NotExportable(f"--device {run.device}: export writes the module from a run on the CPU",
+                            "drop --device (the module runs wherever its library does)")
     of = of or run.default_output
     output = run.node(of)
     wrt = list(wrt) if wrt else list(run.state.leaves)
@@ -804,7 +807,7 @@ def _decisions(run: Run, to: str) -> tuple[Run, list[Node]]:
     if seen is None:
         culprit = next(expr for expr in S.code(module.body, functions=True)
                        if isinstance(expr, S.BoolOp) or (isinstance(expr, S.Call) and expr.name in perturb._OFF_GRAPH))
-        what = f"{expr_name(culprit)} at line {culprit.pos.line}"
+        what = f"{_culprit(culprit)} at line {culprit.pos.line}"
         raise NotExportable(f"export cannot follow {what}: it takes a value out of the graph where no check can "
                             "see it", "write it with where(...) or without it", culprit.pos) \
             .within(run.program.source)
@@ -823,7 +826,7 @@ def _decisions(run: Run, to: str) -> tuple[Run, list[Node]]:
     return again, deciding
 
 
-def expr_name(expr: S.Expr) -> str:
+def _culprit(expr: S.Expr) -> str:
     if isinstance(expr, S.Call):
         return f"{expr.name}(...)"
     return f"'{getattr(expr, 'op', 'and/or')}'"
@@ -879,7 +882,6 @@ def _module(export: Export, to: str, source_name: str) -> str:
             constants[const_name] = _value_source(dialect, value)
             defaults[name] = const_name
     signature = ", ".join(f"{name}={defaults[name]}" for name in leaves)
-    where = _places(export)
 
     def body(with_gradients: bool) -> list[str]:
         names = _Names(set(constants) | set(leaves) | set(arrays.values()), run.frame)
@@ -887,9 +889,8 @@ def _module(export: Export, to: str, source_name: str) -> str:
         if to == "torch":
             lines += [f"{name} = torch.as_tensor({name}, dtype=torch.float64)" for name in leaves]
         writer = _Body(dialect, names, module_names, constant)
-        guards = [(code, value, where.get(id(code), "a branch")) for code, value in export.guards]
         roots = [export.value, *(export.gradients.values() if with_gradients else [])]
-        writer.write(roots, guards)
+        writer.write(roots, export.guards)
         lines += writer.lines
         if with_gradients:
             grads = ", ".join(f"{name!r}: {writer.text(g)}" for name, g in export.gradients.items())
@@ -993,15 +994,6 @@ def _all_codes(export: Export) -> list[Code]:
             found[id(code)] = code
             stack.extend(_children(code))
     return sorted(found.values(), key=lambda c: c.seq)
-
-
-def _places(export: Export) -> dict[int, str]:
-    """Where each decision was made, as far as the graph says: the loop or call it was made in."""
-    places = {}
-    for (code, _), node in zip(export.guards, export.deciding, strict=True):
-        origin = node.origin
-        places[id(code)] = origin[2] if isinstance(origin, tuple) and len(origin) > 2 else "at the top level"
-    return places
 
 
 # --- Long lines: broken inside brackets ---------------------------------------------------------------
