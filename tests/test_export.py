@@ -211,6 +211,15 @@ def test_wrt_and_of_choose_what_is_differentiated() -> None:
     assert grads["z"] == 0.0 and grads["a"] == 4.0
 
 
+def test_a_gradient_that_is_a_forward_value_keeps_the_forward_pass_s_name() -> None:
+    source = run_cli("export", "-e", "a = 2; b = 1; L = a * sin(b)", "--to", "numpy").stdout
+    forward = source.split("def value_and_grad")[0]
+    assert "    L = a * np.sin(b)\n" in forward and "g_a" not in forward  # ∂L/∂a is sin(b): no g_a in f
+    namespace: dict[str, Any] = {}
+    exec(source, namespace)  # the module under test
+    assert namespace["value_and_grad"]()[1]["a"] == np.sin(1.0)
+
+
 def test_a_branch_and_a_loop_count_on_values_are_asserted() -> None:
     text = ("x = 1.5\ny = 2\nif x > 1 { z = x * y } else { z = x + y }\n"
             "n = 0\nwhile z < 6 { z = z * x; n = n + 1 }\nL = z^2")

@@ -593,6 +593,7 @@ class Export:
                 code = _anchored(code, node.name)
             self.codes[id(node)] = code
         self.value = self.codes[id(output)]
+        self.forward_end = _sequence()  # codes made after this are the backward pass's
         self.guards = [(self.codes[id(node)], graph.host_value(node)) for node in decisions]
         self.gradients = self._backward(order) if to == "numpy" else {}
 
@@ -618,7 +619,7 @@ class Export:
             if g is None or node.op is None:
                 continue
             if node.name is not None:
-                g = _anchored(g, f"g_{node.name}")
+                g = self._gradient_named(g, node.name)
             op = node.op
             ans = self.codes[id(node)]
             args = [*[self.codes[id(x)] for x in node.inputs], *node.params]
@@ -640,8 +641,12 @@ class Export:
             g = grads.get(id(node))
             if g is None:  # no path: zero, of the leaf's shape (as grad says)
                 g = Code("call", ("np.zeros_like", (self.codes[id(node)],), {}), np.zeros_like(node.value))
-            result[name] = _anchored(g, f"g_{name}")
+            result[name] = self._gradient_named(g, name)
         return result
+
+    def _gradient_named(self, g: Code, name: str) -> Code:
+        """A gradient under g_NAME; one that is a value of the forward pass (a·sin(b)'s for a) keeps that."""
+        return _anchored(g, f"g_{name}") if g.seq > self.forward_end else g
 
 
 def _anchored(code: Code, name: str) -> Code:
