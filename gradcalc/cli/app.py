@@ -1442,14 +1442,15 @@ class Target(str, Enum):
 )
 def export(
     common: Common,
-    to: Annotated[Target, typer.Option(help="The library the module computes with: numpy (the backward pass "
-                                       "written out), torch (torch.autograd.grad) or jax (jax.value_and_grad).")],
     of: _OF = None,
     wrt: Annotated[list[str], typer.Option("--wrt", metavar="NAME", autocompletion=_complete_names,
                                            help="Leaves to differentiate by (repeatable or comma-separated; "
                                            "default: every leaf).")] = [],  # noqa: B006
     output: Annotated[Optional[str], typer.Option(
         "--output", "-o", metavar="FILE", help="Write the module to FILE instead of standard output.")] = None,
+    to: Annotated[Target, typer.Option(help="The library the module computes with: numpy (the backward pass "
+                                       "written out), torch (torch.autograd.grad) or jax (jax.value_and_grad).")
+                  ] = Target.numpy,
 ) -> None:
     """Write the program as a Python module: f(leaves) and value_and_grad(leaves), in NumPy, PyTorch or JAX."""
     from ..tools.export import write
