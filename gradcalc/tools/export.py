@@ -354,11 +354,8 @@ class Dialect:
         return f"{self.prefix}.{np.dtype(dtype).name}"
 
     def array(self, value: Any) -> str:
-        """An array literal; a matrix too long for a line, a row a line."""
-        rows = [_number_list(row) for row in value.tolist()]
-        data = "[" + ", ".join(rows) + "]"
-        if len(data) > LINE_LENGTH - 40 and value.ndim > 1:
-            data = "[\n" + "".join(f"    {row},\n" for row in rows) + "]"
+        """An array literal, laid out to fit the line: a row a line, a long row over several."""
+        data = _layout(value.tolist(), 0)
         if self.name == "torch":
             return f"torch.tensor({data}, dtype=torch.float64)"
         return f"{self.prefix}.array({data})"
@@ -389,6 +386,20 @@ def _number(value: Any) -> str:
     if math.isinf(number):
         return "float('inf')" if number > 0 else "-float('inf')"
     return repr(number)
+
+
+def _layout(item: Any, indent: int) -> str:
+    """Nested lists of numbers as source at `indent`: on one line if it fits (a module-level constant's
+    name takes ~16 columns), else a part a line, numbers wrapped."""
+    flat = _number_list(item)
+    if indent + len(flat) <= LINE_LENGTH - 24 or not isinstance(item, list):
+        return flat
+    pad = " " * (indent + 4)
+    if item and not isinstance(item[0], list):
+        lines = textwrap.wrap(", ".join(_number(x) for x in item), LINE_LENGTH - len(pad) - 1)
+        return "[\n" + "".join(f"{pad}{line}\n" for line in lines[:-1]) + f"{pad}{lines[-1]},\n" + \
+            " " * indent + "]"
+    return "[\n" + "".join(f"{pad}{_layout(part, indent + 4)},\n" for part in item) + " " * indent + "]"
 
 
 def _number_list(item: Any) -> str:
