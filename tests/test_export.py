@@ -63,6 +63,11 @@ def programs(draw: Any) -> tuple[str, dict[str, Any]]:
         lines.append("acc = s")
         lines.append("for i in range(3) { acc = acc * s + h[i] }")
         terms.append("acc")
+    if draw(st.booleans()):  # writing into a tensor: entries replaced, the rest kept
+        lines.append("y = h * v[0]")
+        lines.append("y[1] = s * v[2]")
+        lines.append("y[[0, 2]] = y[[0, 2]] * b[1:]")
+        terms.append("sum(y^2)")
     if draw(st.booleans()):  # matrix products both ways, a transpose
         lines.append("m = W.T @ (W @ v) / 4")
         terms.append("sum(m * v)")
@@ -157,6 +162,7 @@ EXAMPLES = [
     "x = 2.; y = x % 1.5 + x // 1; L = y * x",
     "x = [3., 1, 2]; L = argmax(x) * sum(x)",
     "x = 1.0; L = x > 0",
+    "x = [1., 2, 3]; w = 2; y = x * w; y[[0, 2]] = w^2; y[1:] = y[1:] * x[0]; L = sum(y^2)",
     "f = 2; np = 3; const torch = 4; value = f * np; jnp = value + torch; L = jnp * f",  # the module's own names
 ]
 
@@ -295,8 +301,8 @@ def test_output_file_and_json(tmp_path: Any) -> None:
 
 # Refused, each for its reason: a rule that chooses its formula by the values (prod and cumprod look for
 # zeros, det for a singular matrix), an evaluation on the host (erf, gelu: math.erf entry by entry), a pair
-# of results (logdet's slogdet), a write into a copy (index_put).
-REFUSED = {"prod", "cumprod", "det", "erf", "gelu", "logdet", "index_put"}
+# of results (logdet's slogdet).
+REFUSED = {"prod", "cumprod", "det", "erf", "gelu", "logdet"}
 WITHOUT_CASES = {"lt": 2, "le": 2, "gt": 2, "ge": 2, "eq": 2, "ne": 2, "logical_and": 2, "logical_or": 2,
                  "logical_not": 1, "floor_divide": 2, "argmax": 1, "argmin": 1}  # no rule: no CASES entry
 
@@ -328,6 +334,7 @@ def test_every_written_evaluation_computes_what_gradcalc_does(name: str, to: str
     expected = PRIMITIVES[name].forward(*inputs, *params)
     text = export.written(PRIMITIVES[name], inputs, params, to)
     names: dict[str, Any] = {"np": np, "torch": library, "jnp": library}
+    exec(export.helpers(to), names)  # the functions a module defines where it calls them (_index_put)
     if to == "jax":
         import jax
 

@@ -270,6 +270,14 @@ def _gradient_scatter(g: Any, key: tuple, shape: tuple[int, ...]) -> Code:
     return Code("call", ("_scatter", (g, _Key(key), tuple(shape)), {}), _scatter(g.value, key, shape))
 
 
+def _write_into(x: Any, value: Any, key: tuple) -> Code:
+    """index_put's evaluation (y[key] = value as a new tensor) and its rule's: through the module's helper
+    (NumPy, PyTorch: a copy written into) or JAX's x.at[key].set(value)."""
+    x, value = _lift(x), _lift(value)
+    return Code("call", ("_index_put", (x, value, _Key(key)), {}),
+                PRIMITIVES["index_put"].forward(x.value, value.value, key))
+
+
 class _Key:
     """An index key as a call's argument (np.s_[0, 1:])."""
 
@@ -289,6 +297,7 @@ class _Writer:
                 self.table[name] = _evaluation(prim)
         self.table.update(
             scatter=_gradient_scatter,
+            index_put=_write_into,
             eye=lambda n, m: Code("call", ("np.eye", (n, m), {}), np.eye(n, m)),
             zeros_like=lambda x: Code("call", ("np.zeros_like", (_lift(x),), {}), np.zeros(np.shape(_values(x)))),
         )
@@ -304,6 +313,8 @@ def _evaluation(prim: Primitive) -> Callable[..., Any]:
     """The primitive's own evaluation, on codes: its NumPy calls come back as codes."""
     if prim.name == "scatter":
         return _gradient_scatter
+    if prim.name == "index_put":
+        return _write_into
     wanted = len(prim.params)
     forward = prim.forward
 
@@ -462,6 +473,10 @@ class Renderer:
             return f"{self._operand(base, _PRIMARY)}.{method}({', '.join(self._argument(a) for a in args)})", _PRIMARY
         if kind == "call":
             path, args, kwargs = parts
+            if path == "_index_put" and self.dialect.name == "jax":  # JAX's arrays are written by .at[]
+                x, value, key = args
+                return (f"{self._operand(x, _PRIMARY)}.at[{self._key(key.key)}].set({self._render(value)[0]})",
+                        _PRIMARY)
             if path == "_stop":  # the value, with no gradient through it
                 if self.dialect.name == "torch":
                     return f"{self._operand(args[0], _PRIMARY)}.detach()", _PRIMARY
@@ -490,8 +505,9 @@ class Renderer:
                 return f"torch.tensor({_number(float(item.parts[0]))})"
             return self._render(item)[0]
         if isinstance(item, _Key):
-            return f"{self.dialect.prefix}.s_[{self._key(item.key)}]" if self.dialect.name != "torch" else \
-                f"({self._key(item.key)},)"
+            if self.dialect.name != "torch":
+                return f"{self.dialect.prefix}.s_[{self._key(item.key)}]"
+            return "(" + "".join(f"{self._python_key_part(part)}, " for part in item.key).rstrip(" ") + ")"
         if isinstance(item, (list, tuple)):
             inner = [self._argument(part) if not isinstance(part, Code) else self._argument(part, function)
                      for part in item]
@@ -507,6 +523,16 @@ class Renderer:
                 return f"torch.tensor({_number(float(item))})"
             return _number(item)
         return repr(item)
+
+    def _python_key_part(self, part: Any) -> str:
+        """A key's part as a Python value, where PyTorch has no np.s_: slice(1, None), not 1:."""
+        if isinstance(part, slice):
+            return f"slice({part.start}, {part.stop}" + ("" if part.step is None else f", {part.step}") + ")"
+        if part is Ellipsis:
+            return "..."
+        if isinstance(part, Indices):
+            return f"torch.tensor({[int(i) for i in part]})"
+        return "None" if part is None else str(int(part))
 
     def _key(self, key: tuple) -> str:
         parts = []
@@ -530,7 +556,8 @@ class Renderer:
 
 # --- The program: its graph as codes, forward and backward -------------------------------------------
 
-_RESERVED = {"np", "jnp", "jax", "torch", "f", "value_and_grad", "grads", "value", "float", "_scatter", "PATH"}
+_RESERVED = {"np", "jnp", "jax", "torch", "f", "value_and_grad", "grads", "value", "float", "_scatter", "_index_put",
+             "PATH"}
 
 
 def parameter(name: str) -> str:
@@ -772,15 +799,35 @@ def _children(code: Code) -> list[Code]:
 
 # --- The module ---------------------------------------------------------------------------------------
 
-_HELPERS = {
-    "_scatter": '''
+_HELPERS = {  # (library, name): a function the module defines where it calls it
+    ("numpy", "_scatter"): '''
 def _scatter(g, key, shape):
     """Zeros of `shape` with `g` added at `key`: the gradient of reading x[key]."""
     out = np.zeros(shape)
     np.add.at(out, key, g)
     return out
 ''',
+    ("numpy", "_index_put"): '''
+def _index_put(x, value, key):
+    """A copy of `x` with `value` written at `key`: the program's x[key] = value."""
+    out = np.array(x, dtype=np.float64)
+    out[key] = value
+    return out
+''',
+    ("torch", "_index_put"): '''
+def _index_put(x, value, key):
+    """A copy of `x` with `value` written at `key`: the program's x[key] = value."""
+    out = x.clone()
+    out[key] = value
+    return out
+''',
 }
+
+
+def helpers(to: str) -> str:
+    """Every function a module in `to`'s library may define (what a test runs an expression with)."""
+    return "\n".join(definition for (library, _), definition in _HELPERS.items() if library == to)
+
 
 _IMPORTS = {
     "numpy": "import numpy as np",
@@ -940,8 +987,8 @@ def _module(export: Export, to: str, source_name: str) -> str:
     if constants:
         out += ["", ""]
     text = "\n".join(forward + backward)
-    for helper, definition in _HELPERS.items():
-        if f"{helper}(" in text:
+    for (library, helper), definition in _HELPERS.items():
+        if library == to and f"{helper}(" in text:
             out.append(definition.strip("\n"))
             out += ["", ""]
     out.append("")
