@@ -259,6 +259,7 @@ def test_jax_refuses_a_decision_on_a_value_with_its_place() -> None:
     ("x = 2; y = detach(x) * x; L = y", "detach(...) at line 1"),
     ("x = 2; y = 3; L = x > 1 and y > 1", "at line 1"),
     ("x = [1, 2]; y = x^2", "value_and_grad needs a single number"),
+    ("const a = 2; L = a^2", "the program has no leaves"),
 ])
 def test_what_cannot_be_written_is_refused_with_a_message(text: str, words: str) -> None:
     for to in ("numpy", "torch", "jax") if "prod" not in text else ("numpy",):

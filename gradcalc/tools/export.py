@@ -848,6 +848,9 @@ def write(run: Run, to: str, of: str | None, wrt: Sequence[str] | None, source_n
     of = of or run.default_output
     output = run.node(of)
     wrt = list(wrt) if wrt else list(run.state.leaves)
+    if not wrt:
+        raise NotExportable("the program has no leaves: value_and_grad would have nothing to differentiate by",
+                            "give a variable a value without `const` (x = 2) to make it a leaf")
     for name in wrt:
         if name not in run.state.leaves:
             if name in run.state.constants:
