@@ -36,7 +36,7 @@ import numpy as np
 from .. import __version__
 from ..engine import graph
 from ..engine.graph import Literal, Node, Primitive
-from ..engine.primitives import PRIMITIVES, Indices, _scatter
+from ..engine.primitives import PRIMITIVES, Indices
 from ..errors import GradcalcError, Pos
 from ..language import syntax as S
 from ..program.api import Run
@@ -267,7 +267,8 @@ _operators()
 def _gradient_scatter(g: Any, key: tuple, shape: tuple[int, ...]) -> Code:
     """index's rule (and scatter's evaluation): zeros with g added at key, through the module's helper."""
     g = _lift(g)
-    return Code("call", ("_scatter", (g, _Key(key), tuple(shape)), {}), _scatter(g.value, key, shape))
+    return Code("call", ("_scatter", (g, _Key(key), tuple(shape)), {}),
+                PRIMITIVES["scatter"].forward(g.value, key, shape))
 
 
 def _write_into(x: Any, value: Any, key: tuple) -> Code:
