@@ -1460,6 +1460,40 @@ def plot(
                           found, width, max(12, min(height - 4, 30)), plain_symbols(sys.stdout) is not None))
 
 
+class Target(str, Enum):
+    numpy = "numpy"
+    torch = "torch"
+    jax = "jax"
+
+
+@command(
+    "  gradcalc export -e 'a = 2; w = 3; L = (w*a - 1)^2' --to numpy\n\n"
+    "  gradcalc export net.eq --to torch -o net_torch.py      (net.eq: a program file of your own)\n\n"
+    "  gradcalc export net.eq --to jax --of L --wrt w1,w2 -o net_jax.py"
+)
+def export(
+    common: Common,
+    of: _OF = None,
+    wrt: Annotated[list[str], typer.Option("--wrt", metavar="NAME", autocompletion=_complete_names,
+                                           help="Leaves to differentiate by (repeatable or comma-separated; "
+                                           "default: every leaf).")] = [],  # noqa: B006
+    output: Annotated[Optional[str], typer.Option(
+        "--output", "-o", metavar="FILE", help="Write the module to FILE instead of standard output.")] = None,
+    to: Annotated[Target, typer.Option(help="The library the module computes with: numpy (the backward pass "
+                                       "written out), torch (torch.autograd.grad) or jax (jax.value_and_grad).")
+                  ] = Target.numpy,
+) -> None:
+    """Write the program as a Python module: f(leaves) and value_and_grad(leaves), in NumPy, PyTorch or JAX."""
+    from ..tools.export import write
+
+    run = _run(common, keep_values=True)
+    source = write(run, to.value, of, _names(wrt) or None, common.file or "<expr>")
+    if output is not None and output != "-":
+        _write(source.encode("utf-8"), output)
+    common.out.result(lambda: {"to": to.value, "output": output, "module": None if output else source},
+                      lambda: None if output not in (None, "-") else source)
+
+
 @app.command(epilog="[bold]Examples[/bold]\n\n  gradcalc doctor\n\n  gradcalc doctor --json")
 def doctor(json_: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of a table.")] = False,
            color: _COLOR = Color.auto) -> None:
