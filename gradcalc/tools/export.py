@@ -46,6 +46,10 @@ TARGETS = ("numpy", "torch", "jax")
 LINE_LENGTH = 88  # ruff's and black's default: the module passes an unconfigured `ruff check`
 
 
+# torch functions whose numbers are axes or conditions, written as Python numbers (swapaxes(A, -1, -2), not tensors)
+_PLAIN_NUMBERS = frozenset({"torch.where", "torch.swapaxes", "torch.moveaxis", "torch.transpose"})
+
+
 class NotExportable(GradcalcError):
     """A program, or a primitive in it, that export cannot write as straight-line code."""
 
@@ -500,9 +504,10 @@ class Renderer:
         return text if own >= level else f"({text})"
 
     def _argument(self, item: Any, function: str = "") -> str:
+        """An argument as source; torch's functions take tensors for numbers, but not where they are axes."""
         if isinstance(item, Code):
             if item.kind == "const" and self.dialect.tensor_numbers and function.startswith("torch.") \
-                    and function != "torch.where":
+                    and function not in _PLAIN_NUMBERS:
                 return f"torch.tensor({_number(float(item.parts[0]))})"
             return self._render(item)[0]
         if isinstance(item, _Key):
@@ -520,7 +525,7 @@ class Renderer:
         if isinstance(item, np.ndarray):
             return self.constant(item)
         if isinstance(item, (int, float, np.generic)) and not isinstance(item, bool):
-            if self.dialect.tensor_numbers and function.startswith("torch.") and function != "torch.where":
+            if self.dialect.tensor_numbers and function.startswith("torch.") and function not in _PLAIN_NUMBERS:
                 return f"torch.tensor({_number(float(item))})"
             return _number(item)
         return repr(item)
