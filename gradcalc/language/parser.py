@@ -216,13 +216,14 @@ class _Brackets:
                         raise GradcalcSyntaxError(
                             f"unmatched '{token}'", "remove it, or add the opening bracket it closes", token_pos(token)
                         )
-                    opener = stack.pop()
+                    opener = stack[-1]  # still open while this error is raised: _unclosed reads the stack
                     if str(opener) != CLOSING[kind]:
                         raise GradcalcSyntaxError(
                             f"'{token}' does not match '{opener}' opened at line {opener.line}, column {opener.column}",
                             f"close it with '{_PAIR[str(opener)]}'",
                             token_pos(token),
                         )
+                    stack.pop()
                 if emitted is None:
                     chunk.append(token)
                 else:
@@ -244,8 +245,12 @@ class _Brackets:
             if pending_newline is not None:
                 chunk.append(pending_newline)
 
-        except GradcalcSyntaxError:
-            yield chunk  # read first: the parser's own error there comes before this one, as it would token by token
+        except Exception:  # this one's own error, or the lexer's at a character nothing matches (Lark's, unimported)
+            # what came before it is read first: the parser's own error there comes before this one, as it would
+            # token by token (a statement's tokens, or a bracket's, wait here until it ends)
+            if pending_newline is not None and claim is None:
+                chunk.append(pending_newline)
+            yield chunk
             raise
         yield chunk
 
@@ -733,7 +738,8 @@ def _unclosed(exc: UnexpectedInput, brackets: Any) -> GradcalcSyntaxError | None
     """A bracket left open on an earlier line is the likelier mistake than the token the parser met."""
     stack = getattr(brackets, "open", [])
     token = getattr(exc, "token", None)
-    if not stack or token is None or not token.line or token.line <= (stack[-1].line or 0):
+    # in a block's { }, a new line ends a statement as outside brackets: an error on a later line is its own
+    if not stack or str(stack[-1]) == "{" or token is None or not token.line or token.line <= (stack[-1].line or 0):
         return None
     opener = stack[-1]
     return GradcalcSyntaxError(
