@@ -867,12 +867,28 @@ def _batch_results(method: str, result: Any) -> dict[str, Any]:
             for d in result}
 
 
+def _given(value: Any) -> Any:
+    """A value as a point gave it, for its row: a number or an array of numbers as it is; else (a ragged list,
+    text in a list: its point's error says why) the JSON it was, cut to a cell's width."""
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        if B.to_host(value).dtype.kind in "biuf":
+            return value
+    except (ValueError, TypeError):
+        pass
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return inert(text if len(text) <= 24 else text[:23] + "…")
+
+
 def batch_view(points: list[Any], method: str, full: bool = False) -> RenderableType:
     """`--at`: one row per point, its given values and then its results (or its error)."""
     given = list(dict.fromkeys(name for point in points for name in point.values)) if method != "values" else []
     rows: list[dict[str, Any]] = []
     for point in points:
-        row: dict[str, Any] = {"#": str(point.index), **{name: point.values.get(name) for name in given}}
+        row: dict[str, Any] = {"#": str(point.index), **{name: _given(point.values.get(name)) for name in given}}
         error = point.error
         if error is not None:  # where it is (the points file's line, or the program's), then what
             where = f"{error.source.filename}:{error.pos.line}:{error.pos.column}: " \
