@@ -930,8 +930,27 @@ def batch_view(points: list[Any], method: str, full: bool = False) -> Renderable
     cells = [[row.get(title, "") if title in ("#", "error") or isinstance(row.get(title), str)
               else ("" if row.get(title) is None else Shown(B.to_host(row[title]), full)) for title in titles]
              for row in rows]
-    return FittedTable(tuple((inert(title), "left" if title in ("error", "#") else "right") for title in titles),
-                       cells, wrap_last=titles[-1] == "error")
+    table = FittedTable(tuple((inert(title), "left" if title in ("error", "#") else "right") for title in titles),
+                        cells, wrap_last=titles[-1] == "error")
+    return Group(table, *_batch_where(points)) if method == "diff" else table
+
+
+def _batch_where(points: list[Any]) -> list[Text]:
+    """diff --at: the shared parts its expressions name (t3 = cos(t1 + t2)), under the table as diff writes
+    them; one that not every point's expressions have is followed by the points that have it."""
+    found: dict[tuple[str, str], list[str]] = {}
+    ran = [point for point in points if point.error is None]
+    for point in ran:
+        for derivative in point.result:
+            for name, text, _ in derivative.where:
+                at = found.setdefault((name, text), [])
+                if not at or at[-1] != str(point.index):
+                    at.append(str(point.index))
+    lines = [Text("")] if found else []
+    for i, ((name, text), at) in enumerate(found.items()):
+        some = "" if len(at) == len(ran) else f"   (#{', #'.join(at)})"
+        lines.append(Text(f"{'  where ' if i == 0 else '        '}{name} = {text}{some}"))
+    return lines
 
 
 STOPPED = {
