@@ -4,6 +4,7 @@ with --json, one JSON object {"error": {...}} on stderr.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -41,7 +42,7 @@ class Case:
 
     @property
     def code(self) -> str:
-        return self.program.split("\n")[self.line - 1]  # the language's lines end only at \n
+        return re.split("\n|\r(?!\n)", self.program)[self.line - 1]  # a file's lines end at \n, or a lone \r
 
 
 SYNTAX = ("SyntaxError",)
@@ -82,6 +83,7 @@ CASES = [
     Case("keyword-starts-a-statement", "x = 1\nand = x", 2, (1,), SYNTAX),
     Case("tab-indented", "a = 2\n\tb = a $ 1", 2, (8,), SYNTAX, ("$",)),
     Case("crlf-line-ends", "a = 2\r\nb = 2 a\r\n", 2, (7,), SYNTAX, hint_says=("2*a",)),
+    Case("lone-cr-line-ends", "a = 2\rb = 2 a\r", 2, (7,), SYNTAX, hint_says=("2*a",)),  # classic Mac OS
     Case("form-feed-in-a-comment", "x = 1  # page\f\ny = 2 x", 2, (7,), SYNTAX, hint_says=("2*x",)),
     Case("line-separator-in-a-comment", "x = 1  # pasted\u2028text\ny = 2 x", 2, (7,), SYNTAX, hint_says=("2*x",)),
     # names
