@@ -274,14 +274,14 @@ class FittedTable:
             table.add_row(*row[:len(columns)])
         yield table
         if below:  # a row's label, then its note, whose lines wrap under its first
-            notes = Table.grid(padding=(0, 2))
-            notes.add_column(style="bold", no_wrap=True)
-            notes.add_column()
+            grid = Table.grid(padding=(0, 2))
+            grid.add_column(style="bold", no_wrap=True)
+            grid.add_column()
             for row in cells:
                 if row[-1]:
-                    notes.add_row(row[0], row[-1])
+                    grid.add_row(row[0], row[-1])
             yield Text("")
-            yield notes
+            yield grid
         if moved:
             yield Text("")
         for i in sorted(moved):
