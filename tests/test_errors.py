@@ -83,6 +83,8 @@ CASES = [
     Case("keyword-starts-a-statement", "x = 1\nand = x", 2, (1,), SYNTAX),
     Case("tab-indented", "a = 2\n\tb = a $ 1", 2, (8,), SYNTAX, ("$",)),
     Case("crlf-line-ends", "a = 2\r\nb = 2 a\r\n", 2, (7,), SYNTAX, hint_says=("2*a",)),
+    Case("no-break-space", "a = 1\nL =\u00a0a", 2, (4,), SYNTAX, ("\\xa0",), ("plain space",)),  # pasted from a PDF
+    Case("zero-width-space", "a = 1\nL = a\u200b+ 1", 2, (6,), SYNTAX, ("\\u200b",), ("plain space",)),
     Case("lone-cr-line-ends", "a = 2\rb = 2 a\r", 2, (7,), SYNTAX, hint_says=("2*a",)),  # classic Mac OS
     Case("form-feed-in-a-comment", "x = 1  # page\f\ny = 2 x", 2, (7,), SYNTAX, hint_says=("2*x",)),
     Case("line-separator-in-a-comment", "x = 1  # pasted\u2028text\ny = 2 x", 2, (7,), SYNTAX, hint_says=("2*x",)),

@@ -792,6 +792,8 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start",
             hint = "use 'and'"
         elif char == "|":
             hint = "write abs(x) for |x|, and 'or' for a logical or"
+        elif char.isspace() or char in "\u200b\u200c\u200d\u2060":  # a no-break, thin or zero-width space
+            hint = "replace it with a plain space (text pasted from a PDF or a word processor may hold such spaces)"
         return GradcalcSyntaxError(f"unexpected character {char!r}", hint, Pos(line, column, 1))
     if isinstance(exc, UnexpectedEOF) or (isinstance(exc, UnexpectedToken) and exc.token.type == "$END"):
         words = _expected_words(set(getattr(exc, "expected", set())))
