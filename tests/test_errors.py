@@ -280,6 +280,22 @@ def test_long_flat_expression_is_not_deep() -> None:
     assert doc["grad"] == {"x": DEEP + 1}
 
 
+@pytest.mark.parametrize("where", [0, 10, 25_000, 49_990])
+def test_an_error_in_a_long_line_shows_the_line_around_it(where: int) -> None:
+    """A line of 200,000 characters (a generated program, a hostile submission) was printed whole, twice over
+    with the caret's spaces: the message shows a window of it, the caret under the offending token."""
+    terms = ["x"] * 50_000
+    terms[where] = "x $"
+    result = run_cli("grad", "-e", "x = 1\ny = " + " + ".join(terms))
+    assert result.exit_code == EXIT_BAD_INPUT
+    error = result.stderr.splitlines()
+    assert error[0] == f"error: <expr>:2:{5 + 4 * where + 2}: unexpected character '$'", error[0]
+    code, caret = error[1], error[2]
+    assert len(code) < 140 and len(caret) < 140, result.stderr
+    assert code[caret.index("^")] == "$" and caret.count("^") == 1, result.stderr
+    assert code.startswith("   2 | ...") == (where > 20) and code.endswith("...") == (where < 49_980), code
+
+
 def test_raised_max_depth_allows_deep_nesting() -> None:
     """In a child process: the raised limit must not crash the interpreter either."""
     program = "x = 2\ny = " + "-(" * DEEP + "x" + ")" * DEEP
