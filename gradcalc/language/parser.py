@@ -245,9 +245,11 @@ class _Brackets:
             if pending_newline is not None:
                 chunk.append(pending_newline)
 
-        except Exception:  # this one's own error, or the lexer's at a character nothing matches (Lark's, unimported)
-            # what came before it is read first: the parser's own error there comes before this one, as it would
-            # token by token (a statement's tokens, or a bracket's, wait here until it ends)
+        except GradcalcSyntaxError:
+            yield chunk  # read first: the parser's own error there comes before this one, as it would token by token
+            raise
+        except Exception:  # the lexer's, at a character nothing matches (Lark's UnexpectedCharacters: not imported)
+            # as above: a statement's tokens (a bracket's) wait here until it ends, and its line's end with them
             if pending_newline is not None and claim is None:
                 chunk.append(pending_newline)
             yield chunk
