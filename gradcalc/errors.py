@@ -139,6 +139,9 @@ def out_of_memory() -> LimitExceeded:
                          "make the tensors smaller, or raise --max-memory (and --max-elements)")
 
 
+SHOWN = 120  # the most characters of a line an error shows
+
+
 def error_text(error: GradcalcError) -> str:
     """One message: where, what, the offending line with a caret, and how to fix it."""
     from .inert import inert
@@ -155,12 +158,15 @@ def error_text(error: GradcalcError) -> str:
     if pos is not None and source is not None:
         code = source.line(pos.line).expandtabs(1)
         if code:
-            column = len(inert(code[:pos.column - 1])) + 1  # where the caret goes once the line is escaped
-            marked = code[pos.column - 1:pos.column - 1 + max(1, pos.width)]
-            width = max(1, pos.width) + len(inert(marked)) - len(marked)
+            # a long line (a generated program's, a hostile submission's) is shown as a window around the caret
+            start = max(0, min(pos.column - 1 - SHOWN // 2, len(code) - SHOWN))
+            before, after = ("..." if start else ""), ("..." if start + SHOWN < len(code) else "")
+            marked = code[pos.column - 1:min(pos.column - 1 + max(1, pos.width), start + SHOWN)]
+            column = len(before) + len(inert(code[start:pos.column - 1])) + 1  # the caret's, the line escaped
+            width = max(1, len(inert(marked)))
             gutter = f"{pos.line:>4} | "
-            lines.append(gutter + inert(code))
-            lines.append(" " * (len(gutter) - 2) + "| " + " " * (column - 1) + "^" * max(1, width))
+            lines.append(gutter + before + inert(code[start:start + SHOWN]) + after)
+            lines.append(" " * (len(gutter) - 2) + "| " + " " * (column - 1) + "^" * width)
     if error.hint:
         lines.append(f"  hint: {inert(error.hint)}")
     return "\n".join(lines)

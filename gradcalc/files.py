@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import stat
 import sys
 from typing import BinaryIO
@@ -123,9 +124,12 @@ def read_text(path: str, limit: int = DEFAULT_MAX_FILE_SIZE, roots: tuple[str, .
         else:
             data = _read_named(path, limit)
     try:
-        return data.decode("utf-8-sig" if path != "-" else "utf-8").removeprefix("\ufeff")
+        text = data.decode("utf-8-sig" if path != "-" else "utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError:
         raise UsageError(f"{shown} is not UTF-8 text", "save the file as UTF-8 text") from None
+    # A lone \r ends a line, as Python's universal newlines read it (classic Mac OS files): the language's
+    # blank, it joined a file's lines into one (an answers file's claims into one wrong claim)
+    return re.sub("\r(?!\n)", "\n", text) if "\r" in text else text
 
 
 def _read_named(path: str, limit: int) -> bytes:

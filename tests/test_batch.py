@@ -240,6 +240,18 @@ def test_bad_points_fail_alone_with_their_index(tmp_path: object) -> None:
     assert "scalar" in docs[3]["error"]["message"]  # a point of another shape: L = x^2 is a vector there
 
 
+@pytest.mark.parametrize("command", [("grad",), ("hvp", "--wrt", "w", "--vector", "1")])
+def test_a_point_s_unreadable_value_is_shown_in_its_row_not_a_crash(command: tuple[str, ...]) -> None:
+    """The table shows what each point gave: a value that is no array of numbers is shown as the JSON it was."""
+    points = '{"w": 2}\n{"w": [1, "a"]}\n{"w": [[1], [2, 3]]}\n{"w": {"k": 1}}\n'
+    result = run_cli(*command, "-e", "w = 1; L = w^3", "--at", "-", input=points)
+    assert result.exit_code == 2, result.stderr  # bad points, not a bug (3)
+    rows = result.stdout.splitlines()[1:]
+    assert rows[0].split()[:2] == ["0", "2"] and rows[0].split()[-1] == "12"  # grad: 3w² = 12; hvp: 6w·1 = 12
+    for row, shown in zip(rows[1:], ['[1, "a"]', "[[1], [2, 3]]", '{"k": 1}']):
+        assert shown in row and "'w' is not a number or a rectangular array of numbers" in row, row
+
+
 def test_csv_and_unknown_keys() -> None:
     csv_points = "t1,t2,zz\n0,0,1\n"
     result = run_cli("eval", "-e", ARM.replace("\n", "; "), "--at", "-", "--json", input=csv_points)

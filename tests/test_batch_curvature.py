@@ -212,6 +212,22 @@ def test_diff_at_on_the_command_line_prints_each_point_s_document() -> None:
         assert table.stdout.split() == ["#", "x", "∂L/∂x", "0", "0.5", shown, "=", "0.25"], table.stdout
 
 
+def test_diff_at_s_table_says_what_the_shared_parts_it_names_are() -> None:
+    """Each point's expression names shared parts (t3, ...): the table is followed by their definitions, as diff
+    writes them; one that only some points' expressions have says which (it printed none, t3 undefined)."""
+    result = run_cli("diff", "samples/arm.eq", "--wrt", "t1", "--at", "samples/arm_points.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert "l2*t3*t6" in result.stdout
+    assert "  where t3 = cos(t1 + t2)\n        t4 = 2*(l1*cos(t1) + l2*t3 - 1)\n        t5 = sin(t1 + t2)\n" \
+           "        t6 = 2*l1*sin(t1) + 2*l2*t5 - 1\n" in result.stdout, result.stdout
+    text = "x = 1; y = exp(x) if x > 0 else sin(x^2); L = y*sin(y) + y^2*cos(y)"
+    result = run_cli("diff", "-e", text, "--at", "-", input='{"x": 1}\n{"x": -1}\n{"x": 2}\n')
+    assert result.exit_code == 0, result.stderr
+    # y' (3·cos(y)·y - y²·sin(y) + sin(y)), y = sin(x²) at #1 only: t1 and t2 = sin(t1)
+    assert "t3" not in result.stdout
+    assert result.stdout.endswith("\n\n  where t1 = sin(x^2)   (#1)\n        t2 = sin(t1)   (#1)\n"), result.stdout
+
+
 def test_hvp_and_diff_at_run_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
     """--device gpu over the fake device (tests/fakedevice.py): a NumPy call outside the backend would fail."""
     import sys

@@ -1454,6 +1454,19 @@ def test_a_byte_order_mark_is_no_character(tmp_path: Path) -> None:
     assert json_ok("grad", str(model))["grad"]["w1"] == -1
 
 
+def test_lines_ended_by_a_lone_carriage_return_are_lines(tmp_path: Path) -> None:
+    """Classic Mac OS ends lines with \\r alone: they were read as one line, two right answers as one wrong claim."""
+    answers = tmp_path / "answers.txt"
+    answers.write_bytes(b"dL/dw1 = -w3*a\rdL/da = 2.5\r")
+    result = run_cli("check", NEURON, str(answers), "--json")
+    assert result.exit_code == EXIT_OK, result.output
+    assert [(r["claim"], r["line"], r["status"]) for r in strict_json(result.stdout)["results"]] == [
+        ("dL/dw1 = -w3*a", 1, "right"), ("dL/da = 2.5", 2, "right")]
+    model = tmp_path / "model.eq"
+    model.write_bytes(Path(NEURON).read_bytes().replace(b"\n", b"\r"))
+    assert json_ok("grad", str(model))["grad"]["w1"] == -1
+
+
 def test_answers_from_standard_input() -> None:
     result = run_cli("check", NEURON, "-", "--json", input="dL/dw1 = -w3*a\ndL/da = 2\n")
     assert result.exit_code == EXIT_WRONG, result.output

@@ -465,6 +465,11 @@ def test_golden_x_squared_sin_x() -> None:
     ("y = sigmoid(x)", "x", ["sigmoid(x)*(1 - sigmoid(x))"]),
     ("y = sqrt(x)", "x", ["1/2/sqrt(x)", "1/(2*sqrt(x))", "0.5*x^-0.5"]),
     ("y = (x + 1)^3", "x", ["3*(x + 1)^2", "3*(1 + x)^2"]),
+    # a sum inside the sum a common factor leaves: ((x + 1) + 1)*exp(x) was printed
+    ("y = exp(x)*(x + 1)", "x", ["(x + 2)*exp(x)", "(2 + x)*exp(x)"]),
+    ("y = exp(x)*(x - 1)", "x", ["x*exp(x)"]),
+    ("y = exp(x)*(1 - x)", "x", ["-x*exp(x)"]),
+    ("y = exp(x)*(2*x - 1)", "x", ["(2*x + 1)*exp(x)", "(1 + 2*x)*exp(x)"]),
 ])
 def test_simplification_identities(program: str, wrt: str, accepted: list[str]) -> None:
     doc = diff_json("-e", program, "--wrt", wrt)

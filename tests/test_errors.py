@@ -4,6 +4,7 @@ with --json, one JSON object {"error": {...}} on stderr.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -41,7 +42,7 @@ class Case:
 
     @property
     def code(self) -> str:
-        return self.program.split("\n")[self.line - 1]  # the language's lines end only at \n
+        return re.split("\n|\r(?!\n)", self.program)[self.line - 1]  # a file's lines end at \n, or a lone \r
 
 
 SYNTAX = ("SyntaxError",)
@@ -82,6 +83,9 @@ CASES = [
     Case("keyword-starts-a-statement", "x = 1\nand = x", 2, (1,), SYNTAX),
     Case("tab-indented", "a = 2\n\tb = a $ 1", 2, (8,), SYNTAX, ("$",)),
     Case("crlf-line-ends", "a = 2\r\nb = 2 a\r\n", 2, (7,), SYNTAX, hint_says=("2*a",)),
+    Case("no-break-space", "a = 1\nL =\u00a0a", 2, (4,), SYNTAX, ("\\xa0",), ("plain space",)),  # pasted from a PDF
+    Case("zero-width-space", "a = 1\nL = a\u200b+ 1", 2, (6,), SYNTAX, ("\\u200b",), ("plain space",)),
+    Case("lone-cr-line-ends", "a = 2\rb = 2 a\r", 2, (7,), SYNTAX, hint_says=("2*a",)),  # classic Mac OS
     Case("form-feed-in-a-comment", "x = 1  # page\f\ny = 2 x", 2, (7,), SYNTAX, hint_says=("2*x",)),
     Case("line-separator-in-a-comment", "x = 1  # pasted\u2028text\ny = 2 x", 2, (7,), SYNTAX, hint_says=("2*x",)),
     # names
@@ -274,6 +278,22 @@ def test_long_flat_expression_is_not_deep() -> None:
     doc = json_ok("grad", "-e", "x = 1\ny = x" + " + x" * DEEP)
     assert doc["value"] == DEEP + 1
     assert doc["grad"] == {"x": DEEP + 1}
+
+
+@pytest.mark.parametrize("where", [0, 10, 25_000, 49_990])
+def test_an_error_in_a_long_line_shows_the_line_around_it(where: int) -> None:
+    """A line of 200,000 characters (a generated program, a hostile submission) was printed whole, twice over
+    with the caret's spaces: the message shows a window of it, the caret under the offending token."""
+    terms = ["x"] * 50_000
+    terms[where] = "x $"
+    result = run_cli("grad", "-e", "x = 1\ny = " + " + ".join(terms))
+    assert result.exit_code == EXIT_BAD_INPUT
+    error = result.stderr.splitlines()
+    assert error[0] == f"error: <expr>:2:{5 + 4 * where + 2}: unexpected character '$'", error[0]
+    code, caret = error[1], error[2]
+    assert len(code) < 140 and len(caret) < 140, result.stderr
+    assert code[caret.index("^")] == "$" and caret.count("^") == 1, result.stderr
+    assert code.startswith("   2 | ...") == (where > 20) and code.endswith("...") == (where < 49_980), code
 
 
 def test_raised_max_depth_allows_deep_nesting() -> None:

@@ -154,6 +154,22 @@ def test_errors_are_lark_s_errors(text: str) -> None:
     assert_same(text, valid=False)
 
 
+@pytest.mark.parametrize(("text", "message", "line", "column"), [
+    # a character nothing matches comes after the parser's error, in the same statement or bracket
+    ("a = 1 +* 2 $", "unexpected '*'", 1, 8),
+    ("a = (1 +* 2\nc = $", "unexpected '*'", 1, 9),
+    ("a = (1 + 2 b\nc = $", "missing operator before 'b'", 1, 12),
+    ("y = 1 +\n$", "the line ends in the middle of an expression", 1, 8),
+    # a block's '{' on an earlier line is not the culprit (a new line ends a statement in it); the '(' in it is
+    ("if x {\n y = 1 +* 2\n", "unexpected '*'", 2, 9),
+    ("if x {\n y = (1 +\n z = 2\n}", "'(' opened here is still open at line 3", 2, 6),
+])
+def test_the_first_error_in_the_text_is_the_one_reported(text: str, message: str, line: int, column: int) -> None:
+    error = outcome(text)
+    assert error[0] == "error" and (error[1], error[3].line, error[3].column) == (message, line, column), error
+    assert_same(text, valid=False)
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(expressions(["x", "y", "w1"]), min_size=1, max_size=4), st.sampled_from(["\n", "; ", "\n\n"]))
 def test_random_programs_give_lark_s_tree(bodies: list[str], separator: str) -> None:

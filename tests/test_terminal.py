@@ -3,6 +3,7 @@ score: what does not fit wraps, folds or moves below the table (#19)."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -113,3 +114,28 @@ def test_a_derivation_wraps_its_claim_and_keeps_its_verdict_and_values_whole() -
     table = shown.screen.split("\n\n")[0]
     assert "✗ wrong" in table and "0.901905" in table and "1.27668" in table, table
     assert "…" not in table, table
+
+
+@pytest.mark.parametrize("width", [80, pytest.param(120, marks=pytest.mark.slow)])
+def test_points_with_errors_keep_every_number_and_every_error_whole(width: int) -> None:
+    """At 80 columns a point's error took the width and the numbers' columns vanished ('…'); now the errors
+    wrap beside the numbers, or follow the table, each under its point's index."""
+    args = ("grad", "samples/arm.eq", "--at", "samples/arm_points_bad.jsonl")
+    shown = run_in_terminal(*args, columns=width)
+    assert shown.status == 2, shown.stderr
+    docs = [json.loads(line) for line in run_cli(*args, "--json").stdout.splitlines()]
+    texts = [*numbers(docs[0]["value"]), *(t for g in docs[0]["grad"].values() for t in numbers(g)), "0.5", "1.2"]
+    assert_whole(shown.screen, texts, width)
+    words = " ".join(shown.screen.split())  # each error's words in order, wherever its lines broke
+    for doc in docs[1:]:
+        error = doc["error"]
+        assert " ".join(f"{error['file']}:{error['line']}:{error['column']}: {error['message']}".split()) in words
+
+
+def test_a_point_s_values_moved_below_the_table_say_which_point_they_are() -> None:
+    program = "w = [1.5, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]; L = sum(w^3)"
+    points = "--at", "samples/arm_points.jsonl"  # any points: none gives w
+    shown = run_in_terminal("grad", "-e", program, "--wrt", "w", "--ignore-extra", *points, columns=80)
+    assert shown.status == 0, shown.stderr
+    for index in range(3):  # [6.75, 12, 27, ...]: 3w², too wide beside w at 80 columns
+        assert f"\n∂L/∂w  (#{index})\n  [6.75,   12," in shown.screen, shown.screen

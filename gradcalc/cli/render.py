@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.protocol import rich_cast
 from rich.segment import Segment
@@ -226,47 +227,75 @@ class FittedTable:
     tensors show "(below)" and their values follow the table, one under another, wrapped to the width as
     NumPy wraps rows: a number is never cut. Piped output has no width to fit and is drawn whole."""
 
-    def __init__(self, columns: tuple[tuple[str, str], ...], rows: list[list[Any]]) -> None:
+    def __init__(self, columns: tuple[tuple[str, str], ...], rows: list[list[Any]], wrap_last: bool = False) -> None:
         self.columns, self.rows = columns, rows
+        self.wrap_last = wrap_last  # its last column is words (a point's error) that wrap: see _table
 
     def translated(self, translate: Callable[[str], str]) -> FittedTable:
         return FittedTable(tuple((translate(title), justify) for title, justify in self.columns),
-                           [[translated(cell, translate) for cell in row] for row in self.rows])
+                           [[translated(cell, translate) for cell in row] for row in self.rows], self.wrap_last)
 
     def _cells(self, moved: set[int]) -> list[list[Any]]:
         return [[(Text("(below)", style="dim") if i in moved else cell.whole) if isinstance(cell, Shown) else cell
                  for cell in row] for i, row in enumerate(self.rows)]
 
-    def _width(self, cells: list[list[Any]]) -> int:
+    def _width(self, cells: list[list[Any]], notes: str = "whole") -> int:
         """The table's width unwrapped: its widest cell in each column, and two spaces between columns (what
-        Rich lays out for _table's tables; measured here, as Rich's measuring took longer than drawing)."""
-        widest = [max([_widest(title), *(_widest(row[j]) for row in cells)]) for j, (title, _) in
-                  enumerate(self.columns)]
+        Rich lays out for _table's tables; measured here, as Rich's measuring took longer than drawing).
+        With wrap_last, `notes` says how its last column counts: "whole", "wrapped" (its longest word, or
+        NOTE_WIDTH: it wraps between words) or "below" (not in the table)."""
+        columns = self.columns[:-1] if self.wrap_last and notes == "below" else self.columns
+        widest = [max([_widest(title), *(_widest(row[j]) for row in cells)]) for j, (title, _) in enumerate(columns)]
+        if self.wrap_last and notes == "wrapped":
+            last = len(columns) - 1
+            words = max((cell_len(word) for row in cells for word in str(row[last]).split()), default=0)
+            widest[last] = min(widest[last], max(_widest(columns[last][0]), words, NOTE_WIDTH))
         return sum(widest) + 2 * (len(widest) - 1)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
         moved: set[int] = set()
+        # the notes (a point's error) wrap in their column while it can have NOTE_WIDTH beside the numbers;
+        # else each follows the table on its own lines, under its row's first cell
+        every = set(range(len(self.rows)))
+        notes = "wrapped" if not self.wrap_last or self._width(self._cells(every), "wrapped") <= width else "below"
         cells = self._cells(moved)
-        while self._width(cells) > width:
+        while self._width(cells, notes) > width:
             widths = {i: max(_widest(cell.whole) for cell in row if isinstance(cell, Shown))
                       for i, row in enumerate(self.rows) if i not in moved and _tensors(row)}
             if not widths:  # only numbers left: nothing more can move
                 break
             moved.add(max(widths, key=widths.__getitem__))
             cells = self._cells(moved)
-        table = _table(*self.columns)
+        below = notes == "below" and any(row[-1] for row in cells)
+        columns = self.columns[:-1] if notes == "below" else self.columns
+        table = _table(*columns, wrap_last=self.wrap_last and not below)
         for row in cells:
-            table.add_row(*row)
+            table.add_row(*row[:len(columns)])
         yield table
+        if below:  # a row's label, then its note, whose lines wrap under its first
+            grid = Table.grid(padding=(0, 2))
+            grid.add_column(style="bold", no_wrap=True)
+            grid.add_column()
+            for row in cells:
+                if row[-1]:
+                    grid.add_row(row[0], row[-1])
+            yield Text("")
+            yield grid
         if moved:
             yield Text("")
         for i in sorted(moved):
             name = self.rows[i][0]
             for (title, _), cell in zip(self.columns, self.rows[i]):
                 if isinstance(cell, Shown):
-                    yield Text(name if title == "value" else title.replace("variable", name), style="bold")
+                    label = name if title == "value" else title.replace("variable", name)
+                    if self.columns[0][0] == "#":  # a row per point (--at): which point's value this is
+                        label = f"{label}  (#{name})"
+                    yield Text(label, style="bold")
                     yield Text(_indented("  " + cell.text(width - 2), 2), no_wrap=True, overflow="ignore")
+
+
+NOTE_WIDTH = 30  # the narrowest a column of notes is wrapped to beside the numbers
 
 
 def _tensors(row: list[Any]) -> bool:
@@ -275,8 +304,6 @@ def _tensors(row: list[Any]) -> bool:
 
 def _widest(text: str | Text) -> int:
     """The width of a cell's widest line, in terminal columns."""
-    from rich.cells import cell_len
-
     return max(map(cell_len, (text.plain if isinstance(text, Text) else text).split("\n")))
 
 
@@ -867,12 +894,28 @@ def _batch_results(method: str, result: Any) -> dict[str, Any]:
             for d in result}
 
 
+def _given(value: Any) -> Any:
+    """A value as a point gave it, for its row: a number or an array of numbers as it is; else (a ragged list,
+    text in a list: its point's error says why) the JSON it was, cut to a cell's width."""
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        if B.to_host(value).dtype.kind in "biuf":
+            return value
+    except (ValueError, TypeError):
+        pass
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return inert(text if len(text) <= 24 else text[:23] + "…")
+
+
 def batch_view(points: list[Any], method: str, full: bool = False) -> RenderableType:
     """`--at`: one row per point, its given values and then its results (or its error)."""
     given = list(dict.fromkeys(name for point in points for name in point.values)) if method != "values" else []
     rows: list[dict[str, Any]] = []
     for point in points:
-        row: dict[str, Any] = {"#": str(point.index), **{name: point.values.get(name) for name in given}}
+        row: dict[str, Any] = {"#": str(point.index), **{name: _given(point.values.get(name)) for name in given}}
         error = point.error
         if error is not None:  # where it is (the points file's line, or the program's), then what
             where = f"{error.source.filename}:{error.pos.line}:{error.pos.column}: " \
@@ -887,8 +930,27 @@ def batch_view(points: list[Any], method: str, full: bool = False) -> Renderable
     cells = [[row.get(title, "") if title in ("#", "error") or isinstance(row.get(title), str)
               else ("" if row.get(title) is None else Shown(B.to_host(row[title]), full)) for title in titles]
              for row in rows]
-    return FittedTable(tuple((inert(title), "left" if title in ("error", "#") else "right") for title in titles),
-                       cells)
+    table = FittedTable(tuple((inert(title), "left" if title in ("error", "#") else "right") for title in titles),
+                        cells, wrap_last=titles[-1] == "error")
+    return Group(table, *_batch_where(points)) if method == "diff" else table
+
+
+def _batch_where(points: list[Any]) -> list[Text]:
+    """diff --at: the shared parts its expressions name (t3 = cos(t1 + t2)), under the table as diff writes
+    them; one that not every point's expressions have is followed by the points that have it."""
+    found: dict[tuple[str, str], list[str]] = {}
+    ran = [point for point in points if point.error is None]
+    for point in ran:
+        for derivative in point.result:
+            for name, text, _ in derivative.where:
+                at = found.setdefault((name, text), [])
+                if not at or at[-1] != str(point.index):
+                    at.append(str(point.index))
+    lines = [Text("")] if found else []
+    for i, ((name, text), at) in enumerate(found.items()):
+        some = "" if len(at) == len(ran) else f"   (#{', #'.join(at)})"
+        lines.append(Text(f"{'  where ' if i == 0 else '        '}{name} = {text}{some}"))
+    return lines
 
 
 STOPPED = {

@@ -1020,8 +1020,13 @@ class Printer:
                 constant += c * term.value
             elif isinstance(term, Mul) and not term.factors:
                 constant += c * term.coefficient
+            elif isinstance(term, Add) and term not in self.names:  # (x + 2)*e^x, not ((x + 1) + 1)*e^x
+                constant += c * term.constant
+                rest += [(t, c * tc) for t, tc in term.terms]
             else:
                 rest.append((term, c))
+        if not constant and len(rest) == 1 and not isinstance(rest[0][0], (Add, Mul)):  # (x - 1 + 1)*e^x is x*e^x
+            return Mul(rest[0][1], (rest[0][0], *shared))  # type: ignore[misc]
         sign = -1.0 if all(c < 0 for _, c in rest) and constant <= 0 else 1.0  # -(a + b)*x, not (-a - b)*x
         inner = Add(sign * constant, tuple((t, sign * c) for t, c in rest))
         return Mul(sign, (inner, *shared))  # type: ignore[misc]

@@ -216,13 +216,14 @@ class _Brackets:
                         raise GradcalcSyntaxError(
                             f"unmatched '{token}'", "remove it, or add the opening bracket it closes", token_pos(token)
                         )
-                    opener = stack.pop()
+                    opener = stack[-1]  # still open while this error is raised: _unclosed reads the stack
                     if str(opener) != CLOSING[kind]:
                         raise GradcalcSyntaxError(
                             f"'{token}' does not match '{opener}' opened at line {opener.line}, column {opener.column}",
                             f"close it with '{_PAIR[str(opener)]}'",
                             token_pos(token),
                         )
+                    stack.pop()
                 if emitted is None:
                     chunk.append(token)
                 else:
@@ -246,6 +247,12 @@ class _Brackets:
 
         except GradcalcSyntaxError:
             yield chunk  # read first: the parser's own error there comes before this one, as it would token by token
+            raise
+        except Exception:  # the lexer's, at a character nothing matches (Lark's UnexpectedCharacters: not imported)
+            # as above: a statement's tokens (a bracket's) wait here until it ends, and its line's end with them
+            if pending_newline is not None and claim is None:
+                chunk.append(pending_newline)
+            yield chunk
             raise
         yield chunk
 
@@ -733,7 +740,8 @@ def _unclosed(exc: UnexpectedInput, brackets: Any) -> GradcalcSyntaxError | None
     """A bracket left open on an earlier line is the likelier mistake than the token the parser met."""
     stack = getattr(brackets, "open", [])
     token = getattr(exc, "token", None)
-    if not stack or token is None or not token.line or token.line <= (stack[-1].line or 0):
+    # in a block's { }, a new line ends a statement as outside brackets: an error on a later line is its own
+    if not stack or str(stack[-1]) == "{" or token is None or not token.line or token.line <= (stack[-1].line or 0):
         return None
     opener = stack[-1]
     return GradcalcSyntaxError(
@@ -786,6 +794,8 @@ def _explain(exc: UnexpectedInput, text: str, start: str = "start",
             hint = "use 'and'"
         elif char == "|":
             hint = "write abs(x) for |x|, and 'or' for a logical or"
+        elif char.isspace() or char in "\u200b\u200c\u200d\u2060":  # a no-break, thin or zero-width space
+            hint = "replace it with a plain space (text pasted from a PDF or a word processor may hold such spaces)"
         return GradcalcSyntaxError(f"unexpected character {char!r}", hint, Pos(line, column, 1))
     if isinstance(exc, UnexpectedEOF) or (isinstance(exc, UnexpectedToken) and exc.token.type == "$END"):
         words = _expected_words(set(getattr(exc, "expected", set())))
