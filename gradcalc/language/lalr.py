@@ -326,8 +326,8 @@ class Parser:
             self.made.append((method, expand1, include, trailing))
             self.rules.append((size, symbol, None if unit else self._lazy(len(self.rules))))
         self.statements = start == "start"  # a program: read a statement at a time (see _statement)
-        # (states, kinds) → [the replay once written, the reductions recorded, the states after]
-        self.shapes: dict[tuple[tuple[int, ...], tuple[str, ...]], list[Any]] = {}
+        # (states, kinds) → None once met, then [the replay once written, the reductions recorded, the states after]
+        self.shapes: dict[tuple[tuple[int, ...], tuple[str, ...]], list[Any] | None] = {}
 
     def _lazy(self, index: int) -> Callable[[list[Any]], Any]:
         """The rule's reduction, written when it is first reduced (and put in its place in `rules`)."""
@@ -353,19 +353,22 @@ class Parser:
         for chunk in chunks:
             if chunk and chunk[-1].type in SEPARATORS and len(states) <= 16:
                 key = (tuple(states), tuple([token.type for token in chunk]))
-                shape = shapes.get(key)
-                if shape is not None:
+                shape = shapes.get(key, _UNSEEN)
+                if shape is _UNSEEN:  # met once: remembered, not recorded (a program of new shapes pays no more)
+                    self._run(states, values, chunk, None)
+                    if len(shapes) >= 4096:  # a program of ever new shapes: keep the memory bounded
+                        shapes.clear()
+                    shapes[key] = None
+                elif shape is None:  # met twice: its reductions recorded
+                    record: list[int] = []
+                    self._run(states, values, chunk, record)
+                    shapes[key] = [None, record, tuple(states)]
+                else:  # from the third on: replayed, the code written once
                     replay, recorded, after = shape
-                    if replay is None:  # the second statement of this shape: worth writing as code
+                    if replay is None:
                         replay = shape[0] = self._compiled(recorded)
                     replay(values, chunk)
                     states[:] = after
-                    continue
-                record: list[int] = []
-                self._run(states, values, chunk, record)
-                if len(shapes) >= 4096:  # a program of ever new shapes: keep the memory bounded
-                    shapes.clear()
-                shapes[key] = [None, record, tuple(states)]
                 continue
             result = self._run(states, values, chunk, None)
             if result is not _MORE:
@@ -499,6 +502,7 @@ def _reduction_code(children: list[str], build: str | None, expand1: bool, inclu
 
 END_TOKEN = Token(END, "")
 _MORE = object()  # the loop ran out of tokens before the end state
+_UNSEEN: list[Any] = []  # a statement's shape not met before (Parser.shapes)
 
 
 if __name__ == "__main__":
