@@ -31,10 +31,9 @@ import tokenize
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import numpy as np
-
 from .. import __version__
 from ..engine import graph
+from ..engine.backend import numpy as np  # the host array library: the run it writes out is on the CPU
 from ..engine.graph import Literal, Node, Primitive
 from ..engine.primitives import PRIMITIVES, Indices
 from ..errors import GradcalcError, Pos
