@@ -16,7 +16,8 @@ import re
 # C0 and C1 controls, DEL, the line and paragraph separators, and the bidi marks, embeddings,
 # overrides and isolates (Trojan Source, CVE-2021-42574). Patterns, compiled where first used (re keeps
 # them): compiling these classes at import took 2 ms of every command's start-up.
-_OTHERS = "\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+# zero-width characters too (U+200B-U+200D, the word joiner, U+FEFF): shown, else a caret under them looks misplaced
+_OTHERS = "\x7f-\x9f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060\u2066-\u2069\ufeff"
 _UNSAFE_TEXT = f"[\x00-\x1f{_OTHERS}]"
 _UNSAFE_LINES = f"[\x00-\x09\x0b-\x1f{_OTHERS}]"  # a newline kept
 # JSON escapes C0 itself; what is left to escape there (outside strings JSON has only ASCII).

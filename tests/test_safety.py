@@ -57,8 +57,21 @@ LINUX = sys.platform.startswith("linux")
 EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
 
 # What must never reach a terminal: C0 controls but newline and tab, DEL, C1 (ESC is C0), and the bidi
-# marks, embeddings, overrides and isolates (Trojan Source).
-CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# marks, embeddings, overrides and isolates (Trojan Source), and the zero-width characters (invisible).
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]")
+
+
+def test_a_zero_width_character_is_shown_and_the_caret_stays_under_it() -> None:
+    """A zero-width space pasted into a line: written as \\u200b, with the caret under it (invisible, the caret
+    seemed one place off)."""
+    result = run_cli("grad", "-e", "y = 1 +\u200b 2")
+    assert result.exit_code == 2
+    text = result.output
+    no_control(text, "the error")
+    shown = next(line for line in text.splitlines() if line.lstrip().startswith("1 |"))
+    caret = next(line for line in text.splitlines() if "^" in line)
+    assert shown.index("\\u200b") == caret.index("^"), text
+    assert caret.count("^") == len("\\u200b"), text
 
 
 # --- shared helpers -----------------------------------------------------------------------------------------
