@@ -288,7 +288,11 @@ def lexer() -> Lexer:
 
 
 class Rejected(Exception):
-    """The loop met a token the table has no action for: Lark's own parser explains the error."""
+    """The loop met a token the table has no action for: Lark's own parser explains the error.
+
+    Its argument, where there is one, is the offset of the line where the statement it rejected starts:
+    the text before it parsed, and the statement starts as the program's first would.
+    """
 
 
 SEPARATORS = frozenset({"_NL", "SEMICOLON"})  # what ends a statement (a program's `_sep`)
@@ -350,29 +354,38 @@ class Parser:
                 raise Rejected
             return result
         shapes = self.shapes
+        previous = ""  # the kind of the last token before this statement
         for chunk in chunks:
-            if chunk and chunk[-1].type in SEPARATORS and len(states) <= 16:
-                key = (tuple(states), tuple([token.type for token in chunk]))
-                shape = shapes.get(key, _UNSEEN)
-                if shape is _UNSEEN:  # met once: remembered, not recorded (a program of new shapes pays no more)
-                    self._run(states, values, chunk, None)
-                    if len(shapes) >= 4096:  # a program of ever new shapes: keep the memory bounded
-                        shapes.clear()
-                    shapes[key] = None
-                elif shape is None:  # met twice: its reductions recorded
-                    record: list[int] = []
-                    self._run(states, values, chunk, record)
-                    shapes[key] = [None, record, tuple(states)]
-                else:  # from the third on: replayed, the code written once
-                    replay, recorded, after = shape
-                    if replay is None:
-                        replay = shape[0] = self._compiled(recorded)
-                    replay(values, chunk)
-                    states[:] = after
-                continue
-            result = self._run(states, values, chunk, None)
-            if result is not _MORE:
-                return result
+            try:
+                if chunk and chunk[-1].type in SEPARATORS and len(states) <= 16:
+                    key = (tuple(states), tuple([token.type for token in chunk]))
+                    shape = shapes.get(key, _UNSEEN)
+                    if shape is _UNSEEN:  # met once: remembered, not recorded (a program of new shapes pays no more)
+                        self._run(states, values, chunk, None)
+                        if len(shapes) >= 4096:  # a program of ever new shapes: keep the memory bounded
+                            shapes.clear()
+                        shapes[key] = None
+                    elif shape is None:  # met twice: its reductions recorded
+                        record: list[int] = []
+                        self._run(states, values, chunk, record)
+                        shapes[key] = [None, record, tuple(states)]
+                    else:  # from the third on: replayed, the code written once
+                        replay, recorded, after = shape
+                        if replay is None:
+                            replay = shape[0] = self._compiled(recorded)
+                        replay(values, chunk)
+                        states[:] = after
+                else:
+                    result = self._run(states, values, chunk, None)
+                    if result is not _MORE:
+                        return result
+            except Rejected as rejected:
+                # a statement that starts a line: Lark need read only from there (see parser._parse)
+                if not rejected.args and previous == "_NL" and chunk:
+                    raise Rejected(chunk[0].start_pos) from None
+                raise
+            if chunk:
+                previous = chunk[-1].type
         raise Rejected
 
     def _run(self, states: list[int], values: list[Any], tokens: Iterable[Token], record: list[int] | None) -> Any:
