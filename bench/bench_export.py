@@ -19,12 +19,14 @@ standard output, progress on standard error.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from benchkit import alternating_rounds, ratio_table
 
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = {"toy": "samples/neuron.eq", "mlp": "samples/mlp.eq"}
@@ -114,25 +116,9 @@ def main() -> None:
         export(folder)
         sides = {"export numpy": (sys.executable, NUMPY), "gradcalc replay": (sys.executable, GRADCALC),
                  "jax.jit": (args.jax_python or sys.executable, JAX)}
-        rounds: list[dict[str, dict[str, float]]] = []
-        for index in range(args.rounds):
-            order = list(sides) if index % 2 == 0 else list(reversed(sides))
-            rounds.append({side: child(*sides[side], folder) for side in order})
-            print(f"round {index + 1}: " + json.dumps(rounds[-1]), file=sys.stderr)
-
-    def us(seconds: float) -> str:
-        return f"{seconds * 1e6:.1f} µs"
-
-    print("| workload | export numpy | against | ratio (median of rounds) | rounds' ratios |")
-    print("| --- | --- | --- | --- | --- |")
-    for key in rounds[0]["export numpy"]:
-        mine = [r["export numpy"][key] for r in rounds]
-        for side in ("gradcalc replay", "jax.jit"):
-            theirs = [r[side][key] for r in rounds]
-            ratios = [m / t for m, t in zip(mine, theirs, strict=True)]
-            print(f"| {key} value_and_grad | {us(statistics.median(mine))} | {side} {us(statistics.median(theirs))} "
-                  f"| {statistics.median(ratios):.2f}× | {', '.join(f'{r:.2f}' for r in ratios)} |")
-
+        rounds = alternating_rounds({side: functools.partial(child, *sides[side], folder) for side in sides},
+                                    args.rounds)
+    ratio_table(rounds, "export numpy", "workload", lambda key: f"{key} value_and_grad")
 
 if __name__ == "__main__":
     main()

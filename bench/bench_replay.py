@@ -21,11 +21,13 @@ median of the rounds' ratios. Markdown on standard output, progress on standard 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
-import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from benchkit import alternating_rounds, ratio_table
 
 REPO = Path(__file__).resolve().parent.parent
 TOY = "a = 2; w1 = 3; w2 = -1; w3 = 0.5; w4 = 4\nb = w1*a\nc = w2*a\nd = w3*b + w4*c\nL = 10 - d"
@@ -144,28 +146,8 @@ def main() -> None:
         sides["PyTorch"] = (args.torch_python, TORCH, False)
     if args.jax_python:
         sides["JAX"] = (args.jax_python, JAX, False)
-    rounds: list[dict[str, dict[str, float]]] = []
-    for index in range(args.rounds):
-        order = list(sides) if index % 2 == 0 else list(reversed(sides))
-        rounds.append({side: child(*sides[side]) for side in order})
-        print(f"round {index + 1}: " + json.dumps(rounds[-1]), file=sys.stderr)
-
-    def us(seconds: float) -> str:
-        return f"{seconds * 1e6:.1f} µs"
-
-    print("| measure | gradcalc | reference | ratio (median of rounds) | rounds' ratios |")
-    print("| --- | --- | --- | --- | --- |")
-    for key in rounds[0]["gradcalc"]:
-        mine = [r["gradcalc"][key] for r in rounds]
-        refs = [(side, [r[side][key] for r in rounds]) for side in sides
-                if side != "gradcalc" and key in rounds[0][side]]
-        if not refs:
-            print(f"| {key} | {us(statistics.median(mine))} | | | |")
-        for side, theirs in refs:
-            ratios = [m / t for m, t in zip(mine, theirs)]
-            print(f"| {key} | {us(statistics.median(mine))} | {side} {us(statistics.median(theirs))} | "
-                  f"{statistics.median(ratios):.2f}× | {', '.join(f'{r:.2f}' for r in ratios)} |")
-
+    rounds = alternating_rounds({side: functools.partial(child, *sides[side]) for side in sides}, args.rounds)
+    ratio_table(rounds, "gradcalc")
 
 if __name__ == "__main__":
     main()

@@ -263,3 +263,36 @@ def worktree(commit: str, where: Path) -> Iterator[Path]:
         yield where.resolve()
     finally:
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(where)], check=False)
+
+
+def alternating_rounds(sides: dict[str, Callable[[], dict[str, float]]],
+                       count: int) -> list[dict[str, dict[str, float]]]:
+    """Each side's measurements ({workload: seconds}) once a round, the order reversed every other round (a shared
+    machine drifts); each round's numbers logged as they come."""
+    rounds: list[dict[str, dict[str, float]]] = []
+    for index in range(count):
+        order = list(sides) if index % 2 == 0 else list(reversed(sides))
+        rounds.append({side: sides[side]() for side in order})
+        log(f"round {index + 1}: " + json.dumps(rounds[-1]))
+    return rounds
+
+
+def ratio_table(rounds: list[dict[str, dict[str, float]]], mine: str, first: str = "measure",
+                label: Callable[[str], str] = str) -> None:
+    """A Markdown table of `mine`'s workloads against every other side that measured them: medians, and the
+    median of the rounds' ratios with the ratios themselves."""
+    def us(seconds: float) -> str:
+        return f"{seconds * 1e6:.1f} µs"
+
+    print(f"| {first} | {mine} | reference | ratio (median of rounds) | rounds' ratios |")
+    print("| --- | --- | --- | --- | --- |")
+    for key in rounds[0][mine]:
+        values = [r[mine][key] for r in rounds]
+        others = [(side, [r[side][key] for r in rounds]) for side in rounds[0]
+                  if side != mine and key in rounds[0][side]]
+        if not others:
+            print(f"| {label(key)} | {us(statistics.median(values))} | | | |")
+        for side, theirs in others:
+            ratios = [m / t for m, t in zip(values, theirs, strict=True)]
+            print(f"| {label(key)} | {us(statistics.median(values))} | {side} {us(statistics.median(theirs))} | "
+                  f"{statistics.median(ratios):.2f}× | {', '.join(f'{r:.2f}' for r in ratios)} |")
