@@ -26,22 +26,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchkit import alternating_rounds, ratio_table
+from benchkit import TIMER, alternating_rounds, ratio_table
 
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = {"toy": "samples/neuron.eq", "mlp": "samples/mlp.eq"}
 
-TIMER = """
-import time, json, sys, numpy as np
+COMMON = TIMER + """
+import json, sys, numpy as np
 sys.path.insert(0, FOLDER)
-def best(f, calls):
-    for _ in range(calls // 5 + 1): f()
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(calls): f()
-        times.append((time.perf_counter() - start) / calls)
-    return min(times)
 toy_points = [{"a": 2.0 + i / 7, "w1": 3.0 - i / 5} for i in range(16)]
 toy_arrays = [{k: np.float64(v) for k, v in p.items()} for p in toy_points]
 rng = np.random.default_rng(7)
@@ -52,7 +44,7 @@ def point(points):
     return points[state["i"]]
 """
 
-GRADCALC = TIMER + """
+GRADCALC = COMMON + """
 from gradcalc.program.api import Program
 toy = Program.from_file("samples/neuron.eq")
 mlp = Program.from_file("samples/mlp.eq")
@@ -61,7 +53,7 @@ print(json.dumps({"toy": toy_time, "toy, NumPy scalars": toy_time,
                   "mlp": best(lambda: mlp.run(point(mlp_points)).grad(of="L"), 1000)}))
 """
 
-NUMPY = TIMER + """
+NUMPY = COMMON + """
 import toy_numpy, mlp_numpy
 toy_defaults = {k: np.float64(v) for k, v in (("w2", -1.0), ("w3", 0.5), ("w4", 4.0))}
 print(json.dumps({"toy": best(lambda: toy_numpy.value_and_grad(**point(toy_points)), 20000),
@@ -70,7 +62,7 @@ print(json.dumps({"toy": best(lambda: toy_numpy.value_and_grad(**point(toy_point
                   "mlp": best(lambda: mlp_numpy.value_and_grad(**point(mlp_points)), 5000)}))
 """
 
-JAX = TIMER + """
+JAX = COMMON + """
 import jax
 import toy_jax, mlp_jax
 toy = jax.jit(toy_jax.value_and_grad)

@@ -27,23 +27,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchkit import alternating_rounds, ratio_table
+from benchkit import TIMER, alternating_rounds, ratio_table
 
 REPO = Path(__file__).resolve().parent.parent
 TOY = "a = 2; w1 = 3; w2 = -1; w3 = 0.5; w4 = 4\nb = w1*a\nc = w2*a\nd = w3*b + w4*c\nL = 10 - d"
 HESS = "x = 0\nL = sum(x^4) + sum(x[:-1] * x[1:])"
-
-TIMER = """
-import time
-def best(f, calls):
-    for _ in range(calls // 5 + 1): f()
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(calls): f()
-        times.append((time.perf_counter() - start) / calls)
-    return min(times)
-"""
 
 GRADCALC = TIMER + """
 import json, numpy as np

@@ -296,3 +296,17 @@ def ratio_table(rounds: list[dict[str, dict[str, float]]], mine: str, first: str
             ratios = [m / t for m, t in zip(values, theirs, strict=True)]
             print(f"| {label(key)} | {us(statistics.median(values))} | {side} {us(statistics.median(theirs))} | "
                   f"{statistics.median(ratios):.2f}× | {', '.join(f'{r:.2f}' for r in ratios)} |")
+
+
+# A child script's timer: `best(f, calls)`, the fastest mean of 5 batches of calls after a warm-up.
+TIMER = """
+import time
+def best(f, calls):
+    for _ in range(calls // 5 + 1): f()
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(calls): f()
+        times.append((time.perf_counter() - start) / calls)
+    return min(times)
+"""
