@@ -270,17 +270,23 @@ def main() -> None:
         arm(args, repeats, stream)
 
 
+def _batched_and_alone(what: str, script: str, points: int, rounds: int) -> dict[str, list[dict[str, Any]]]:
+    """The script's JSON document from a child a side ("batched", "alone") and round, the arm at `points` points."""
+    env = environment()
+    found: dict[str, list[dict[str, Any]]] = {"batched": [], "alone": []}
+    for i in range(rounds):
+        for side, runs in found.items():
+            log(f"{what}, {side}, round {i + 1} of {rounds}")
+            runs.append(json.loads(subprocess.run(
+                [sys.executable, "-c", script, str(REPO), str(points), str(ARM), side], capture_output=True,
+                text=True, check=True, env=env).stdout))
+    return found
+
+
 def derivatives(points: int, rounds: int) -> None:
     """`--at` Jacobians and Hessians of the arm (3 parameters) batched, against each point run alone (the path
     they took before): a child a side and round, alternating."""
-    env = environment()
-    found: dict[str, list[dict[str, float]]] = {"batched": [], "alone": []}
-    for i in range(rounds):
-        for side, runs in found.items():
-            log(f"Jacobians and Hessians, {side}, round {i + 1} of {rounds}")
-            runs.append(json.loads(subprocess.run(
-                [sys.executable, "-c", DERIVATIVES, str(REPO), str(points), str(ARM), side], capture_output=True,
-                text=True, check=True, env=env).stdout))
+    found = _batched_and_alone("Jacobians and Hessians", DERIVATIVES, points, rounds)
     print("| measure | batched | per point | ratio |")
     print("| --- | --- | --- | --- |")
     for method, what in [("jacobian", "Jacobian of (x, y) by l1, t1, t2"), ("hessian", "Hessian of L by l1, t1, t2"),
@@ -297,14 +303,7 @@ def derivatives(points: int, rounds: int) -> None:
 def diffs(points: int, rounds: int) -> None:
     """`diff --at` of the arm by l1, t1, t2: batched (the graphs built once, the expressions read once) against
     each point run and read alone (the path it took before); the texts must be the same on both sides."""
-    env = environment()
-    found: dict[str, list[dict[str, Any]]] = {"batched": [], "alone": []}
-    for i in range(rounds):
-        for side, runs in found.items():
-            log(f"diff, {side}, round {i + 1} of {rounds}")
-            runs.append(json.loads(subprocess.run(
-                [sys.executable, "-c", DIFFS, str(REPO), str(points), str(ARM), side], capture_output=True,
-                text=True, check=True, env=env).stdout))
+    found = _batched_and_alone("diff", DIFFS, points, rounds)
     for a, b in zip(found["batched"], found["alone"]):
         assert a["texts"] == b["texts"] and abs(a["check"] - b["check"]) < 1e-12, (a, b)
     with tempfile.TemporaryDirectory() as folder:  # the whole command, as a user runs it

@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from benchkit import TIMER, alternating_rounds, ratio_table
+from benchkit import REPO, TIMER, alternating_rounds, child_json, ratio_table
 
-REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = {"toy": "samples/neuron.eq", "mlp": "samples/mlp.eq"}
 
 COMMON = TIMER + """
@@ -91,11 +89,7 @@ def _env() -> dict[str, str]:
 
 def child(python: str, script: str, folder: Path) -> dict[str, float]:
     env = {**_env(), "PYTHONPATH": str(REPO)}
-    code = f"FOLDER = {str(folder)!r}\n" + script
-    done = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, check=True,
-                          timeout=900)
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return child_json(python, f"FOLDER = {str(folder)!r}\n" + script, env)
 
 
 def main() -> None:

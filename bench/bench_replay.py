@@ -22,14 +22,10 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
-import subprocess
 import sys
-from pathlib import Path
 
-from benchkit import TIMER, alternating_rounds, ratio_table
+from benchkit import REPO, TIMER, alternating_rounds, child_json, ratio_table
 
-REPO = Path(__file__).resolve().parent.parent
 TOY = "a = 2; w1 = 3; w2 = -1; w3 = 0.5; w4 = 4\nb = w1*a\nc = w2*a\nd = w3*b + w4*c\nL = 10 - d"
 HESS = "x = 0\nL = sum(x^4) + sum(x[:-1] * x[1:])"
 
@@ -116,11 +112,7 @@ def child(python: str, script: str, env_tree: bool) -> dict[str, float]:
         env["PYTHONPATH"] = str(REPO)
     else:
         env.pop("PYTHONPATH", None)
-    code = f"TOY = {TOY!r}\nHESS = {HESS!r}\n" + script
-    done = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, check=True,
-                          timeout=600)
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return child_json(python, f"TOY = {TOY!r}\nHESS = {HESS!r}\n" + script, env, timeout=600)
 
 
 def main() -> None:

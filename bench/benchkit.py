@@ -310,3 +310,11 @@ def best(f, calls):
         times.append((time.perf_counter() - start) / calls)
     return min(times)
 """
+
+
+def child_json(python: str, code: str, env: dict[str, str], timeout: float = 900) -> dict[str, Any]:
+    """Run `python -c code` in the repository; the JSON document on its last line of output."""
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, check=True,
+                          timeout=timeout)
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result

@@ -309,8 +309,8 @@ class Parser:
 
     A program is read a statement at a time (tokens up to a separator outside braces). What the
     loop does with a statement depends only on the states it starts in and its tokens' kinds, so
-    the reductions it made are kept under those; a statement of a shape met before (`y = a*x + b`
-    and `h = w*u - c` are one shape) replays them as straight-line code, with no table lookup.
+    the reductions it made are recorded under those the second time a shape is met, and from the third
+    (`y = a*x + b` and `h = w*u - c` are one shape) replayed as straight-line code, with no table lookup.
     """
 
     def __init__(self, data: dict[str, Any], start: str, callbacks: object) -> None:
@@ -329,7 +329,7 @@ class Parser:
             unit = size == 1 and expand1 and include is None
             self.made.append((method, expand1, include, trailing))
             self.rules.append((size, symbol, None if unit else self._lazy(len(self.rules))))
-        self.statements = start == "start"  # a program: read a statement at a time (see _statement)
+        self.statements = start == "start"  # a program: read a statement at a time (see parse)
         # (states, kinds) → None once met, then [the replay once written, the reductions recorded, the states after]
         self.shapes: dict[tuple[tuple[int, ...], tuple[str, ...]], list[Any] | None] = {}
 
