@@ -15,9 +15,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
-from itertools import chain
-from typing import Any
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import accumulate, chain, compress
+from operator import add
+from typing import TYPE_CHECKING, Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GRAMMAR = os.path.join(HERE, "gradcalc.lark")
@@ -103,9 +105,16 @@ def build(grammar: str | None = None) -> dict[str, Any]:
                 rules.append(_rule(arg, maybe_create_child_filter))
             row[symbol] = ~rule_index[arg]
         rows.append(row)
+    kept: set[str] = set()  # the terminals some rule keeps as a child (the others, `_NL` and `;`, are filtered out)
+    for rule in lark.rules:
+        made = maybe_create_child_filter(rule.expansion, rule.options.keep_all_tokens, False,
+                                         list(rule.options.empty_indices))
+        positions = range(len(rule.expansion)) if made is None else [i for i, *_ in made.args[0]]
+        kept.update(rule.expansion[i].name for i in positions if rule.expansion[i].is_term)
     return {
         "grammar": text,
         "lexer": _lexer_data(lark.lexer_conf),
+        "kept": sorted(kept),
         "starts": {start: [order[table.start_states[start]], order[table.end_states[start]]] for start in STARTS},
         "rules": rules,
         "states": rows,
@@ -186,6 +195,18 @@ def composed(name: str) -> str:
 BLANKS = "\t\f "  # what a piece may start with before its token: ignored, as is a \r after them
 
 
+class _Pieces(dict[str, tuple[str, int, str]]):
+    """A piece's text → what it is (see Lexer): a dict whose missing entries the lexer reads, so that the
+    table is consulted in C (`map`) and Python runs only for a piece not met before."""
+
+    def __init__(self, read: Callable[[str], tuple[str, int, str]]) -> None:
+        super().__init__()
+        self.read_new = read
+
+    def __missing__(self, piece: str) -> tuple[str, int, str]:
+        return self.read_new(piece)
+
+
 class Lexer:
     """The grammar's terminals as one regular expression; the text cut into pieces by it in one call.
 
@@ -209,52 +230,45 @@ class Lexer:
         self.pieces = re.compile(f"(?:[{BLANKS}]++(?!\r))?(?:{_plain(data['pattern'])})")
         if self.pieces.groups:  # a `(` _plain did not see (in a character class): say so, not lex wrongly
             raise ValueError("the lexer's pattern has a group that could not be made plain")
-        # a piece's text → (its token's kind, "" for blanks and what is ignored; where the token starts; its text)
-        self.read: dict[str, tuple[str, int, str]] = {}
+        # a piece's text → (its token's kind, "" for what is ignored; where the token starts in it; its text,
+        # interned, or for what is ignored the piece itself, whose new lines count)
+        self.read = _Pieces(self._read)
+
+    def cut(self, text: str) -> tuple[tuple[str, ...], tuple[str, ...], list[int]]:
+        """The text's pieces as parallel sequences: kinds ("" for what is ignored), texts, and where each starts;
+        BadCharacter at a character nothing matches. Made by C loops: Python runs only for new pieces."""
+        pieces = self.pieces.findall(text)
+        if sum(map(len, pieces)) != len(text):  # findall steps over a character nothing matches: find it
+            raise self._bad(text)
+        if not pieces:
+            return (), (), []
+        kinds, skips, texts = zip(*map(self.read.__getitem__, pieces))
+        return kinds, texts, list(map(add, accumulate(map(len, pieces), initial=0), skips))
 
     def lex(self, text: str) -> list[Token]:
         """The tokens of the text; BadCharacter (with the tokens before it) at a character nothing matches."""
-        pieces = self.pieces.findall(text)
-        if sum(map(len, pieces)) != len(text):  # findall steps over a character nothing matches: find it
-            bad = self._bad(text)
+        try:
+            kinds, texts, starts = self.cut(text)
+        except BadCharacter as bad:
             bad.tokens = self.lex(text[:bad.pos])
-            raise bad
-        read, read_new, new = self.read, self._read, str.__new__
-        tokens: list[Token] = []
-        append = tokens.append
-        pos, line, line_start = 0, 1, 0
-        for piece in pieces:
-            entry = read.get(piece)
-            if entry is None:
-                entry = read_new(piece)
-            kind, skip, value = entry
-            if kind:
-                token = new(Token, value)  # Token(...) without a Python-level __new__: one per token, it shows
-                start = pos + skip
-                token.type, token.start_pos, token.line, token.column = kind, start, line, start - line_start + 1
-                append(token)
-            if "\n" in piece:
-                line += piece.count("\n")
-                line_start = pos + piece.rindex("\n") + 1
-            pos += len(piece)
-        return tokens
+            raise
+        return tokens(kinds, texts, starts, 0, len(kinds), 1, -1)[0]
 
     def _read(self, piece: str) -> tuple[str, int, str]:
         """What a piece of text is, as the named expression reads its token; remembered."""
         value = piece.lstrip(BLANKS)
         skip = len(piece) - len(value)  # the blanks before the token
-        entry = ("", 0, "")
+        entry = ("", 0, piece)
         if value:
             found = self.pattern.match(value)
             assert found is not None and found.end() == len(value), piece  # a piece is one terminal's match
             kind = found.lastgroup or ""
-            if kind in self.ignore:
-                kind = ""
-            elif kind == "NAME":
-                if not value.isascii():
-                    value = composed(value.translate(SUBSCRIPTS))
-                kind = self.keywords.get(value, "NAME")
-            entry = (kind, skip, value)
+            if kind not in self.ignore:
+                if kind == "NAME":
+                    if not value.isascii():
+                        value = composed(value.translate(SUBSCRIPTS))
+                    kind = self.keywords.get(value, "NAME")
+                entry = (kind, skip, sys.intern(value))  # one string for all the `y`s: the tree's names are interned
         if len(self.read) < 100_000:  # names are the only open-ended kind: a bound on what is kept
             self.read[piece] = entry
         return entry
@@ -269,6 +283,24 @@ class Lexer:
                 line_start = pos + value.rindex("\n") + 1
             pos = found.end()
         return BadCharacter(pos, line, pos - line_start + 1)
+
+
+def tokens(kinds: Sequence[str], texts: Sequence[str], starts: Sequence[int], begin: int, end: int, line: int,
+           base: int) -> tuple[list[Token], int, int]:
+    """The tokens of the lexer's pieces begin..end, the first on `line` (a column is its start - `base`);
+    the line and base after them."""
+    made: list[Token] = []
+    append, new = made.append, str.__new__
+    for k in range(begin, end):
+        kind, value, start = kinds[k], texts[k], starts[k]
+        if kind:
+            token = new(Token, value)  # Token(...) without a Python-level __new__: one per token, it shows
+            token.type, token.start_pos, token.line, token.column = kind, start, line, start - base
+            append(token)
+        if "\n" in value:  # a new line (or several), or a line continued by `\`
+            line += value.count("\n")
+            base = start + value.rindex("\n")
+    return made, line, base
 
 
 def _plain(pattern: str) -> str:
@@ -295,11 +327,9 @@ class Rejected(Exception):
     """
 
 
-SEPARATORS = frozenset({"_NL", "SEMICOLON"})  # what ends a statement (a program's `_sep`)
-
-
 class Parser:
-    """The tables run by a lean loop, with `callbacks`' methods (one per rule or alias) building the nodes.
+    """The tables run by a lean loop, building each rule's node as `callbacks` (a method per rule or alias) or
+    `nodes` (a template per alias: see _filled) say.
 
     A rule of one child marked `?` (`?expr: or_test`) passes its child up without a call; a `_rule`
     with no method gives its children, which its parent splices into its own, as Lark does. Each
@@ -307,86 +337,158 @@ class Parser:
     keeps, where a missing `[optional]` is None), so the loop runs no generic filtering per node;
     it is written the first time the rule is reduced (a program uses a few dozen of some 180).
 
-    A program is read a statement at a time (tokens up to a separator outside braces). What the
-    loop does with a statement depends only on the states it starts in and its tokens' kinds, so
-    the reductions it made are recorded under those the second time a shape is met, and from the third
-    (`y = a*x + b` and `h = w*u - c` are one shape) replayed as straight-line code, with no table lookup.
+    A program (`program`) is read a statement at a time from the lexer's parallel kinds, texts and starts.
+    What the loop does with a statement depends only on the states it starts in and its tokens' kinds, so
+    the reductions it made are recorded under those the first time a shape is met, and from the third (`y =
+    a*x + b` and `h = w*u - c` are one shape) replayed as straight-line code that reads the texts and starts
+    where they lie: no token object is made, and a template's node is written in place. What the
+    post-lexer must see whole (brackets over lines, blocks, `else` on a new line, check statements) it gets
+    as tokens, as does a text any other start symbol reads (`parse`).
     """
 
-    def __init__(self, data: dict[str, Any], start: str, callbacks: object) -> None:
+    def __init__(self, data: dict[str, Any], start: str, callbacks: object, nodes: dict[str, str] | None = None,
+                 namespace: dict[str, Any] | None = None) -> None:
         self.start_state, self.end_state = data["starts"][start]
         self.rows: list[dict[str, int]] = data["states"]
         if any(row.get(END, -1) >= 0 for row in self.rows):  # the loop returns at the end state instead
             raise ValueError("the tables shift the end of the input: not an LALR table Lark builds")
+        nodes = nodes or {}
+        self.kept = frozenset(data["kept"])  # the terminals a node may keep (see _compiled)
+        self.namespace = {**(namespace or {}), "Token_": Token}  # what the templates' code reads
         self.units: dict[tuple[int, int, str], int] = {}  # see _unit_run
         # (size, goto symbol, the reduction taking its children off the values, or None for a unit rule)
         self.rules: list[tuple[int, str, Callable[[list[Any]], Any] | None]] = []
-        self.made: list[tuple[Callable[..., Any] | None, bool, list[list[Any]] | None, int]] = []  # see _reduction
+        self.made: list[tuple[Callable[..., Any] | None, str | None, bool, list[list[Any]] | None, int]] = []
         for size, symbol, name, expand1, include, trailing in data["rules"]:
-            method = getattr(callbacks, name, None)
-            if method is None and not name.startswith("_") and not expand1:
+            template = nodes.get(name)
+            method = None if template is not None else getattr(callbacks, name, None)
+            if method is None and template is None and not name.startswith("_") and not expand1:
                 raise TypeError(f"the grammar's rule {name!r} has no method in {type(callbacks).__name__}")
             unit = size == 1 and expand1 and include is None
-            self.made.append((method, expand1, include, trailing))
+            self.made.append((method, template, expand1, include, trailing))
             self.rules.append((size, symbol, None if unit else self._lazy(len(self.rules))))
-        self.statements = start == "start"  # a program: read a statement at a time (see parse)
-        # (states, kinds) → None once met, then [the replay once written, the reductions recorded, the states after]
-        self.shapes: dict[tuple[tuple[int, ...], tuple[str, ...]], list[Any] | None] = {}
+        # (states, kinds) → [the replay once written, the reductions recorded, the states after, times met];
+        # _STRETCH for a statement the post-lexer must see
+        self.shapes: dict[tuple[tuple[int, ...], tuple[str, ...]], list[Any]] = {}
 
     def _lazy(self, index: int) -> Callable[[list[Any]], Any]:
         """The rule's reduction, written when it is first reduced (and put in its place in `rules`)."""
 
         def first(values: list[Any]) -> Any:
             size, symbol, _ = self.rules[index]
-            reduce = _reduction(size, *self.made[index])
+            reduce = _reduction(size, *self.made[index], self.namespace)
             self.rules[index] = (size, symbol, reduce)
             return reduce(values)
 
         return first
 
     def parse(self, chunks: Iterable[list[Token]]) -> Any:
-        """The tree of the tokens, given in lists (a program's end where its statements end: see Parser)."""
+        """The tree of the tokens, given in lists (the post-lexer's), the last ending with END_TOKEN."""
+        result = self._chunks([self.start_state], [], chunks, None)
+        if result is _MORE:
+            raise Rejected
+        return result
+
+    def program(self, kinds: tuple[str, ...], texts: tuple[str, ...], starts: list[int], post: Statements) -> Any:
+        """A program's tree from the lexer's cut (Lexer.cut), read a statement at a time (see the class)."""
+        if "" in kinds:  # comments and trailing blanks, out; a line continued by `\` moves the lines: tokens count them
+            if any("\n" in text for kind, text in zip(kinds, texts) if not kind):
+                made = tokens(kinds, texts, starts, 0, len(kinds), 1, -1)[0]
+                return self.parse(chain(post.chunks(made), ([END_TOKEN],)))
+            keep = list(map(bool, kinds))
+            kinds, texts = tuple(compress(kinds, keep)), tuple(compress(texts, keep))
+            starts = list(compress(starts, keep))
         states = [self.start_state]
         values: list[Any] = []
-        if not self.statements:
-            result = self._run(states, values, chain.from_iterable(chunks), None)
-            if result is _MORE:
-                raise Rejected
-            return result
-        shapes = self.shapes
-        previous = ""  # the kind of the last token before this statement
+        state: tuple[int, ...] = (self.start_state,)  # the states as a tuple: a replay's key, and what it leaves
+        shapes, joins, index = self.shapes, post.joins, kinds.index
+        n = len(kinds)
+        semicolon = _find(index, "SEMICOLON", 0, n)  # the first `;` at or after i
+        i, line, base, previous = 0, 1, -1, ""  # base: a column is a start - base
+        while i < n:
+            if semicolon < i:
+                semicolon = _find(index, "SEMICOLON", i, n)
+            try:
+                j = index("_NL", i, semicolon)
+            except ValueError:
+                j = semicolon
+            if j == n:
+                break  # the last statement, with no separator
+            end = j + 1  # the next statement's first token
+            if kinds[j] == "_NL":
+                while end < n and kinds[end] == "_NL":  # the new lines of blank and comment lines: one
+                    end += 1
+            key = (state, kinds[i:j + 1])
+            shape = shapes.get(key)
+            if shape is None and not post.plain(key[1]):
+                shape = shapes[key] = _STRETCH
+            if shape is _STRETCH or (end < n and kinds[end] in joins):  # (`} ⏎ else {`: the post-lexer joins them)
+                i, line, base, previous, state = self._stretch(states, values, kinds, texts, starts, i, line, base,
+                                                               previous, state, post, post.stretch(kinds, i))
+                continue
+            if shape is not None and (shape[0] is not None or shape[3] >= 2):  # from its third time, replayed
+                if shape[0] is None:
+                    shape[0] = self._compiled(shape[1], key[1])
+                shape[0](values, texts, starts, i, line, base)
+                state = shape[2]
+            else:
+                states[:] = state
+                made = tokens(kinds, texts, starts, i, j + 1, line, base)[0]
+                record: list[int] | None = [] if shape is None else None
+                try:
+                    self._run(states, values, made, record)
+                except Rejected:
+                    # a statement that starts a line: Lark need read only from there (see parser._parse)
+                    if previous == "_NL":
+                        raise Rejected(starts[i]) from None
+                    raise
+                state = tuple(states)
+                if shape is None:
+                    if len(shapes) >= 4096:  # a program of ever new shapes: keep the memory bounded
+                        shapes.clear()
+                    shapes[key] = [None, record, state, 1]
+                else:
+                    shape[3] += 1
+            previous = kinds[j]
+            if previous == "_NL":
+                for m in range(j, end) if end > j + 1 else (j,):
+                    text = texts[m]
+                    line += text.count("\n")
+                    base = starts[m] + text.rindex("\n")
+            i = end
+        states[:] = state
+        if i < n:
+            self._stretch(states, values, kinds, texts, starts, i, line, base, previous, state, post, n)
+        result = self._run(states, values, [END_TOKEN], None)
+        if result is _MORE:
+            raise Rejected
+        return result
+
+    def _stretch(self, states: list[int], values: list[Any], kinds: tuple[str, ...], texts: tuple[str, ...],
+                 starts: list[int], i: int, line: int, base: int, previous: str, state: tuple[int, ...],
+                 post: Statements, end: int) -> tuple[int, int, int, str, tuple[int, ...]]:
+        """The statements kinds[i:end], which the post-lexer must see whole, parsed as tokens through it: where
+        they end, the line and base there, the last token's kind, and the states."""
+        made, line, base = tokens(kinds, texts, starts, i, end, line, base)
+        states[:] = state
+        self._chunks(states, values, post.chunks(made), previous)
+        return end, line, base, kinds[end - 1], tuple(states)
+
+    def _chunks(self, states: list[int], values: list[Any], chunks: Iterable[list[Token]], previous: str | None) -> Any:
+        """The loop over the post-lexer's chunks: the result at the end state, else _MORE. `previous` (the kind
+        before them; None for what is not a program) lets Lark explain a rejected statement from its line."""
         for chunk in chunks:
             try:
-                if chunk and chunk[-1].type in SEPARATORS and len(states) <= 16:
-                    key = (tuple(states), tuple([token.type for token in chunk]))
-                    shape = shapes.get(key, _UNSEEN)
-                    if shape is _UNSEEN:  # met once: remembered, not recorded (a program of new shapes pays no more)
-                        self._run(states, values, chunk, None)
-                        if len(shapes) >= 4096:  # a program of ever new shapes: keep the memory bounded
-                            shapes.clear()
-                        shapes[key] = None
-                    elif shape is None:  # met twice: its reductions recorded
-                        record: list[int] = []
-                        self._run(states, values, chunk, record)
-                        shapes[key] = [None, record, tuple(states)]
-                    else:  # from the third on: replayed, the code written once
-                        replay, recorded, after = shape
-                        if replay is None:
-                            replay = shape[0] = self._compiled(recorded)
-                        replay(values, chunk)
-                        states[:] = after
-                else:
-                    result = self._run(states, values, chunk, None)
-                    if result is not _MORE:
-                        return result
+                result = self._run(states, values, chunk, None)
             except Rejected as rejected:
-                # a statement that starts a line: Lark need read only from there (see parser._parse)
                 if not rejected.args and previous == "_NL" and chunk:
                     raise Rejected(chunk[0].start_pos) from None
                 raise
-            if chunk:
+            if result is not _MORE:
+                return result
+            if chunk and previous is not None:
                 previous = chunk[-1].type
-        raise Rejected
+        return _MORE
 
     def _run(self, states: list[int], values: list[Any], tokens: Iterable[Token], record: list[int] | None) -> Any:
         """The LALR loop over `tokens`, from `states` and `values` (changed in place): the result at the
@@ -422,38 +524,46 @@ class Parser:
                 states.append(state)
         return _MORE
 
-    def _compiled(self, record: list[int]) -> Callable[[list[Any], list[Token]], None]:
-        """A statement's recorded shifts and reductions as one straight-line function of (values, tokens):
-        each reduction's code (as _reduction writes it) on local names, the values list touched once at the end."""
-        lines = ["def replay(values, tokens):", f"    {''.join(f't{i}, ' for i in range(record.count(-1)))}= tokens"]
-        namespace: dict[str, Any] = {}
-        stack: list[str] = []  # what the loop's values would hold above those the statement found, as local names
+    def _compiled(self, record: list[int], kinds: tuple[str, ...]) -> Callable[..., None]:
+        """A statement's recorded shifts and reductions as one straight-line function of (values, texts, starts, i,
+        line, base): each reduction's code (as _reduction writes it) on local names, its tokens read where the
+        lexer left them (token k's text t{k}, start s{k}), the values list touched once at the end."""
+        count = len(kinds)
+        lines = ["def replay(values, texts, starts, i, line, base):",
+                 f"    {''.join(f't{k}, ' for k in range(count))}= texts[i:i + {count}]",
+                 f"    {''.join(f's{k}, ' for k in range(count))}= starts[i:i + {count}]"]
+        namespace = dict(self.namespace)
+        stack: list[Any] = []  # what the loop's values would hold above those the statement found: names, _Slots
         below = shifted = 0  # of the values the statement found, how many its reductions took; tokens shifted
         for n, step in enumerate(record):
             if step < 0:
-                stack.append(f"t{shifted}")
+                stack.append(_Slot(shifted, kinds[shifted]))
                 shifted += 1
                 continue
             size = self.rules[step][0]
-            method, expand1, include, trailing = self.made[step]
+            method, template, expand1, include, trailing = self.made[step]
             if size > len(stack):  # the rest of its children: on top of the values it found, deepest first
                 taken = size - len(stack)
-                for j in range(taken):
-                    lines.append(f"    v{below + j} = values[-{below + taken - j}]")
-                stack[:0] = [f"v{below + j}" for j in range(taken)]
+                for k in range(taken):
+                    lines.append(f"    v{below + k} = values[-{below + taken - k}]")
+                stack[:0] = [f"v{below + k}" for k in range(taken)]
                 below += taken
             children = stack[len(stack) - size:]
             del stack[len(stack) - size:]
             if method is not None:
                 namespace[f"m{step}"] = method
-            lines += ["    " + line for line in _reduction_code(children, method and f"m{step}", expand1, include,
-                                                                  trailing, f"x{n}")]
-            stack.append(f"x{n}")
+            code, result = _reduction_code(children, method and f"m{step}", template, expand1, include, trailing,
+                                           f"x{n}")
+            lines += ["    " + line for line in code]
+            stack.append(result)
         if below:
             lines.append(f"    del values[-{below}:]")
-        lines.append(f"    values.extend(({''.join(f'{name}, ' for name in stack)}))")
+        # a token left on the values (the separator) that no rule keeps is filtered out when its rule is reduced,
+        # in the next statement: None stands for it (a token object for it was an eleventh of a chain's parse)
+        left = ["None" if isinstance(part, _Slot) and part.kind not in self.kept else _value(part) for part in stack]
+        lines.append(f"    values.extend(({''.join(f'{part}, ' for part in left)}))")
         exec("\n".join(lines), namespace)  # written from the recorded rule numbers, not from input
-        replay: Callable[[list[Any], list[Token]], None] = namespace["replay"]
+        replay: Callable[..., None] = namespace["replay"]
         return replay
 
     def _unit_run(self, below: int, top: int, kind: str) -> int:
@@ -472,50 +582,151 @@ class Parser:
         return state
 
 
-def _reduction(size: int, method: Callable[..., Any] | None, expand1: bool, include: list[list[Any]] | None,
-               trailing: int) -> Callable[[list[Any]], Any]:
+if TYPE_CHECKING:  # for the checker only (a Protocol class costs start-up time)
+    from typing import Protocol
+
+    class Statements(Protocol):
+        """The post-lexer, as a program's loop asks it where statements end (parser._Brackets)."""
+
+        joins: frozenset[str]  # the kinds that continue the statement before them after a new line (`else`)
+
+        def plain(self, kinds: tuple[str, ...]) -> bool:
+            """Whether a statement of these kinds (its separator last) passes the post-lexer as it is."""
+
+        def stretch(self, kinds: tuple[str, ...], i: int) -> int:
+            """Where the statements from kinds[i] end that the post-lexer must see whole."""
+
+        def chunks(self, stream: Iterable[Token]) -> Iterator[list[Token]]:
+            """The post-lexer's chunks of the tokens."""
+
+
+def _find(index: Callable[..., int], kind: str, start: int, stop: int) -> int:
+    """Where `kind` is first in [start, stop) of a sequence (by its `index`), else `stop`."""
+    try:
+        return index(kind, start, stop)
+    except ValueError:
+        return stop
+
+
+class _Slot:
+    """A token of a replayed statement: its text and start are the local names t{k} and s{k} (see _compiled)."""
+
+    __slots__ = ("k", "kind")
+
+    def __init__(self, k: int, kind: str) -> None:
+        self.k, self.kind = k, kind
+
+
+class _Splice:
+    """A `_rule`'s list of children, spliced into its parent's."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+# How a child is written in a reduction's code: a local name holding a node or a Token (or None), or a
+# replayed statement's token, read from the lexer's texts and starts. A namespace gives Pos and token_pos.
+def _value(part: str | _Slot) -> str:
+    if isinstance(part, _Slot):
+        return f"Token_({part.kind!r}, t{part.k}, s{part.k}, line, s{part.k} - base)"
+    return part
+
+
+def _text(part: str | _Slot) -> str:
+    return f"t{part.k}" if isinstance(part, _Slot) else f"str({part})"
+
+
+def _name(part: str | _Slot) -> str:  # interned: the lexer interns what it reads
+    return f"t{part.k}" if isinstance(part, _Slot) else f"intern(str({part}))"
+
+
+def _pos(part: str | _Slot) -> str:
+    if isinstance(part, _Slot):
+        return f"new_pos(Pos, (line, s{part.k} - base, len(t{part.k})))"
+    return f"token_pos({part})"
+
+
+_SPELLINGS = {None: _value, "text": _text, "name": _name, "pos": _pos}
+_FIELD = re.compile(r"\{(\*|\d+)(?:\.(text|name|pos))?\}")
+
+
+def _filled(template: str, part: Callable[[int], str | _Slot], every: str) -> str:
+    """A template's code: `{k}` child k, `{k.text}` a token child's text, `{k.name}` its text interned, `{k.pos}`
+    its place, and `{*}` every child (written `every`), each as `part` says child k is written."""
+    def field(found: re.Match[str]) -> str:
+        if found[1] == "*":
+            return every
+        return _SPELLINGS[found[2]](part(int(found[1])))
+
+    return _FIELD.sub(field, template)
+
+
+def template_method(template: str, namespace: dict[str, Any]) -> Callable[..., Any]:
+    """A template as a method of the children (`self, *c`): what Lark's transformer calls."""
+    code = f"def method(self, *c):\n    return {_filled(template, lambda k: f'c[{k}]', '*c')}"
+    scope = dict(namespace)
+    exec(code, scope)  # written from the template, not from input
+    method: Callable[..., Any] = scope["method"]
+    return method
+
+
+def _reduction(size: int, method: Callable[..., Any] | None, template: str | None, expand1: bool,
+               include: list[list[Any]] | None, trailing: int, namespace: dict[str, Any]) -> Callable[[list[Any]], Any]:
     """A function that takes a rule's `size` children off the values and returns its node (see _reduction_code)."""
     names = [f"c{i}" for i in range(size)]
     lines = ["def reduce(values):"]
     if size:
         lines += [f"    {''.join(f'{name}, ' for name in names)}= values[-{size}:]", f"    del values[-{size}:]"]
-    lines += ["    " + line for line in _reduction_code(names, method and "build", expand1, include, trailing, "node")]
-    lines.append("    return node")
-    namespace: dict[str, Any] = {"build": method}
-    exec("\n".join(lines), namespace)  # the rule's own code: written from the table's data, not from input
-    reduce: Callable[[list[Any]], Any] = namespace["reduce"]
+    code, result = _reduction_code(names, method and "build", template, expand1, include, trailing, "node")
+    lines += ["    " + line for line in code]
+    lines.append(f"    return {_value(result)}")
+    scope = {**namespace, "build": method}
+    exec("\n".join(lines), scope)  # the rule's own code: written from the table's data, not from input
+    reduce: Callable[[list[Any]], Any] = scope["reduce"]
     return reduce
 
 
-def _reduction_code(children: list[str], build: str | None, expand1: bool, include: list[list[Any]] | None,
-                    trailing: int, node: str) -> list[str]:
-    """Lines that set `node` to a rule's node from its children's names, as Lark's tree builder makes it: the
-    kept children (a `_rule`'s spliced in, None for a missing optional) passed to `build`, or the list itself
-    for a `_rule` without a method; `?rule` passes a lone child up."""
+def _reduction_code(children: list[Any], build: str | None, template: str | None, expand1: bool,
+                    include: list[list[Any]] | None, trailing: int, node: str) -> tuple[list[str], Any]:
+    """Lines that set `node` to a rule's node from its children, as Lark's tree builder makes it: the kept
+    children (a `_rule`'s spliced in, None for a missing optional) given to the template, or passed to `build`, or
+    the list itself for a `_rule` without either; `?rule` passes a lone child up. With the node's name (or the
+    child passed up, with no line at all)."""
     steps = [[i, False, 0] for i in range(len(children))] if include is None else include
-    parts: list[str] = []  # the kept children as list items: `c0`, `*c1`, `None`
+    parts: list[Any] = []  # the kept children: names, _Slots, "None", and _Splices
     for i, splice, nones in steps:
-        parts += ["None"] * nones + [f"*{children[i]}" if splice else children[i]]
+        parts += ["None"] * nones + [_Splice(children[i]) if splice else children[i]]
     parts += ["None"] * trailing
-    if not any(part.startswith("*") for part in parts):  # as many children every time: no list to build
-        if expand1 and len(parts) == 1:
-            return [f"{node} = {parts[0]}"]
-        return [f"{node} = {build}({', '.join(parts)})" if build else f"{node} = [{', '.join(parts)}]"]
+    if not any(isinstance(part, _Splice) for part in parts):  # as many children every time: no list to build
+        if (expand1 and len(parts) == 1) or template == "{0}":
+            return [], parts[0]
+        if template is not None:
+            every = ", ".join(map(_value, parts))
+            return [f"{node} = {_filled(template, parts.__getitem__, every)}"], node
+        values = ", ".join(map(_value, parts))
+        return [f"{node} = {build}({values})" if build else f"{node} = [{values}]"], node
     # Lark's tree builder grows a first spliced list in place (a left-recursive rule's list): so does this
     first = parts[0]
-    lines = [f"{node} = {first[1:]}" if first.startswith("*") else f"{node} = [{first}]"]
+    lines = [f"{node} = {first.name}" if isinstance(first, _Splice) else f"{node} = [{_value(first)}]"]
     for part in parts[1:]:
-        lines.append(f"{node}.extend({part[1:]})" if part.startswith("*") else f"{node}.append({part})")
-    if expand1:
-        lines.append(f"{node} = {node}[0] if len({node}) == 1 else {f'{build}(*{node})' if build else node}")
+        lines.append(f"{node}.extend({part.name})" if isinstance(part, _Splice) else f"{node}.append({_value(part)})")
+    made = node
+    if template is not None:
+        made = _filled(template, lambda k: f"{node}[{k}]", f"*{node}")
     elif build:
-        lines.append(f"{node} = {build}(*{node})")
-    return lines
+        made = f"{build}(*{node})"
+    if expand1:
+        lines.append(f"{node} = {node}[0] if len({node}) == 1 else {made}")
+    elif made != node:
+        lines.append(f"{node} = {made}")
+    return lines, node
 
 
 END_TOKEN = Token(END, "")
 _MORE = object()  # the loop ran out of tokens before the end state
-_UNSEEN: list[Any] = []  # a statement's shape not met before (Parser.shapes)
+_STRETCH: list[Any] = []  # a statement's shape that the post-lexer must see (Parser.shapes)
 
 
 if __name__ == "__main__":

@@ -70,16 +70,19 @@ _TOKEN_WORDS = {
 
 # Operators with another spelling: ** is ^; the typographic signs are their ASCII operators.
 _OPERATORS = {"**": "^", "−": "-", "–": "-", "·": "*", "⋅": "*", "∙": "*", "∗": "*", "×": "*", "÷": "/", "⊙": "*"}
-_OPERATOR: dict[str, str] = {}  # an operator as written → as the tree stores it, interned (see _operator)
 
 
-def _operator(op: str) -> str:
-    """An operator as the tree stores it: ** is ^, the typographic signs their ASCII ones; interned, remembered."""
-    found = _OPERATOR.get(op)
-    if found is None:
+class _Operator(dict[str, str]):
+    """An operator as written → as the tree stores it (** is ^, the typographic signs their ASCII ones), interned:
+    a dict, so that a template reads it in C (`operator[text]`), filled as operators are met."""
+
+    def __missing__(self, op: str) -> str:
         text = str(op)
-        found = _OPERATOR[text] = sys.intern(_OPERATORS.get(text, text))
-    return found
+        found = self[text] = sys.intern(_OPERATORS.get(text, text))
+        return found
+
+
+_operator = _Operator()
 _SUPERSCRIPTS = str.maketrans("⁺⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "+-0123456789")
 
 
@@ -130,6 +133,7 @@ class _Brackets:
     """
 
     always_accept = ("_NL",)
+    joins = frozenset({"ELSE", "ELIF"})  # after a new line, these go on with the statement before
 
     def __init__(self, max_depth: int, claims: bool = False,
                  reader: Callable[[int, bool], ClaimReader] | None = None) -> None:
@@ -137,6 +141,47 @@ class _Brackets:
         self.claims = claims  # a file of claims: every line is one
         self.reader = reader  # the dialect's reader of claims, if it has one
         self.open: list[Token] = []  # the brackets open where the parser stopped (for its error message)
+
+    def plain(self, kinds: tuple[str, ...]) -> bool:
+        """Whether a statement of these kinds, cut at its first separator, is what the chunks would give: its
+        brackets closed in order, none deeper than the limit, and no check (its claim is the dialect's to read)."""
+        stack: list[str] = []
+        for kind in kinds:
+            if kind in OPENING:
+                stack.append(OPENING[kind])
+                if len(stack) > self.max_depth:
+                    return False
+            elif kind in CLOSING:
+                if not stack or stack.pop() != CLOSING[kind]:
+                    return False
+            elif kind == "CHECK":
+                return False
+        return not stack
+
+    def stretch(self, kinds: tuple[str, ...], i: int) -> int:
+        """Where the statements from kinds[i] end at a separator outside brackets (and not before `else`): the
+        end of the text when a check comes first (a claim goes on in lines that start with `=`), or a bracket
+        is not closed."""
+        depth, n, m = 0, len(kinds), i
+        while m < n:
+            kind = kinds[m]
+            m += 1
+            if kind in OPENING:
+                depth += 1
+            elif kind in CLOSING:
+                depth -= 1
+                if depth < 0:
+                    return n
+            elif kind == "CHECK":
+                return n
+            elif depth == 0 and kind == "SEMICOLON":
+                return m
+            elif depth == 0 and kind == "_NL":
+                while m < n and kinds[m] == "_NL":
+                    m += 1
+                if m == n or kinds[m] not in self.joins:
+                    return m
+        return n
 
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
         """The tokens the parser reads (Lark's interface for a post-lexer)."""
@@ -185,7 +230,7 @@ class _Brackets:
                 if kind == "CHECK":
                     checking, previous = True, ""
                 if pending_newline is not None:
-                    if kind not in ("ELSE", "ELIF"):
+                    if kind not in self.joins:
                         if claim is not None:
                             chunk.extend(claim.feed(pending_newline, len(stack)))
                             if claim.ended:  # a check statement ends at its line's end: the next may be another
@@ -321,14 +366,8 @@ class _ToSyntax:
     def start(self, *children: object) -> S.Module:
         return S.Module(_statements(list(children)))
 
-    def value(self, expr: S.Expr) -> S.Expr:
-        return expr
-
     def block(self, brace: Token, *children: object) -> list[S.Stmt]:
         return _statements(list(children))
-
-    def assign(self, name: Token, op: Token, value: S.Expr) -> S.Assign:
-        return S.Assign(sys.intern(str(name)), sys.intern(str(op)), value, token_pos(name))
 
     def unpack(self, *children: object) -> S.Unpack:
         """`a, b = 1, 2` (a value for each name), or `u, v = f(x)` (one value unpacked: a function's values, or
@@ -354,17 +393,6 @@ class _ToSyntax:
         parts = [S.Assign(sys.intern(str(n)), "=", v, token_pos(n))  # type: ignore[arg-type]
                  for n, v in zip(names, values)]
         return S.Unpack(parts, None, first)
-
-    def index_assign(self, name: Token, bracket: Token, subscripts: list[S.Expr], op: Token,
-                     value: S.Expr) -> S.IndexAssign:
-        target = S.Index(S.Name(sys.intern(str(name)), token_pos(name)), subscripts, token_pos(bracket))
-        return S.IndexAssign(target, sys.intern(str(op)), value, token_pos(name))
-
-    def jump(self, keyword: Token) -> S.Jump:
-        return S.Jump(str(keyword), token_pos(keyword))
-
-    def const_stmt(self, keyword: Token, name: Token, _eq: Token, value: S.Expr) -> S.Const:
-        return S.Const(sys.intern(str(name)), value, token_pos(name))
 
     def params(self, *params: tuple[Token, S.Expr | None]) -> tuple[list[str], dict[str, S.Expr]]:
         seen: set[str] = set()
@@ -396,9 +424,6 @@ class _ToSyntax:
         names, defaults = params or ([], {})
         return S.FuncDef(str(name), names, body, token_pos(name), override is not None, defaults)
 
-    def while_stmt(self, keyword: Token, cond: S.Expr, body: list[S.Stmt]) -> S.While:
-        return S.While(cond, body, token_pos(keyword))
-
     def if_stmt(self, keyword: Token, cond: S.Expr, body: list[S.Stmt], *rest: object) -> S.If:
         """`rest`: nothing, `else` and its if or block, or an elif (an If already)."""
         orelse = rest[-1] if rest else []
@@ -407,12 +432,6 @@ class _ToSyntax:
         return S.If(cond, body, orelse, token_pos(keyword))  # type: ignore[arg-type]
 
     elif_stmt = if_stmt
-
-    def for_stmt(self, keyword: Token, var: Token, _in: Token, iterable: S.Expr, body: list[S.Stmt]) -> S.For:
-        return S.For(sys.intern(str(var)), iterable, body, token_pos(keyword))
-
-    def no_grad(self, keyword: Token, body: list[S.Stmt]) -> S.NoGrad:
-        return S.NoGrad(body, token_pos(keyword))
 
     def return_stmt(self, keyword: Token, value: S.Expr, *more: S.Expr) -> S.Return:
         if more:  # return x, y
@@ -521,31 +540,10 @@ class _ToSyntax:
                                       "write the derivative as dL/dw1 or ∂L/∂w1", token_pos(token))
         return str(token)[1:]
 
-    def conditional(self, then: S.Expr, keyword: Token, cond: S.Expr, _else: Token, orelse: S.Expr) -> S.Conditional:
-        return S.Conditional(cond, then, orelse, token_pos(keyword))
-
-    def ellipsis(self, token: Token) -> S.Ellipsis_:
-        return S.Ellipsis_(token_pos(token))
-
-    def boolop(self, left: S.Expr, op: Token, right: S.Expr) -> S.BoolOp:
-        return S.BoolOp(str(op), left, right, token_pos(op))
-
-    def not_(self, op: Token, operand: S.Expr) -> S.Not:
-        return S.Not(operand, token_pos(op))
-
     def compare(self, first: S.Expr, *rest: object) -> S.Compare:
         ops = [str(t) for t in rest[0::2]]
         operands = [first, *rest[1::2]]
         return S.Compare(ops, operands, token_pos(rest[0]))  # type: ignore[arg-type]
-
-    def binop(self, left: S.Expr, op: Token, right: S.Expr) -> S.Binary:
-        return S.Binary(_operator(op), left, right, token_pos(op))
-
-    def unary(self, op: Token, operand: S.Expr) -> S.Unary:
-        return S.Unary(_operator(op), operand, token_pos(op))
-
-    def root(self, op: Token, operand: S.Expr) -> S.Call:
-        return S.Call("sqrt", [operand], [], token_pos(op))
 
     def superscript(self, base: S.Expr, power: Token) -> S.Binary:
         """x² as x^2, x⁻¹ as x^-1."""
@@ -555,60 +553,67 @@ class _ToSyntax:
         if text[0] in "+-":
             exponent = S.Unary(text[0], exponent, pos)
         return S.Binary("^", base, exponent, pos)
+def _call(name: str, args: list | None, pos: Pos) -> S.Call:
+    """f(x, k=2): a call, its positional arguments (which come first) apart from its keywords."""
+    if not args:
+        return S.Call(name, [], [], pos)
+    if S.Keyword not in map(type, args):  # the common case, checked in C
+        return S.Call(name, args, [], pos)
+    seen_keyword = False
+    for item in args:
+        if isinstance(item, S.Keyword):
+            seen_keyword = True
+        elif seen_keyword:
+            raise GradcalcSyntaxError(
+                "a positional argument follows a keyword argument",
+                "put positional arguments first, as in sum(x, axis=0)",
+                item.pos,
+            )
+    return S.Call(name, [a for a in args if not isinstance(a, S.Keyword)],
+                  [a for a in args if isinstance(a, S.Keyword)], pos)
 
-    def index(self, target: S.Expr, bracket: Token, subscripts: list[S.Expr]) -> S.Index:
-        return S.Index(target, subscripts, token_pos(bracket))
 
-    def subscripts(self, *items: S.Expr) -> list[S.Expr]:
-        return list(items)
-
-    def slice(self, start: S.Expr | None, colon: Token, stop: S.Expr | None, _colon2: Token | None,
-              step: S.Expr | None) -> S.Slice:
-        return S.Slice(start, stop, step, token_pos(colon))
-
-    def attribute(self, target: S.Expr, name: Token) -> S.Attribute:
-        return S.Attribute(target, str(name), token_pos(name))
-
-    def transposed(self, target: S.Expr, sign: Token) -> S.Attribute:
-        """Wᵀ, as notes write it, is W.T."""
-        return S.Attribute(target, "T", token_pos(sign))
-
-    def number(self, token: Token) -> S.Number:
-        return S.Number(float(token), str(token), token_pos(token))
-
-    def string(self, token: Token) -> S.String:
-        return S.String(str(token)[1:-1], token_pos(token))
-
-    def name(self, token: Token) -> S.Name:
-        return S.Name(sys.intern(str(token)), token_pos(token))
-
-    def call(self, name: Token, args: list | None) -> S.Call:
-        positional = [a for a in args or [] if not isinstance(a, S.Keyword)]
-        keywords = [a for a in args or [] if isinstance(a, S.Keyword)]
-        return S.Call(sys.intern(str(name)), positional, keywords, token_pos(name))
-
-    def args(self, *items: object) -> list:
-        seen_keyword = False
-        for item in items:
-            if isinstance(item, S.Keyword):
-                seen_keyword = True
-            elif seen_keyword:
-                raise GradcalcSyntaxError(
-                    "a positional argument follows a keyword argument",
-                    "put positional arguments first, as in sum(x, axis=0)",
-                    item.pos,  # type: ignore[attr-defined]
-                )
-        return list(items)
-
-    def keyword(self, name: Token, _eq: Token, value: S.Expr) -> S.Keyword:
-        return S.Keyword(sys.intern(str(name)), value, token_pos(name))
-
-    def tensor(self, bracket: Token, items: list[S.Expr] | None) -> S.Tensor:
-        return S.Tensor(items or [], token_pos(bracket))
-
-    def items(self, *items: S.Expr) -> list[S.Expr]:
-        return list(items)
-
+# Each alias whose node is one expression of its children (the others are _ToSyntax's methods). The tables'
+# loop writes it in place where it reduces the rule, reading a replayed statement's tokens where the lexer
+# left them; Lark's transformer calls it as a method. `{k}` is child k, `{k.text}` a token child's text,
+# `{k.name}` its text interned, `{k.pos}` its place (lalr._filled), `{*}` every child; they read NODE_NAMES.
+NODES = {
+    "value": "{0}",
+    "assign": "Assign({0.name}, {1.name}, {2}, {0.pos})",
+    "index_assign": "IndexAssign(Index(Name({0.name}, {0.pos}), {2}, {1.pos}), {3.name}, {4}, {0.pos})",
+    "jump": "Jump({0.text}, {0.pos})",
+    "const_stmt": "Const({1.name}, {3}, {1.pos})",
+    "while_stmt": "While({1}, {2}, {0.pos})",
+    "for_stmt": "For({1.name}, {3}, {4}, {0.pos})",
+    "no_grad": "NoGrad({1}, {0.pos})",
+    "conditional": "Conditional({2}, {0}, {4}, {1.pos})",
+    "boolop": "BoolOp({1.text}, {0}, {2}, {1.pos})",
+    "not_": "Not({1}, {0.pos})",
+    "binop": "Binary(operator[{1.text}], {0}, {2}, {1.pos})",
+    "unary": "Unary(operator[{0.text}], {1}, {0.pos})",
+    "root": "Call('sqrt', [{1}], [], {0.pos})",
+    "index": "Index({0}, {2}, {1.pos})",
+    "subscripts": "[{*}]",
+    "slice": "Slice({0}, {2}, {4}, {1.pos})",
+    "ellipsis": "Ellipsis_({0.pos})",
+    "attribute": "Attribute({0}, {1.name}, {1.pos})",
+    "transposed": "Attribute({0}, 'T', {1.pos})",  # Wᵀ, as notes write it, is W.T
+    "number": "Number(float({0.text}), {0.text}, {0.pos})",
+    "string": "String({0.text}[1:-1], {0.pos})",
+    "name": "Name({0.name}, {0.pos})",
+    "call": "call({0.name}, {1}, {0.pos})",
+    "args": "[{*}]",
+    "keyword": "Keyword({0.name}, {2}, {0.pos})",
+    "tensor": "Tensor({1} or [], {0.pos})",
+    "items": "[{*}]",
+}
+NODE_NAMES: dict[str, Any] = {
+    **{name: getattr(S, name) for name in ("Assign", "IndexAssign", "Index", "Name", "Jump", "Const", "While", "For",
+                                           "NoGrad", "Conditional", "BoolOp", "Not", "Binary", "Unary", "Call",
+                                           "Slice", "Ellipsis_", "Attribute", "Number", "String", "Keyword", "Tensor")},
+    "operator": _operator, "call": _call, "intern": sys.intern, "token_pos": token_pos,
+    "new_pos": tuple.__new__, "Pos": Pos,
+}
 
 DEFAULT_MAX_DEPTH = 200
 
@@ -620,8 +625,9 @@ def _parser(start: str, max_depth: int, dialect: Dialect = PLAIN) -> Lark:
 
     from .reference import LarkLexer
 
-    # _ToSyntax's methods as Lark's transformer calls them (v_args wraps only a class's own methods)
+    # _ToSyntax's methods and NODES as Lark's transformer calls them (v_args wraps only a class's own methods)
     methods = {name: value for name, value in vars(_ToSyntax).items() if not name.startswith("__")}
+    methods.update({name: lalr.template_method(template, NODE_NAMES) for name, template in NODES.items()})
     LarkSyntax = v_args(inline=True)(type("LarkSyntax", (Transformer,), methods))
 
     # cache=True stores the analysed grammar in the temp folder: an error's explanation is a load, not a build.
@@ -644,12 +650,15 @@ class _Fast:
     """The grammar's tables (lalr.py) run on the text: lexer, the brackets' post-lexer, the LALR loop."""
 
     def __init__(self, start: str, max_depth: int, dialect: Dialect) -> None:
+        self.start = start
         self.lexer = lalr.lexer()
         self.postlexer = _Brackets(max_depth, claims=start == "claims", reader=dialect.claim_reader)
-        self.parser = lalr.Parser(lalr.tables(), start, _ToSyntax())
+        self.parser = lalr.Parser(lalr.tables(), start, _ToSyntax(), NODES, NODE_NAMES)
 
     def parse(self, text: str) -> Any:
         try:
+            if self.start == "start":
+                return self.parser.program(*self.lexer.cut(text), self.postlexer)
             return self.parser.parse(chain(self.postlexer.chunks(self.lexer.lex(text)), ([lalr.END_TOKEN],)))
         except lalr.BadCharacter:
             raise _Rejected from None
