@@ -127,15 +127,18 @@ class Program:
         allow_read: Sequence[str] = (),
         max_file_size: int = DEFAULT_MAX_FILE_SIZE,
         keep_values: bool = False,
+        labels: Mapping[str, str] | None = None,
     ) -> Run:
-        """Execute the program with some leaves replaced (`--set`); returns the executed run."""
+        """Execute the program with some leaves replaced (`--set`); returns the executed run. `labels` name
+        values in errors about them (run_batch: `point 3, key 'x'`; default `--set x`)."""
         options = dict(seed=seed, dtype=dtype, device=device, max_elements=max_elements,
                        max_iterations=max_iterations, max_recursion=max_recursion, allow_read=allow_read,
                        max_file_size=max_file_size, keep_values=keep_values)
         B.use(device, dtype, max_elements)
         values = dict(values or {})
         try:
-            inputs = {name: to_array(f"--set {name}", value, seed) for name, value in values.items()}
+            inputs = {name: to_array(labels[name] if labels and name in labels else f"--set {name}", value, seed)
+                      for name, value in values.items()}
             names = frozenset(inputs)
             checker = self.checked.get(names)
             # A run with the names, shapes and options of earlier ones replays the second one's recording.
