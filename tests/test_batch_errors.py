@@ -4,9 +4,11 @@ the command itself is reported once, before any point runs."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
-from helpers import located_error, run_cli
+import pytest
+from helpers import assert_bad_input, located_error, run_cli
 
 import gradcalc
 
@@ -64,3 +66,67 @@ def test_set_keeps_its_own_label() -> None:
     assert error.file == "--set x" and error.message == "--set x: the value uses the variable 'abc'"
     error = located_error(run_cli("grad", "-e", PROGRAM, "--set", "x=abc", "--at", "-", input='{"y": 1}\n'))
     assert error.file == "--set x"  # every point's default, read before any point: --set's own error
+
+
+# Each: a command's options that are wrong whatever a point gives (the program: x, y, the constant c, L).
+COMMAND_ERRORS = {
+    "--wrt unknown": ("grad", "--wrt", "z"),
+    "--wrt near a name": ("grad", "--wrt", "xx"),
+    "--of unknown": ("grad", "--of", "q"),
+    "--wrt a constant": ("grad", "--wrt", "c"),
+    "jacobian --wrt": ("jacobian", "--wrt", "x,zz"),
+    "hessian --of": ("hessian", "--of", "LL"),
+    "jvp --wrt": ("jvp", "--wrt", "q", "--tangent", "1"),
+    "jvp --tangent": ("jvp", "--wrt", "x", "--tangent", "1 +"),
+    "hvp --vector": ("hvp", "--wrt", "x", "--vector", "zz"),
+    "grad --vector": ("grad", "--vector", "[1, [2]]"),
+    "diff --keep": ("diff", "--wrt", "x", "--keep", "yy"),
+    "diff --order": ("diff", "--wrt", "x,y,x", "--order", "2"),
+}
+CONSTANT_PROGRAM = "const c = 2\nx = 1\ny = 2\nL = c*x*y"
+
+
+@pytest.mark.parametrize("command", COMMAND_ERRORS.values(), ids=list(COMMAND_ERRORS))
+def test_an_option_wrong_at_every_point_is_reported_once_as_without_at(command: tuple[str, ...]) -> None:
+    points = '{"x": 1}\n{"x": 2, "y": 3}\n'
+    for json_flag in ((), ("--json",)):
+        alone = run_cli(*command, "-e", CONSTANT_PROGRAM, *json_flag)
+        batch = run_cli(*command, "-e", CONSTANT_PROGRAM, "--at", "-", *json_flag, input=points)
+        assert_bad_input(alone)
+        assert_bad_input(batch)  # exit 2, nothing on stdout: no point ran
+        assert batch.stderr == alone.stderr
+
+
+def test_a_name_some_points_do_not_assign_is_those_points_error() -> None:
+    """A variable assigned in one branch exists at the points that take it: not an option error."""
+    result = run_cli("grad", "-e", "x = 1; if x > 0 { y = x^2 } else { z = -x }", "--of", "y", "--at", "-",
+                     "--json", input='{"x": 3}\n{"x": -1}\n')
+    assert result.exit_code == 2
+    docs = _lines(result.stdout)
+    assert docs[0]["grad"] == {"x": 6.0}
+    assert docs[1]["error"]["message"] == "the program has no variable 'y'"
+
+
+def test_a_direction_named_by_a_variable_is_each_point_s() -> None:
+    """--vector v names a variable, which a point may give, and a branch may leave unassigned."""
+    result = run_cli("hvp", "-e", "x = 1; if x > 0 { v = 2 }; L = x^3", "--wrt", "x", "--vector", "v", "--at", "-",
+                     "--json", input='{"x": 2, "v": 3}\n{"x": 1}\n{"x": -1}\n')
+    assert result.exit_code == 2
+    docs = _lines(result.stdout)
+    assert [doc.get("hvp") for doc in docs] == [36.0, 12.0, None]  # 6x·v: 6·2·3, 6·1·2
+    assert docs[2]["error"]["message"] == "--vector: the value uses the variable 'v'"
+
+
+def test_run_batch_raises_an_argument_wrong_at_every_point_before_reading_any() -> None:
+    read: list[int] = []
+
+    def points() -> Iterator[dict[str, float]]:
+        read.append(0)
+        yield {"x": 1.0}
+
+    program = gradcalc.parse_program("const c = 2\nx = 1\nL = c*x")
+    with pytest.raises(gradcalc.GradcalcError, match="the program has no variable 'z'"):
+        next(program.run_batch(points(), "grad", {"wrt": ["x", "z"]}))
+    with pytest.raises(gradcalc.GradcalcError, match="unknown mode 'sideways'"):
+        next(program.run_batch(points(), "jacobian", {"mode": "sideways"}))
+    assert read == []

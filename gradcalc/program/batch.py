@@ -90,6 +90,7 @@ def run_chunks(program: Program, points: Iterable[Mapping[str, Any] | GradcalcEr
     if chunk_size < 1:
         raise UsageError(f"run_batch: chunk_size must be 1 or more, not {chunk_size}", "use the default, 4096")
     arguments = dict(arguments or {})
+    program.check_arguments(method, arguments)  # an option wrong at every point: one error, before any runs
     settable = _settable(program)
     chunk: list[Point] = []
     index = 0
