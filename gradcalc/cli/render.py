@@ -288,14 +288,14 @@ class FittedTable:
             cells = self._cells(moved)
         below = notes == "below" and any(row[-1] for row in cells)
         columns = self.columns[:-1] if notes == "below" else self.columns
-        groups, widths = self._groups(cells, notes, width), self._widths(cells, notes)
+        groups, measured = self._groups(cells, notes, width), self._widths(cells, notes)
         for group in groups:
             if group is not groups[0]:
                 yield Text("")
             # a column wider than the terminal on its own (diff's expressions) wraps between words
             table = _table(*(columns[j] for j in group),
                            wrap_last=self.wrap_last and not below and group[-1] == len(columns) - 1,
-                           words=sum(widths[j] + 2 for j in group) - 2 > width)
+                           words=sum(measured[j] + 2 for j in group) - 2 > width)
             for row in cells:
                 table.add_row(*(row[j] for j in group))
             yield table
