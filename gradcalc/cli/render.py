@@ -259,10 +259,10 @@ class FittedTable:
             widest[last] = min(widest[last], max(_widest(columns[last][0]), words, NOTE_WIDTH))
         return widest
 
-    def _groups(self, cells: list[list[Any]], notes: str, width: int) -> list[list[int]]:
-        """The columns in groups that each fit the width beside the first column, which every group repeats;
-        one group where the table fits. A group takes at least one column, fitting or not (see words)."""
-        widths = self._widths(cells, notes)
+    @staticmethod
+    def _groups(widths: list[int], width: int) -> list[list[int]]:
+        """The columns (of these widths) in groups that each fit the width beside the first column, which every
+        group repeats; one group where the table fits. A group takes at least one column, fitting or not."""
         groups: list[list[int]] = []
         for j in range(1, len(widths)):
             if groups and sum(widths[i] + 2 for i in groups[-1]) + widths[j] <= width:
@@ -288,7 +288,8 @@ class FittedTable:
             cells = self._cells(moved)
         below = notes == "below" and any(row[-1] for row in cells)
         columns = self.columns[:-1] if notes == "below" else self.columns
-        groups, measured = self._groups(cells, notes, width), self._widths(cells, notes)
+        measured = self._widths(cells, notes)
+        groups = self._groups(measured, width)
         for group in groups:
             if group is not groups[0]:
                 yield Text("")
