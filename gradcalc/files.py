@@ -127,8 +127,12 @@ def read_text(path: str, limit: int = DEFAULT_MAX_FILE_SIZE, roots: tuple[str, .
         text = data.decode("utf-8-sig" if path != "-" else "utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError:
         raise UsageError(f"{shown} is not UTF-8 text", "save the file as UTF-8 text") from None
-    # A lone \r ends a line, as Python's universal newlines read it (classic Mac OS files): the language's
-    # blank, it joined a file's lines into one (an answers file's claims into one wrong claim)
+    return lines_ended(text)
+
+
+def lines_ended(text: str) -> str:
+    """Text whose lone \\r end lines, as Python's universal newlines read them (classic Mac OS files): as the
+    language's blank, one joined a file's lines into one (an answers file's claims into one wrong claim)."""
     return re.sub("\r(?!\n)", "\n", text) if "\r" in text else text
 
 

@@ -689,3 +689,10 @@ def test_max_elements_holds_for_jacobians_and_hessians(command: str, program: st
     error = json_error(run_cli(command, "-e", program, "--max-elements", "1000", "--json"))
     assert error["message"].startswith(what) and error["line"] == 2, error
     assert json_ok(command, "-e", program.replace("300", "30"), "--max-elements", "1000")  # 900 entries: fine
+
+
+@pytest.mark.parametrize("end", ["\r", "\r\n", "\n"], ids=["lone-cr", "crlf", "lf"])
+def test_inline_program_lines_end_as_a_file_s(end: str) -> None:
+    """-e text ends its lines as a file does: a lone \\r too (classic Mac OS; pasted), never the language's blank."""
+    assert json_ok("grad", "-e", f"a = 1{end}y = a*2") == {"of": "y", "value": 2.0, "grad": {"a": 2.0}}
+    located_error(run_cli("grad", "-e", f"a = 2{end}b = 2 a{end}"), file="<expr>", line=2, column=7, code="b = 2 a")

@@ -139,3 +139,61 @@ def test_a_point_s_values_moved_below_the_table_say_which_point_they_are() -> No
     assert shown.status == 0, shown.stderr
     for index in range(3):  # [6.75, 12, 27, ...]: 3w², too wide beside w at 80 columns
         assert f"\n∂L/∂w  (#{index})\n  [6.75,   12," in shown.screen, shown.screen
+
+
+def _agrees(text: str, value: float) -> bool:
+    """A number as printed is the value to the precision printed (half a unit of its last digit)."""
+    mantissa, _, exponent = text.lower().partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    return abs(float(text) - value) <= 0.5 * 10.0 ** (int(exponent or 0) - decimals) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize(("leaves", "width"), [pytest.param(8, 60, marks=pytest.mark.slow), (14, 80)])
+def test_many_scalar_columns_fold_into_groups_each_with_the_point_index(leaves: int, width: int,
+                                                                         tmp_path: Any) -> None:
+    """Scalars only, so nothing can move below the table: at 60 columns 8 leaves' values and gradients were
+    cut to '-0…' and '∂…'; now the columns fold into groups, each repeating #, every number whole."""
+    names = [f"x{i}" for i in range(1, leaves + 1)]
+    program = "; ".join(f"{name} = {i}.5" for i, name in enumerate(names)) + "; L = " + \
+        " + ".join(f"{name}^2*sin({name})" for name in names)
+    points = [{name: round(-2.71828 + 0.61803 * i - 0.3 * k, 5) for i, name in enumerate(names)} for k in range(3)]
+    path = tmp_path / "points.jsonl"
+    path.write_text("".join(json.dumps(point) + "\n" for point in points), encoding="utf-8")
+    shown = run_in_terminal("grad", "-e", program, "--at", str(path), columns=width)
+    assert shown.status == 0, shown.stderr
+    docs = [strict_json(line) for line in run_cli("grad", "-e", program, "--at", str(path), "--json").stdout.split(
+        "\n") if line]
+    expected = {(str(k), name): value for k, point in enumerate(points) for name, value in point.items()}
+    for k, doc in enumerate(docs):
+        expected[(str(k), "L")] = doc["value"]
+        expected.update({(str(k), f"∂L/∂{name}"): g for name, g in doc["grad"].items()})
+    assert "…" not in shown.screen, shown.screen
+    assert max(map(len, shown.screen.splitlines())) <= width, shown.screen
+    found: dict[tuple[str, str], str] = {}
+    groups = [group.splitlines() for group in shown.screen.strip("\n").split("\n\n")]
+    assert len(groups) > 1, shown.screen  # folded: the table is far wider than the terminal
+    for header, *rows in groups:
+        titles = header.split()
+        assert titles[0] == "#" and len(rows) == len(points), shown.screen
+        for row in rows:
+            index, *cells = row.split()
+            assert len(cells) == len(titles) - 1, row  # every cell there, none empty or broken over two
+            for title, text in zip(titles[1:], cells):
+                assert (index, title) not in found, f"{title} of #{index} shown twice:\n{shown.screen}"
+                found[(index, title)] = text
+    assert set(found) == set(expected), shown.screen
+    for key, text in found.items():
+        assert _agrees(text, expected[key]), f"#{key[0]} {key[1]}: {text} is not {expected[key]!r}"
+
+
+@pytest.mark.parametrize("width", [pytest.param(60, marks=pytest.mark.slow), 80])
+def test_a_column_wider_than_the_terminal_wraps_between_words(width: int) -> None:
+    """diff --at: a derivative's expression and value, wider than the terminal alone, was cut ('= 1.…'); now
+    its column is a group of its own whose text wraps between words, each value whole."""
+    args = ("diff", "samples/arm.eq", "--at", "samples/arm_points.jsonl")
+    shown = run_in_terminal(*args, columns=width)
+    assert shown.status == 0, shown.stderr
+    docs = [strict_json(line) for line in run_cli(*args, "--json").stdout.splitlines()]
+    values = [B.format_number(float(d["value"])) for doc in docs for d in doc["derivatives"]]
+    assert_whole(shown.screen, values, width)
+    assert all(f"= {value}" in " ".join(shown.screen.split()) for value in values), shown.screen

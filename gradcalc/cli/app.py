@@ -334,12 +334,19 @@ def _program(common: Common) -> Any:
     if common.expr is not None:
         if common.file is not None:
             raise UsageError("give the program as FILE or with -e, not both", "drop one of them")
-        return Program(common.expr.replace("\\n", "\n"), "<expr>", None, common.max_depth)
+        return Program(_expr_text(common.expr), "<expr>", None, common.max_depth)
     if common.file is None:
         raise UsageError("no program given", "pass a FILE, '-' for standard input, or -e 'y = x^2'")
     if common.file == "-":
         return Program(read_text("-", common.file_limit), "<stdin>", None, common.max_depth)
     return Program.from_file(common.file, common.max_depth, common.file_limit)
+
+
+def _expr_text(expr: str) -> str:
+    """-e's program text: `\\n` typed in it is a line end, and its lines end as a file's do (a lone \\r too)."""
+    from ..files import lines_ended
+
+    return lines_ended(expr.replace("\\n", "\n"))
 
 
 def _inputs(common: Common) -> dict[str, Any]:
@@ -431,7 +438,7 @@ def _complete_names(ctx: typer.Context, incomplete: str) -> list[str]:
         # An option still waiting for its value (--wrt<TAB>) leaves FILE unparsed, in ctx.args.
         expr, file = ctx.params.get("expr"), ctx.params.get("file") or next(iter(ctx.args), None)
         if expr is not None:
-            text = expr.replace("\\n", "\n")
+            text = _expr_text(expr)
         elif file and file != "-":
             text = read_text(file, parse_size(ctx.params.get("max_file_size") or "10M", "--max-file-size"))
         else:

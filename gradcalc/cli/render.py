@@ -225,7 +225,9 @@ def _wrapped(line: str, width: int) -> list[str]:
 class FittedTable:
     """A table of values that fits the width it is drawn at. Where it would not, the rows with the widest
     tensors show "(below)" and their values follow the table, one under another, wrapped to the width as
-    NumPy wraps rows: a number is never cut. Piped output has no width to fit and is drawn whole."""
+    NumPy wraps rows; where numbers alone are still too wide (many scalar columns), the columns fold into
+    groups drawn one under another, each with the first column (a point's #, a variable's name), as pandas
+    and R print a wide frame: a number is never cut. Piped output has no width to fit and is drawn whole."""
 
     def __init__(self, columns: tuple[tuple[str, str], ...], rows: list[list[Any]], wrap_last: bool = False) -> None:
         self.columns, self.rows = columns, rows
@@ -240,17 +242,34 @@ class FittedTable:
                  for cell in row] for i, row in enumerate(self.rows)]
 
     def _width(self, cells: list[list[Any]], notes: str = "whole") -> int:
-        """The table's width unwrapped: its widest cell in each column, and two spaces between columns (what
-        Rich lays out for _table's tables; measured here, as Rich's measuring took longer than drawing).
-        With wrap_last, `notes` says how its last column counts: "whole", "wrapped" (its longest word, or
-        NOTE_WIDTH: it wraps between words) or "below" (not in the table)."""
+        """The table's width unwrapped: its columns' widths (_widths), and two spaces between columns."""
+        widest = self._widths(cells, notes)
+        return sum(widest) + 2 * (len(widest) - 1)
+
+    def _widths(self, cells: list[list[Any]], notes: str) -> list[int]:
+        """Each column's width unwrapped: its widest cell (what Rich lays out for _table's tables; measured
+        here, as Rich's measuring took longer than drawing). With wrap_last, `notes` says how its last column
+        counts: "whole", "wrapped" (its longest word, or NOTE_WIDTH: it wraps between words) or "below" (not
+        in the table)."""
         columns = self.columns[:-1] if self.wrap_last and notes == "below" else self.columns
         widest = [max([_widest(title), *(_widest(row[j]) for row in cells)]) for j, (title, _) in enumerate(columns)]
         if self.wrap_last and notes == "wrapped":
             last = len(columns) - 1
             words = max((cell_len(word) for row in cells for word in str(row[last]).split()), default=0)
             widest[last] = min(widest[last], max(_widest(columns[last][0]), words, NOTE_WIDTH))
-        return sum(widest) + 2 * (len(widest) - 1)
+        return widest
+
+    @staticmethod
+    def _groups(widths: list[int], width: int) -> list[list[int]]:
+        """The columns (of these widths) in groups that each fit the width beside the first column, which every
+        group repeats; one group where the table fits. A group takes at least one column, fitting or not."""
+        groups: list[list[int]] = []
+        for j in range(1, len(widths)):
+            if groups and sum(widths[i] + 2 for i in groups[-1]) + widths[j] <= width:
+                groups[-1].append(j)
+            else:
+                groups.append([0, j])
+        return groups or [[0]]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
@@ -269,10 +288,18 @@ class FittedTable:
             cells = self._cells(moved)
         below = notes == "below" and any(row[-1] for row in cells)
         columns = self.columns[:-1] if notes == "below" else self.columns
-        table = _table(*columns, wrap_last=self.wrap_last and not below)
-        for row in cells:
-            table.add_row(*row[:len(columns)])
-        yield table
+        measured = self._widths(cells, notes)
+        groups = self._groups(measured, width)
+        for group in groups:
+            if group is not groups[0]:
+                yield Text("")
+            # a column wider than the terminal on its own (diff's expressions) wraps between words
+            table = _table(*(columns[j] for j in group),
+                           wrap_last=self.wrap_last and not below and group[-1] == len(columns) - 1,
+                           words=sum(measured[j] + 2 for j in group) - 2 > width)
+            for row in cells:
+                table.add_row(*(row[j] for j in group))
+            yield table
         if below:  # a row's label, then its note, whose lines wrap under its first
             grid = Table.grid(padding=(0, 2))
             grid.add_column(style="bold", no_wrap=True)

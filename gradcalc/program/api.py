@@ -24,7 +24,7 @@ from ..engine.graph import Node, constant
 from ..errors import GradcalcError, NameNotFound, Source, UsageError, did_you_mean
 from ..files import DEFAULT_MAX_FILE_SIZE, read_text
 from ..language.parser import DEFAULT_MAX_DEPTH, parse, parse_expression, raise_recursion_limit
-from .checker import Checker
+from .checker import Checker, check
 from .interpreter import Executed, Interpreter, Limits, State, execute, make_context
 from .notation.juxtaposition import NOTATION
 
@@ -127,15 +127,18 @@ class Program:
         allow_read: Sequence[str] = (),
         max_file_size: int = DEFAULT_MAX_FILE_SIZE,
         keep_values: bool = False,
+        labels: Mapping[str, str] | None = None,
     ) -> Run:
-        """Execute the program with some leaves replaced (`--set`); returns the executed run."""
+        """Execute the program with some leaves replaced (`--set`); returns the executed run. `labels` name
+        values in errors about them (run_batch: `point 3, key 'x'`; default `--set x`)."""
         options = dict(seed=seed, dtype=dtype, device=device, max_elements=max_elements,
                        max_iterations=max_iterations, max_recursion=max_recursion, allow_read=allow_read,
                        max_file_size=max_file_size, keep_values=keep_values)
         B.use(device, dtype, max_elements)
         values = dict(values or {})
         try:
-            inputs = {name: to_array(f"--set {name}", value, seed) for name, value in values.items()}
+            inputs = {name: to_array(labels[name] if labels and name in labels else f"--set {name}", value, seed)
+                      for name, value in values.items()}
             names = frozenset(inputs)
             checker = self.checked.get(names)
             # A run with the names, shapes and options of earlier ones replays the second one's recording.
@@ -172,6 +175,35 @@ class Program:
 
         return run_batch(self, points, method, arguments, ignore_extra=ignore_extra, chunk_size=chunk_size,
                          **options)
+
+    def check_arguments(self, method: str, arguments: Mapping[str, Any]) -> None:
+        """Raise the error a Run method's `arguments` give at every point, as one run gives it (run_batch,
+        before any point runs): an --of, --wrt or --keep name the program assigns nowhere, a --wrt constant,
+        a --vector or --tangent that is no value, an --order or --mode that is none. A name that only some
+        paths assign is each point's to find."""
+        checker = next(iter(self.checked.values()), None) or check(self.module, (), self.max_depth)
+        variables = list(dict.fromkeys([*self.free_names(), *checker.assigned]))  # the order a run's frame has
+        wrt = arguments.get("wrt") or []
+        wrt = [wrt] if isinstance(wrt, str) else list(wrt)
+        if method == "diff":
+            _derivative_order(wrt, arguments.get("order", 1))
+        of = arguments.get("of")
+        if of and of not in variables:
+            raise _no_variable(of, variables).within(self.source)
+        for name in wrt:
+            if name in checker.constants:
+                raise _constant_wrt(name, checker.constants[name]).within(self.source)
+            if name not in variables:
+                raise _no_variable(name, variables).within(self.source)
+        if method == "jacobian":
+            _jacobian_mode(arguments.get("mode", "auto"))
+        unknown = [name for name in arguments.get("keep") or () if name not in variables]
+        if method == "diff" and unknown:
+            raise _no_kept(unknown[0], variables)
+        for flag, key in (("--vector", "vector"), ("--tangent", "tangent")):
+            given = arguments.get(key)  # grad's is a value; hvp's and jvp's may name a variable
+            if isinstance(given, str) and given != "ones" and (method == "grad" or given.strip() not in variables):
+                to_array(flag, given)
 
     def run_stacked(self, stacks: Mapping[str, Any], method: str = "values",
                     arguments: Mapping[str, Any] | None = None, **options: Any) -> dict[str, Any] | Gradients:
@@ -362,10 +394,7 @@ class Run:
         """The node a --wrt name differentiates by: the leaf it started as, or its final value; a constant has
         no gradient (PyTorch's torch.autograd.grad refuses a tensor that does not require grad)."""
         if name in self.state.constants:
-            stmt = self.state.final[name]
-            raise UsageError(f"'{name}' is a constant (declared with `const` at line {stmt.pos.line}): it has no "
-                             "gradient", f"leave it out of --wrt, or remove `const` to differentiate with respect "
-                             f"to '{name}'", stmt.pos).within(self.program.source)
+            raise _constant_wrt(name, self.state.final[name]).within(self.program.source)
         return self.node(name, prefer_leaf=True)
 
     @property
@@ -384,9 +413,7 @@ class Run:
             return self.state.leaves[name]
         if name in self.frame:
             return self.frame[name]
-        hint = did_you_mean(name, self.frame)
-        raise NameNotFound(f"the program has no variable '{name}'",
-                           hint or f"its variables are: {', '.join(self.frame)}").within(self.program.source)
+        raise _no_variable(name, self.frame).within(self.program.source)
 
     @_in_own_state
     def value(self, name: str) -> Any:
@@ -452,8 +479,7 @@ class Run:
         output entry, forward one JVP per input entry (each batched into one pass).
         """
         of, output, names, targets = self._select(of, wrt)
-        if mode not in ("auto", "rev", "fwd"):
-            raise UsageError(f"unknown mode '{mode}'", "use --mode auto, rev or fwd")
+        _jacobian_mode(mode)
         if mode == "auto":
             inputs = sum(max(1, math.prod(t.shape)) for t in targets)
             mode = "fwd" if inputs < max(1, math.prod(output.shape)) else "rev"
@@ -568,18 +594,11 @@ class Run:
 
         repeated = list(wrt or [])
         sequence = len(set(repeated)) < len(repeated)  # --wrt x,y,x: one mixed partial, taken in that order
-        if sequence:
-            if order not in (1, len(repeated)):
-                raise UsageError(f"--wrt {','.join(repeated)} names one derivative of order {len(repeated)}, "
-                                 f"not {order}", f"drop --order, or give --order {len(repeated)}")
-            order = len(repeated)
-        if order < 1:
-            raise UsageError(f"--order {order} is not supported", "give an order of 1 or more")
+        order = _derivative_order(repeated, order)
         of, output, names, targets = self._select(of, list(dict.fromkeys(repeated)) or None)
         unknown = [name for name in keep if name not in self.frame]
         if unknown:
-            raise UsageError(f"--keep: the program has no variable '{unknown[0]}'",
-                             did_you_mean(unknown[0], self.frame) or "name variables the program assigns")
+            raise _no_kept(unknown[0], self.frame)
         # Leaves and constants print by name: (p - Y)/N, not (p - Y)/4.
         symbols = {node: name for name, node in [*self.state.leaves.items(), *self.state.constants.items()]}
         for name, node in self.frame.items():
@@ -697,6 +716,42 @@ class Run:
         except GradcalcError as exc:
             final = self.state.final.get(of)
             raise exc.at(final.pos if final is not None else None).within(self.program.source) from None
+
+
+def _no_variable(name: str, variables: Iterable[str]) -> NameNotFound:
+    """An --of or --wrt name that is none of the program's variables."""
+    variables = list(variables)
+    return NameNotFound(f"the program has no variable '{name}'",
+                        did_you_mean(name, variables) or f"its variables are: {', '.join(variables)}")
+
+
+def _constant_wrt(name: str, declared: Any) -> UsageError:
+    """A --wrt constant: PyTorch's torch.autograd.grad refuses a tensor that does not require grad."""
+    return UsageError(f"'{name}' is a constant (declared with `const` at line {declared.pos.line}): it has no "
+                      "gradient", f"leave it out of --wrt, or remove `const` to differentiate with respect "
+                      f"to '{name}'", declared.pos)
+
+
+def _no_kept(name: str, variables: Iterable[str]) -> UsageError:
+    return UsageError(f"--keep: the program has no variable '{name}'",
+                      did_you_mean(name, variables) or "name variables the program assigns")
+
+
+def _jacobian_mode(mode: str) -> None:
+    if mode not in ("auto", "rev", "fwd"):
+        raise UsageError(f"unknown mode '{mode}'", "use --mode auto, rev or fwd")
+
+
+def _derivative_order(wrt: Sequence[str], order: int) -> int:
+    """diff's order: --wrt x,y,x names one mixed partial, of the order of its length."""
+    if len(set(wrt)) < len(wrt):
+        if order not in (1, len(wrt)):
+            raise UsageError(f"--wrt {','.join(wrt)} names one derivative of order {len(wrt)}, not {order}",
+                             f"drop --order, or give --order {len(wrt)}")
+        order = len(wrt)
+    if order < 1:
+        raise UsageError(f"--order {order} is not supported", "give an order of 1 or more")
+    return order
 
 
 def differentiable_inputs(node: Node) -> set[Node]:

@@ -58,12 +58,14 @@ PAUSE: Any = _Pause()
 @dataclass
 class Point:
     """One point's outcome: its index (0-based, in the order given), its values, and the result of the Run
-    method (`values`: {name: value}; else what the method returns), or the error that stopped it."""
+    method (`values`: {name: value}; else what the method returns), or the error that stopped it. `read`:
+    the record it was read from, where a value is a constant expression (an error in it points there)."""
 
     index: int
     values: Mapping[str, Any]
     result: Any = None
     error: GradcalcError | None = None
+    read: Record | None = dataclasses.field(default=None, repr=False, compare=False)
 
 
 def run_batch(program: Program, points: Iterable[Mapping[str, Any] | GradcalcError], method: str = "values",
@@ -88,6 +90,7 @@ def run_chunks(program: Program, points: Iterable[Mapping[str, Any] | GradcalcEr
     if chunk_size < 1:
         raise UsageError(f"run_batch: chunk_size must be 1 or more, not {chunk_size}", "use the default, 4096")
     arguments = dict(arguments or {})
+    program.check_arguments(method, arguments)  # an option wrong at every point: one error, before any runs
     settable = _settable(program)
     chunk: list[Point] = []
     index = 0
@@ -141,7 +144,8 @@ def _point(index: int, given: Mapping[str, Any] | GradcalcError, settable: set[s
                 f"point {index}: '{name}' is not a number or a rectangular array of numbers",
                 "give a number or nested lists such as [[1, 2], [3, 4]]")))
         values[name] = host
-    return Point(index, values)
+    expressions = any(isinstance(value, str) for value in values.values())
+    return Point(index, values, read=given if expressions and isinstance(given, Record) else None)
 
 
 def _about(given: Mapping[str, Any], key: str, error: GradcalcError) -> GradcalcError:
@@ -185,14 +189,17 @@ def _run_group(program: Program, group: list[Point], method: str, arguments: dic
 def _run_one(program: Program, point: Point, method: str, arguments: dict[str, Any],
              options: dict[str, Any]) -> None:
     """A point run as a command runs it: the per-point path, and the reference the batched one is held to."""
+    # A value given as text is a constant expression: an error in it is about this point's key, not --set's.
+    labels = {name: f"point {point.index}, key '{name}'" for name, value in point.values.items()
+              if isinstance(value, str)}
     try:
-        run = program.run(point.values, **options)
+        run = program.run(point.values, labels=labels, **options)
         if method == "grad":
             point.result = run.grad(**arguments, retain_graph=False)
         else:
             point.result = getattr(run, method)(**arguments)
     except GradcalcError as error:
-        point.error = error
+        point.error = _about_value(point, labels, error) if labels else error
     except RecursionError:
         point.error = GradcalcError("the program nests too deeply to evaluate",
                                     "split deep expressions into several statements").within(program.source)
@@ -203,6 +210,21 @@ def _run_one(program: Program, point: Point, method: str, arguments: dict[str, A
     except Exception as exc:  # a bug in gradcalc: this point's error (exit 3), never the other points'
         point.error = InternalError(f"internal error: {type(exc).__name__}: {exc}",
                                     "this is a bug in gradcalc; please report it with the program that caused it")
+
+
+def _about_value(point: Point, labels: dict[str, str], error: GradcalcError) -> GradcalcError:
+    """An error in a point's constant expression (its source is the value, named by the label) says which
+    point and key it is about, and points into the points file where the value is written."""
+    named = error.source.filename if error.source is not None else None
+    key = next((name for name, label in labels.items() if label == named), None)
+    if key is None:  # the program's own error at this point
+        return error
+    if not error.message.startswith(labels[key]):
+        error.message = f"{labels[key]}: {error.message}"
+    if point.read is not None:
+        error.pos = point.read.value_place(key, error.pos)
+        error.source = point.read.source
+    return error
 
 
 def _run_batched(program: Program, group: list[Point], method: str, arguments: dict[str, Any],
@@ -706,6 +728,19 @@ class Record(dict):
         quoted = json.dumps(key)
         at = self.text.find(quoted) if self.text.lstrip().startswith("{") else -1
         return Pos(self.line, at + 1 if at >= 0 else 1, len(quoted) if at >= 0 else 1)
+
+    def value_place(self, key: str, pos: Pos | None) -> Pos:
+        """Where a place in a key's string value is on the record's line; the key's place where the value is
+        not written there as it reads (a JSON escape) or the place is not on the value's first line."""
+        quoted, value = json.dumps(key), self.get(key)
+        at = self.text.find(quoted) if isinstance(value, str) else -1
+        found = _STRING_VALUE.match(self.text, at + len(quoted)) if at >= 0 else None
+        if found is None or pos is None or pos.line != 1 or not self.text.startswith(f'{value}"', found.end()):
+            return self.place(key)
+        return Pos(self.line, found.end() + pos.column, pos.width)
+
+
+_STRING_VALUE = re.compile(r'\s*:\s*"')  # between a key and its string value on a JSON line
 
 
 def _record_error(shown: str, number: int, line: str, column: int, message: str, hint: str) -> GradcalcError:
