@@ -194,8 +194,8 @@ def _scan_order(alternatives: list[tuple[str, str]]) -> list[tuple[str, str]]:
 def _first_characters(regexp: str) -> frozenset[str] | None:
     """The characters a match of the expression can start with, as the standard library reads the expression;
     None where that is not worked out here (any character: a set's complement, a class, an empty match)."""
-    from re import _constants as C  # type: ignore[attr-defined]  # the standard library's own reading, at build only
-    from re import _parser  # type: ignore[attr-defined]
+    from re import _constants as C  # the standard library's own reading of an expression, at build only
+    from re import _parser
 
     def first(items: Any) -> tuple[frozenset[str] | None, bool]:  # (characters, whether it can match nothing)
         found: set[str] = set()
