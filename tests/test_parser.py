@@ -312,7 +312,7 @@ def test_statements_of_a_shape_met_before_give_lark_s_tree() -> None:
     parser.shapes.clear()
     text = "\n".join(alone * 4)
     assert P._fast("start", P.DEFAULT_MAX_DEPTH, NOTATION).parse(text) == lark_outcome(text)[1]
-    shapes = [shape for shape in parser.shapes.values() if shape]  # (a stretch for the post-lexer: [])
+    shapes = [shape for table in parser.shapes.values() for shape in table.values() if shape]  # (a stretch: [])
     once = [shape for shape in shapes if shape[3] == 1]  # the first line's: no statement before it in those states
     assert len(once) <= 3 and len(shapes) - len(once) >= len(alone) - 1
     assert all(shape[0] is not None for shape in shapes if shape[3] > 1)

@@ -429,7 +429,7 @@ class Parser:
     as tokens, as does a text any other start symbol reads (`parse`).
     """
 
-    def __init__(self, data: dict[str, Any], start: str, callbacks: object, nodes: dict[str, str] | None = None,
+    def __init__(self, data: dict[str, Any], start: str, callbacks: object, nodes: dict[str, Template] | None = None,
                  namespace: dict[str, Any] | None = None) -> None:
         self.start_state, self.end_state = data["starts"][start]
         self.rows: list[dict[str, int]] = data["states"]
@@ -437,11 +437,11 @@ class Parser:
             raise ValueError("the tables shift the end of the input: not an LALR table Lark builds")
         nodes = nodes or {}
         self.kept = frozenset(data["kept"])  # the terminals a node may keep (see _compiled)
-        self.namespace = {**(namespace or {}), "Token_": Token}  # what the templates' code reads
+        self.namespace = {**(namespace or {}), "Token_": Token, "new_": object.__new__}  # what the code reads
         self.units: dict[tuple[int, int, str], int] = {}  # see _unit_run
         # (size, goto symbol, the reduction taking its children off the values, or None for a unit rule)
         self.rules: list[tuple[int, str, Callable[[list[Any]], Any] | None]] = []
-        self.made: list[tuple[Callable[..., Any] | None, str | None, bool, list[list[Any]] | None, int]] = []
+        self.made: list[tuple[Callable[..., Any] | None, Template | None, bool, list[list[Any]] | None, int]] = []
         for size, symbol, name, expand1, include, trailing in data["rules"]:
             template = nodes.get(name)
             method = None if template is not None else getattr(callbacks, name, None)
@@ -450,9 +450,11 @@ class Parser:
             unit = size == 1 and expand1 and include is None
             self.made.append((method, template, expand1, include, trailing))
             self.rules.append((size, symbol, None if unit else self._lazy(len(self.rules))))
-        # (states, kinds) → [the replay once written, the reductions recorded, the states after, times met];
+        # states → kinds → [the replay once written, the reductions recorded, the states after, times met];
         # _STRETCH for a statement the post-lexer must see
-        self.shapes: dict[tuple[tuple[int, ...], tuple[str, ...]], list[Any]] = {}
+        self.shapes: dict[tuple[int, ...], dict[tuple[str, ...], list[Any]]] = {}
+        self.recorded = 0  # shapes recorded since the table was last emptied
+        self.states: dict[tuple[int, ...], tuple[int, ...]] = {}  # see _state
 
     def _lazy(self, index: int) -> Callable[[list[Any]], Any]:
         """The rule's reduction, written when it is first reduced (and put in its place in `rules`)."""
@@ -483,8 +485,9 @@ class Parser:
             starts = list(compress(starts, keep))
         states = [self.start_state]
         values: list[Any] = []
-        state: tuple[int, ...] = (self.start_state,)  # the states as a tuple: a replay's key, and what it leaves
-        shapes, joins, index = self.shapes, post.joins, kinds.index
+        tables, joins, index = self.shapes, post.joins, kinds.index
+        state = self._state(states)  # the states as a tuple (one object for equal ones): a shape's key, what it leaves
+        table = tables.setdefault(state, {})  # the shapes met in those states
         n = len(kinds)
         semicolon = _find(index, "SEMICOLON", 0, n)  # the first `;` at or after i
         i, line, base, previous = 0, 1, -1, ""  # base: a column is a start - base
@@ -497,23 +500,29 @@ class Parser:
                 j = semicolon
             if j == n:
                 break  # the last statement, with no separator
+            shape_kinds = kinds[i:j + 1]
+            shape = table.get(shape_kinds)
             end = j + 1  # the next statement's first token
-            if kinds[j] == "_NL":
+            separator = kinds[j]
+            if separator == "_NL":
                 while end < n and kinds[end] == "_NL":  # the new lines of blank and comment lines: one
                     end += 1
-            key = (state, kinds[i:j + 1])
-            shape = shapes.get(key)
-            if shape is None and not post.plain(key[1]):
-                shape = shapes[key] = _STRETCH
+            if shape is None and not post.plain(shape_kinds):
+                shape = table[shape_kinds] = _STRETCH
             if shape is _STRETCH or (end < n and kinds[end] in joins):  # (`} ⏎ else {`: the post-lexer joins them)
-                i, line, base, previous, state = self._stretch(states, values, kinds, texts, starts, i, line, base,
-                                                               previous, state, post, post.stretch(kinds, i))
+                states[:] = state
+                i, line, base, previous = self._stretch(states, values, kinds, texts, starts, i, line, base,
+                                                        previous, post, post.stretch(kinds, i))
+                state = self._state(states)
+                table = tables.setdefault(state, {})
                 continue
             if shape is not None and (shape[0] is not None or shape[3] >= 2):  # from its third time, replayed
                 if shape[0] is None:
-                    shape[0] = self._compiled(shape[1], key[1])
+                    shape[0] = self._compiled(shape[1], shape_kinds)
                 shape[0](values, texts, starts, i, line, base)
-                state = shape[2]
+                if shape[2] is not state:
+                    state = shape[2]
+                    table = tables.setdefault(state, {})
             else:
                 states[:] = state
                 made = tokens(kinds, texts, starts, i, j + 1, line, base)[0]
@@ -525,15 +534,19 @@ class Parser:
                     if previous == "_NL":
                         raise Rejected(starts[i]) from None
                     raise
-                state = tuple(states)
+                after = self._state(states)
                 if shape is None:
-                    if len(shapes) >= 4096:  # a program of ever new shapes: keep the memory bounded
-                        shapes.clear()
-                    shapes[key] = [None, record, state, 1]
+                    self.recorded += 1
+                    if self.recorded > 4096:  # a program of ever new shapes: keep the memory bounded
+                        tables.clear()
+                        self.recorded = 0
+                        table = tables.setdefault(state, {})
+                    table[shape_kinds] = [None, record, after, 1]
                 else:
                     shape[3] += 1
-            previous = kinds[j]
-            if previous == "_NL":
+                state, table = after, tables.setdefault(after, {})
+            previous = separator
+            if separator == "_NL":
                 for m in range(j, end) if end > j + 1 else (j,):
                     text = texts[m]
                     line += text.count("\n")
@@ -541,21 +554,25 @@ class Parser:
             i = end
         states[:] = state
         if i < n:
-            self._stretch(states, values, kinds, texts, starts, i, line, base, previous, state, post, n)
+            self._stretch(states, values, kinds, texts, starts, i, line, base, previous, post, n)
         result = self._run(states, values, [END_TOKEN], None)
         if result is _MORE:
             raise Rejected
         return result
 
     def _stretch(self, states: list[int], values: list[Any], kinds: tuple[str, ...], texts: tuple[str, ...],
-                 starts: list[int], i: int, line: int, base: int, previous: str, state: tuple[int, ...],
-                 post: Statements, end: int) -> tuple[int, int, int, str, tuple[int, ...]]:
+                 starts: list[int], i: int, line: int, base: int, previous: str, post: Statements,
+                 end: int) -> tuple[int, int, int, str]:
         """The statements kinds[i:end], which the post-lexer must see whole, parsed as tokens through it: where
-        they end, the line and base there, the last token's kind, and the states."""
+        they end, the line and base there, and the last token's kind."""
         made, line, base = tokens(kinds, texts, starts, i, end, line, base)
-        states[:] = state
         self._chunks(states, values, post.chunks(made), previous)
-        return end, line, base, kinds[end - 1], tuple(states)
+        return end, line, base, kinds[end - 1]
+
+    def _state(self, states: list[int]) -> tuple[int, ...]:
+        """The states as a tuple, one object for equal ones (a replay compares them by identity)."""
+        state = tuple(states)
+        return self.states.setdefault(state, state)
 
     def _chunks(self, states: list[int], values: list[Any], chunks: Iterable[list[Token]], previous: str | None) -> Any:
         """The loop over the post-lexer's chunks: the result at the end state, else _MORE. `previous` (the kind
@@ -636,7 +653,7 @@ class Parser:
             if method is not None:
                 namespace[f"m{step}"] = method
             code, result = _reduction_code(children, method and f"m{step}", template, expand1, include, trailing,
-                                           f"x{n}")
+                                           f"x{n}", namespace)
             lines += ["    " + line for line in code]
             stack.append(result)
         if below:
@@ -731,22 +748,60 @@ def _pos(part: str | _Slot) -> str:
     return f"token_pos({part})"
 
 
+Template = str | tuple[str, ...]  # a node's code (see _filled)
 _SPELLINGS = {None: _value, "text": _text, "name": _name, "pos": _pos}
 _FIELD = re.compile(r"\{(\*|\d+)(?:\.(text|name|pos))?\}")
 
 
-def _filled(template: str, part: Callable[[int], str | _Slot], every: str) -> str:
+def _filled(template: Template, part: Callable[[int], str | _Slot], every: str) -> str:
     """A template's code: `{k}` child k, `{k.text}` a token child's text, `{k.name}` its text interned, `{k.pos}`
-    its place, and `{*}` every child (written `every`), each as `part` says child k is written."""
+    its place, and `{*}` every child (written `every`), each as `part` says child k is written. A template
+    (class, *arguments) is the class called with them."""
     def field(found: re.Match[str]) -> str:
         if found[1] == "*":
             return every
         return _SPELLINGS[found[2]](part(int(found[1])))
 
+    if isinstance(template, tuple):
+        return f"{template[0]}({', '.join(_FIELD.sub(field, argument) for argument in template[1:])})"
     return _FIELD.sub(field, template)
 
 
-def template_method(template: str, namespace: dict[str, Any]) -> Callable[..., Any]:
+def _inlined(template: Template, part: Callable[[int], str | _Slot], namespace: dict[str, Any],
+             node: str) -> list[str] | None:
+    """A template (class, *arguments) as lines that make the node without calling its __init__ (a Python
+    call a node: a fifth of a statement's replay), where the class's __init__ only keeps its arguments; else None."""
+    if not isinstance(template, tuple):
+        return None
+    cls = namespace[template[0]]
+    slots = _plain_slots(cls)
+    if slots is None:
+        return None
+    arguments = [_filled(argument, part, "") for argument in template[1:]]
+    return [f"{node} = new_({template[0]})", *(f"{node}.{slot} = {value}" for slot, value in zip(slots, arguments))]
+
+
+_PLAIN: dict[type, tuple[str, ...] | None] = {}
+
+
+def _plain_slots(cls: type) -> tuple[str, ...] | None:
+    """The parameters of the class's __init__ when it keeps each, and nothing else, in the slot of its name
+    (checked by making one from markers), else None."""
+    if cls not in _PLAIN:
+        code = cls.__init__.__code__  # type: ignore[misc]  # a Python class's own __init__
+        names = code.co_varnames[1:code.co_argcount]
+        slots = {slot for kind in cls.__mro__ for slot in getattr(kind, "__slots__", ())}
+        markers = [object() for _ in names]
+        try:
+            made = cls(*markers)
+            plain = slots == set(names) and all(getattr(made, n) is m for n, m in zip(names, markers))
+        except Exception:  # an __init__ that does more than keep its arguments
+            plain = False
+        _PLAIN[cls] = names if plain else None
+    return _PLAIN[cls]
+
+
+def template_method(template: Template, namespace: dict[str, Any]) -> Callable[..., Any]:
     """A template as a method of the children (`self, *c`): what Lark's transformer calls."""
     code = f"def method(self, *c):\n    return {_filled(template, lambda k: f'c[{k}]', '*c')}"
     scope = dict(namespace)
@@ -755,7 +810,7 @@ def template_method(template: str, namespace: dict[str, Any]) -> Callable[..., A
     return method
 
 
-def _reduction(size: int, method: Callable[..., Any] | None, template: str | None, expand1: bool,
+def _reduction(size: int, method: Callable[..., Any] | None, template: Template | None, expand1: bool,
                include: list[list[Any]] | None, trailing: int, namespace: dict[str, Any]) -> Callable[[list[Any]], Any]:
     """A function that takes a rule's `size` children off the values and returns its node (see _reduction_code)."""
     names = [f"c{i}" for i in range(size)]
@@ -771,12 +826,13 @@ def _reduction(size: int, method: Callable[..., Any] | None, template: str | Non
     return reduce
 
 
-def _reduction_code(children: list[Any], build: str | None, template: str | None, expand1: bool,
-                    include: list[list[Any]] | None, trailing: int, node: str) -> tuple[list[str], Any]:
+def _reduction_code(children: list[Any], build: str | None, template: Template | None, expand1: bool,
+                    include: list[list[Any]] | None, trailing: int, node: str,
+                    inline: dict[str, Any] | None = None) -> tuple[list[str], Any]:
     """Lines that set `node` to a rule's node from its children, as Lark's tree builder makes it: the kept
     children (a `_rule`'s spliced in, None for a missing optional) given to the template, or passed to `build`, or
     the list itself for a `_rule` without either; `?rule` passes a lone child up. With the node's name (or the
-    child passed up, with no line at all)."""
+    child passed up, with no line at all). With `inline` (the namespace), a plain node is made in place (_inlined)."""
     steps = [[i, False, 0] for i in range(len(children))] if include is None else include
     parts: list[Any] = []  # the kept children: names, _Slots, "None", and _Splices
     for i, splice, nones in steps:
@@ -786,8 +842,9 @@ def _reduction_code(children: list[Any], build: str | None, template: str | None
         if (expand1 and len(parts) == 1) or template == "{0}":
             return [], parts[0]
         if template is not None:
+            lines = None if inline is None else _inlined(template, parts.__getitem__, inline, node)
             every = ", ".join(map(_value, parts))
-            return [f"{node} = {_filled(template, parts.__getitem__, every)}"], node
+            return lines or [f"{node} = {_filled(template, parts.__getitem__, every)}"], node
         values = ", ".join(map(_value, parts))
         return [f"{node} = {build}({values})" if build else f"{node} = [{values}]"], node
     # Lark's tree builder grows a first spliced list in place (a left-recursive rule's list): so does this

@@ -573,38 +573,39 @@ def _call(name: str, args: list | None, pos: Pos) -> S.Call:
                   [a for a in args if isinstance(a, S.Keyword)], pos)
 
 
-# Each alias whose node is one expression of its children (the others are _ToSyntax's methods). The tables'
-# loop writes it in place where it reduces the rule, reading a replayed statement's tokens where the lexer
-# left them; Lark's transformer calls it as a method. `{k}` is child k, `{k.text}` a token child's text,
-# `{k.name}` its text interned, `{k.pos}` its place (lalr._filled), `{*}` every child; they read NODE_NAMES.
-NODES = {
+# Each alias whose node is one expression of its children (the others are _ToSyntax's methods): a syntax class
+# and its arguments, or an expression. The tables' loop writes it in place where it reduces the rule, reading a
+# replayed statement's tokens where the lexer left them; Lark's transformer calls it as a method. `{k}` is
+# child k, `{k.text}` a token child's text, `{k.name}` its text interned, `{k.pos}` its place (lalr._filled),
+# `{*}` every child; they read NODE_NAMES.
+NODES: dict[str, lalr.Template] = {
     "value": "{0}",
-    "assign": "Assign({0.name}, {1.name}, {2}, {0.pos})",
-    "index_assign": "IndexAssign(Index(Name({0.name}, {0.pos}), {2}, {1.pos}), {3.name}, {4}, {0.pos})",
-    "jump": "Jump({0.text}, {0.pos})",
-    "const_stmt": "Const({1.name}, {3}, {1.pos})",
-    "while_stmt": "While({1}, {2}, {0.pos})",
-    "for_stmt": "For({1.name}, {3}, {4}, {0.pos})",
-    "no_grad": "NoGrad({1}, {0.pos})",
-    "conditional": "Conditional({2}, {0}, {4}, {1.pos})",
-    "boolop": "BoolOp({1.text}, {0}, {2}, {1.pos})",
-    "not_": "Not({1}, {0.pos})",
-    "binop": "Binary(operator[{1.text}], {0}, {2}, {1.pos})",
-    "unary": "Unary(operator[{0.text}], {1}, {0.pos})",
-    "root": "Call('sqrt', [{1}], [], {0.pos})",
-    "index": "Index({0}, {2}, {1.pos})",
+    "assign": ("Assign", "{0.name}", "{1.name}", "{2}", "{0.pos}"),
+    "index_assign": ("IndexAssign", "Index(Name({0.name}, {0.pos}), {2}, {1.pos})", "{3.name}", "{4}", "{0.pos}"),
+    "jump": ("Jump", "{0.text}", "{0.pos}"),
+    "const_stmt": ("Const", "{1.name}", "{3}", "{1.pos}"),
+    "while_stmt": ("While", "{1}", "{2}", "{0.pos}"),
+    "for_stmt": ("For", "{1.name}", "{3}", "{4}", "{0.pos}"),
+    "no_grad": ("NoGrad", "{1}", "{0.pos}"),
+    "conditional": ("Conditional", "{2}", "{0}", "{4}", "{1.pos}"),
+    "boolop": ("BoolOp", "{1.text}", "{0}", "{2}", "{1.pos}"),
+    "not_": ("Not", "{1}", "{0.pos}"),
+    "binop": ("Binary", "operator[{1.text}]", "{0}", "{2}", "{1.pos}"),
+    "unary": ("Unary", "operator[{0.text}]", "{1}", "{0.pos}"),
+    "root": ("Call", "'sqrt'", "[{1}]", "[]", "{0.pos}"),
+    "index": ("Index", "{0}", "{2}", "{1.pos}"),
     "subscripts": "[{*}]",
-    "slice": "Slice({0}, {2}, {4}, {1.pos})",
-    "ellipsis": "Ellipsis_({0.pos})",
-    "attribute": "Attribute({0}, {1.name}, {1.pos})",
-    "transposed": "Attribute({0}, 'T', {1.pos})",  # Wᵀ, as notes write it, is W.T
-    "number": "Number(float({0.text}), {0.text}, {0.pos})",
-    "string": "String({0.text}[1:-1], {0.pos})",
-    "name": "Name({0.name}, {0.pos})",
+    "slice": ("Slice", "{0}", "{2}", "{4}", "{1.pos}"),
+    "ellipsis": ("Ellipsis_", "{0.pos}"),
+    "attribute": ("Attribute", "{0}", "{1.name}", "{1.pos}"),
+    "transposed": ("Attribute", "{0}", "'T'", "{1.pos}"),  # Wᵀ, as notes write it, is W.T
+    "number": ("Number", "float({0.text})", "{0.text}", "{0.pos}"),
+    "string": ("String", "{0.text}[1:-1]", "{0.pos}"),
+    "name": ("Name", "{0.name}", "{0.pos}"),
     "call": "call({0.name}, {1}, {0.pos})",
     "args": "[{*}]",
-    "keyword": "Keyword({0.name}, {2}, {0.pos})",
-    "tensor": "Tensor({1} or [], {0.pos})",
+    "keyword": ("Keyword", "{0.name}", "{2}", "{0.pos}"),
+    "tensor": ("Tensor", "{1} or []", "{0.pos}"),
     "items": "[{*}]",
 }
 NODE_NAMES: dict[str, Any] = {
