@@ -279,16 +279,16 @@ def composed(name: str) -> str:
 BLANKS = "\t\f "  # what a piece may end with after its token: ignored, as is a \r after them
 
 
-class _Pieces(dict[str, tuple[str, str]]):
-    """A piece's text → what it is (see Lexer): a dict whose missing entries the lexer reads, so that the
-    table is consulted in C (`map`) and Python runs only for a piece not met before."""
+class _Table(dict[str, str]):
+    """A piece's text → what the lexer makes of it (its kind, or its text): a dict whose missing entries it reads,
+    so that the table is consulted in C (`map`) and Python runs only for a piece not met before."""
 
-    def __init__(self, read: Callable[[str], tuple[str, str]]) -> None:
+    def __init__(self, read: Callable[[str], tuple[str, str]], which: int) -> None:
         super().__init__()
-        self.read_new = read
+        self.read_new, self.which = read, which
 
-    def __missing__(self, piece: str) -> tuple[str, str]:
-        return self.read_new(piece)
+    def __missing__(self, piece: str) -> str:
+        return self.read_new(piece)[self.which]
 
 
 class Lexer:
@@ -313,9 +313,9 @@ class Lexer:
         self.pieces = re.compile(f"(?:{_plain(data['scan'])})(?:[{BLANKS}]++(?!\r))?")
         if self.pieces.groups:  # a `(` _plain did not see (in a character class): say so, not lex wrongly
             raise ValueError("the lexer's pattern has a group that could not be made plain")
-        # a piece's text → (its token's kind, "" for what is ignored; its text, interned, or for what is ignored
+        # a piece's text → its token's kind ("" for what is ignored), and → its text (interned; for what is ignored
         # the piece itself, whose new lines count); a token starts where its piece does
-        self.read = _Pieces(self._read)
+        self.kinds, self.texts = _Table(self._read, 0), _Table(self._read, 1)
 
     def cut(self, text: str) -> tuple[tuple[str, ...], tuple[str, ...], list[int]]:
         """The text's pieces as parallel sequences: kinds ("" for what is ignored), texts, and where each starts
@@ -327,8 +327,8 @@ class Lexer:
             raise self._bad(text)
         if not pieces:
             return (), (), starts
-        kinds, texts = zip(*map(self.read.__getitem__, pieces))
-        return kinds, texts, starts
+        kinds = tuple(map(self.kinds.__getitem__, pieces))  # (reading a new piece's text too)
+        return kinds, tuple(map(self.texts.__getitem__, pieces)), starts
 
     def lex(self, text: str) -> list[Token]:
         """The tokens of the text; BadCharacter (with the tokens before it) at a character nothing matches."""
@@ -340,21 +340,20 @@ class Lexer:
         return tokens(kinds, texts, starts, 0, len(kinds), 1, -1)[0]
 
     def _read(self, piece: str) -> tuple[str, str]:
-        """What a piece of text is, as the named expression reads its token; remembered."""
+        """What a piece of text is, as the named expression reads its token: its kind and text; remembered."""
         found = self.pattern.match(piece)
         assert found is not None and not piece[found.end():].strip(BLANKS), piece  # a terminal's match, and blanks
         kind, value = found.lastgroup or "", found.group()
         if kind in self.ignore:
-            entry = ("", piece)
-        else:
-            if kind == "NAME":
-                if not value.isascii():
-                    value = composed(value.translate(SUBSCRIPTS))
-                kind = self.keywords.get(value, "NAME")
-            entry = (kind, sys.intern(value))  # one string for all the `y`s: the tree's names are interned
-        if len(self.read) < 100_000:  # names are the only open-ended kind: a bound on what is kept
-            self.read[piece] = entry
-        return entry
+            kind, value = "", piece
+        elif kind == "NAME":
+            if not value.isascii():
+                value = composed(value.translate(SUBSCRIPTS))
+            kind = self.keywords.get(value, "NAME")
+        value = sys.intern(value)  # one string for all the `y`s: the tree's names are interned
+        if len(self.kinds) < 100_000:  # names are the only open-ended kind: a bound on what is kept
+            self.kinds[piece], self.texts[piece] = kind, value
+        return kind, value
 
     def _bad(self, text: str) -> BadCharacter:
         """Where the text has a character no terminal matches (the first), as an error."""
