@@ -32,7 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchkit import REPO, base_against_current, log, worktree
+from benchkit import REPO, base_against_current, child_environment, log, worktree
 
 DEFAULT_BASE_COMMIT = "b47a4bf"  # the last commit before #18 moved the modules into folders
 
@@ -78,7 +78,7 @@ def workloads(samples: Path) -> dict[str, tuple[list[str], bool]]:
 
 def run_once(python: str, tree: Path, cwd: Path, args: list[str], wall: bool) -> tuple[float, str]:
     """One measurement: (seconds, what the run printed to compare with the other side)."""
-    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONPYCACHEPREFIX=str(cwd / "pycache" / tree.name))
+    env = child_environment(PYTHONPATH=str(tree), PYTHONPYCACHEPREFIX=str(cwd / "pycache" / tree.name))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([python, *args], cwd=cwd, env=env, capture_output=True, text=True, check=False,
                           timeout=600)

@@ -185,9 +185,8 @@ class Side:
 
     def env(self) -> dict[str, str]:
         """The environment of every command: this tree first on sys.path, .pyc files under the prefix."""
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONHOME")}
-        env.update(PYTHONPATH=str(self.tree), PYTHONPYCACHEPREFIX=str(self.pycache), PYTHONSAFEPATH="1")
-        return env
+        return benchkit.child_environment(PYTHONPATH=str(self.tree), PYTHONPYCACHEPREFIX=str(self.pycache),
+                                          PYTHONSAFEPATH="1")
 
     def module_file(self) -> Path:
         """The gradcalc/__init__.py this side imports (checked to lie in its tree)."""

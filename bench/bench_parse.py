@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 from bench_commits import CHAIN, run_once  # the chain script: parse, build, backward of n statements
-from benchkit import REPO, base_against_current, log, med, worktree
+from benchkit import REPO, base_against_current, child_environment, log, med, worktree
 
 # A program whose statements are random expressions of many shapes (seeded): the parser replays a statement
 # only when its shape was met before, so this is its cost on programs that do not repeat themselves.
@@ -82,7 +82,7 @@ print(float(y0.grad))
 
 def torch_seconds(torch_path: str | None, cwd: Path, n: int) -> float | None:
     """CPU seconds of the PyTorch loop script as one process, or None where torch does not import."""
-    env = dict(os.environ)
+    env = child_environment()
     if torch_path:
         env["PYTHONPATH"] = torch_path
     import resource
@@ -104,9 +104,6 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000", help="chain lengths (default 10000,100000)")
     parser.add_argument("--torch-path", help="a folder to put on PYTHONPATH for the PyTorch script")
     args = parser.parse_args()
-    # .pyc files written (to the prefix folder), as an installed wheel has them, even where the environment
-    # says not to write them: else every run compiles NumPy from source, and that is what would be timed
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     root = Path(tempfile.mkdtemp(prefix="gradcalc-bench-parse-"))
     try:
         with worktree(args.base_commit, root / "base") as base:
@@ -139,8 +136,8 @@ def measure(trees: dict[str, Path], cwd: Path, args: argparse.Namespace) -> None
                 if wall:
                     seconds, _ = run_once(sys.executable, trees[side], cwd, command, wall)
                 else:  # the chain and the distinct shapes print total, parse, build, backward, then the gradient
-                    env = dict(os.environ, PYTHONPATH=str(trees[side]),
-                               PYTHONPYCACHEPREFIX=str(cwd / "pycache" / trees[side].name))
+                    env = child_environment(PYTHONPATH=str(trees[side]),
+                                            PYTHONPYCACHEPREFIX=str(cwd / "pycache" / trees[side].name))
                     done = subprocess.run([sys.executable, *command], cwd=cwd, env=env, capture_output=True,
                                           text=True, check=True, timeout=900)
                     numbers = [float(x) for x in done.stdout.split()[:4]]
