@@ -153,6 +153,9 @@ def _lexer_data(conf: Any) -> dict[str, Any]:
         "scan": "|".join(f"(?P<{name}>{regexp})" for name, regexp in _scan_order(alternatives)),
         "keywords": dict(sorted(keywords.items())),
         "ignore": sorted(conf.ignore),
+        # the terminals whose every match has one length (a replay writes a token's width, not its len())
+        "widths": {t.name: t.pattern.max_width for t in sorted(conf.terminals, key=lambda t: t.name)
+                   if t.pattern.min_width == t.pattern.max_width and t.name != "NAME"},
     }
 
 
@@ -436,6 +439,7 @@ class Parser:
             raise ValueError("the tables shift the end of the input: not an LALR table Lark builds")
         nodes = nodes or {}
         self.kept = frozenset(data["kept"])  # the terminals a node may keep (see _compiled)
+        self.widths: dict[str, int] = data["lexer"]["widths"]
         self.namespace = {**(namespace or {}), "Token_": Token, "new_": object.__new__}  # what the code reads
         self.units: dict[tuple[int, int, str], int] = {}  # see _unit_run
         # (size, goto symbol, the reduction taking its children off the values, or None for a unit rule)
@@ -636,7 +640,7 @@ class Parser:
         below = shifted = 0  # of the values the statement found, how many its reductions took; tokens shifted
         for n, step in enumerate(record):
             if step < 0:
-                stack.append(_Slot(shifted, kinds[shifted]))
+                stack.append(_Slot(shifted, kinds[shifted], self.widths.get(kinds[shifted])))
                 shifted += 1
                 continue
             size = self.rules[step][0]
@@ -710,10 +714,10 @@ def _find(index: Callable[..., int], kind: str, start: int, stop: int) -> int:
 class _Slot:
     """A token of a replayed statement: its text and start are the local names t{k} and s{k} (see _compiled)."""
 
-    __slots__ = ("k", "kind")
+    __slots__ = ("k", "kind", "width")
 
-    def __init__(self, k: int, kind: str) -> None:
-        self.k, self.kind = k, kind
+    def __init__(self, k: int, kind: str, width: int | None) -> None:
+        self.k, self.kind, self.width = k, kind, width  # width: every token of the kind has it
 
 
 class _Splice:
@@ -728,6 +732,8 @@ class _Splice:
 # How a child is written in a reduction's code: a local name holding a node or a Token (or None), or a
 # replayed statement's token, read from the lexer's texts and starts. A namespace gives Pos and token_pos.
 def _value(part: str | _Slot) -> str:
+    if part is _EMPTY:
+        return "[]"
     if isinstance(part, _Slot):
         return f"Token_({part.kind!r}, t{part.k}, s{part.k}, line, s{part.k} - base)"
     return part
@@ -743,7 +749,7 @@ def _name(part: str | _Slot) -> str:  # interned: the lexer interns what it read
 
 def _pos(part: str | _Slot) -> str:
     if isinstance(part, _Slot):
-        return f"new_pos(Pos, (line, s{part.k} - base, len(t{part.k})))"
+        return f"new_pos(Pos, (line, s{part.k} - base, {part.width or f'len(t{part.k})'}))"
     return f"token_pos({part})"
 
 
@@ -840,6 +846,8 @@ def _reduction_code(children: list[Any], build: str | None, template: Template |
     if not any(isinstance(part, _Splice) for part in parts):  # as many children every time: no list to build
         if (expand1 and len(parts) == 1) or template == "{0}":
             return [], parts[0]
+        if not parts and build is None and template is None:  # `_sep`'s: nothing to splice, no list made
+            return [], _EMPTY
         if template is not None:
             lines = None if inline is None else _inlined(template, parts.__getitem__, inline, node)
             every = ", ".join(map(_value, parts))
@@ -847,8 +855,9 @@ def _reduction_code(children: list[Any], build: str | None, template: Template |
         values = ", ".join(map(_value, parts))
         return [f"{node} = {build}({values})" if build else f"{node} = [{values}]"], node
     # Lark's tree builder grows a first spliced list in place (a left-recursive rule's list): so does this
+    parts = [part for part in parts if not (isinstance(part, _Splice) and part.name is _EMPTY)] or [_Splice(_EMPTY)]
     first = parts[0]
-    lines = [f"{node} = {first.name}" if isinstance(first, _Splice) else f"{node} = [{_value(first)}]"]
+    lines = [f"{node} = {_value(first.name)}" if isinstance(first, _Splice) else f"{node} = [{_value(first)}]"]
     for part in parts[1:]:
         lines.append(f"{node}.extend({part.name})" if isinstance(part, _Splice) else f"{node}.append({_value(part)})")
     made = node
@@ -866,6 +875,7 @@ def _reduction_code(children: list[Any], build: str | None, template: Template |
 END_TOKEN = Token(END, "")
 _MORE = object()  # the loop ran out of tokens before the end state
 _STRETCH: list[Any] = []  # a statement's shape that the post-lexer must see (Parser.shapes)
+_EMPTY = "[]"  # a rule's node that is an empty list, spliced into its parent's: nothing (see _reduction_code)
 
 
 if __name__ == "__main__":
