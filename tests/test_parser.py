@@ -357,3 +357,21 @@ def test_lark_explains_an_error_from_the_line_of_the_statement_the_loop_rejected
     assert seen and seen[0].startswith(" " * 5 + "\n") and seen[0].endswith(text[text.index("y = (y"):])
     assert len(seen[0]) == len(text) and seen[0].count("\n") == text.count("\n")
     assert fast == lark_outcome(text) and fast[0] == "error" and fast[3].line == 52
+
+
+def test_nodes_made_without_their_init_are_those_it_would_make() -> None:
+    """A replay (and parser._call) sets a node's slots instead of calling its __init__, only where __init__ keeps
+    its arguments and nothing else: a class whose __init__ does more is made by calling it."""
+    assert lalr._plain_slots(S.Call) == ("name", "args", "keywords", "pos")  # parser._call relies on it
+    assert lalr._plain_slots(S.Const) is None  # Const(name, value, pos) sets op itself
+
+    class Checked(S.Name):
+        __slots__ = ()
+
+        def __init__(self, name: str, pos: Any) -> None:
+            super().__init__(name.strip(), pos)
+
+    assert lalr._plain_slots(Checked) is None  # (a marker has no strip: made by calling it)
+    inlined = [name for name, template in P.NODES.items()
+               if isinstance(template, tuple) and lalr._plain_slots(P.NODE_NAMES[template[0]]) is not None]
+    assert {"name", "number", "binop", "assign"} <= set(inlined)

@@ -822,7 +822,7 @@ def _reduction(size: int, method: Callable[..., Any] | None, template: Template 
     lines = ["def reduce(values):"]
     if size:
         lines += [f"    {''.join(f'{name}, ' for name in names)}= values[-{size}:]", f"    del values[-{size}:]"]
-    code, result = _reduction_code(names, method and "build", template, expand1, include, trailing, "node")
+    code, result = _reduction_code(names, method and "build", template, expand1, include, trailing, "node", namespace)
     lines += ["    " + line for line in code]
     lines.append(f"    return {_value(result)}")
     scope = {**namespace, "build": method}

@@ -87,6 +87,7 @@ _SUPERSCRIPTS = str.maketrans("⁺⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "+-0123456789
 
 
 _new_pos = tuple.__new__  # a Pos without NamedTuple's Python-level __new__: one per token, it shows
+_new = object.__new__  # a node whose __init__ only keeps its arguments, made without calling it
 
 
 def token_pos(token: Token) -> Pos:
@@ -555,10 +556,10 @@ class _ToSyntax:
         return S.Binary("^", base, exponent, pos)
 def _call(name: str, args: list | None, pos: Pos) -> S.Call:
     """f(x, k=2): a call, its positional arguments (which come first) apart from its keywords."""
-    if not args:
-        return S.Call(name, [], [], pos)
-    if S.Keyword not in map(type, args):  # the common case, checked in C
-        return S.Call(name, args, [], pos)
+    if not args or S.Keyword not in map(type, args):  # the common case, checked in C; made as a replay makes nodes
+        call = _new(S.Call)
+        call.name, call.args, call.keywords, call.pos = name, args or [], [], pos
+        return call
     seen_keyword = False
     for item in args:
         if isinstance(item, S.Keyword):
