@@ -228,6 +228,44 @@ def test_diff_at_s_table_says_what_the_shared_parts_it_names_are() -> None:
     assert result.stdout.endswith("\n\n  where t1 = sin(x^2)   (#1)\n        t2 = sin(t1)   (#1)\n"), result.stdout
 
 
+def test_diff_at_s_shared_parts_have_one_name_across_its_columns() -> None:
+    """Each derivative names its shared parts on its own (diff's ∂L/∂l2 has t3 = sin(t1 + t2), its ∂L/∂t1 has
+    t3 = cos(t1 + t2)); the table lists them once under all its columns, so there one name is one part, and one
+    part has one name: every column's expression, with the parts written in, still is diff's at one point."""
+    import re
+
+    result = run_cli("diff", "samples/arm.eq", "--at", "samples/arm_points.jsonl")
+    assert result.exit_code == 0, result.stderr
+    table, where = result.stdout.split("\n\n  where ")
+    parts: dict[str, str] = {}
+    for line in ("  where " + where).splitlines():
+        name, body = line.split("where ")[-1].strip().split(" = ")
+        assert name not in parts and body not in parts.values(), result.stdout  # one meaning, one name
+        parts[name] = body
+
+    def written_in(text: str) -> str:  # the parts written in place, innermost last
+        while (found := re.search(r"\bt([3-9]|\d\d)\b", text)) is not None:
+            text = text[:found.start()] + f"({parts[found[0]]})" + text[found.end():]
+        return text
+
+    alone = run_cli("diff", "samples/arm.eq", "--set", "t1=0", "--set", "t2=0", "--json")
+    for derivative in json.loads(alone.stdout)["derivatives"]:
+        own = written_in_own(derivative)
+        row = next(line for line in table.splitlines() if line.startswith("0 "))
+        cells = [re.split(r"\s{2,}", chunk.strip())[-1] for chunk in re.split(r" = [-0-9.e]+", row)]
+        assert any(written_in(cell) == own for cell in cells), (own, row)  # (the row: #, t1, t2, then cells)
+
+
+def written_in_own(derivative: dict) -> str:
+    """diff --json's derivative with its own shared parts written in place, as the table test writes the table's."""
+    import re
+
+    text, parts = derivative["derivative"], derivative.get("where", {})
+    while (found := re.search(r"\bt([3-9]|\d\d)\b", text)) is not None:
+        text = text[:found.start()] + f"({parts[found[0]]})" + text[found.end():]
+    return text
+
+
 def test_hvp_and_diff_at_run_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
     """--device gpu over the fake device (tests/fakedevice.py): a NumPy call outside the backend would fail."""
     import sys

@@ -940,6 +940,9 @@ def _given(value: Any) -> Any:
 def batch_view(points: list[Any], method: str, full: bool = False) -> RenderableType:
     """`--at`: one row per point, its given values and then its results (or its error)."""
     given = list(dict.fromkeys(name for point in points for name in point.values)) if method != "values" else []
+    results = {id(point): point.result for point in points}
+    if method == "diff":
+        results = _one_meaning(points)
     rows: list[dict[str, Any]] = []
     for point in points:
         row: dict[str, Any] = {"#": str(point.index), **{name: _given(point.values.get(name)) for name in given}}
@@ -949,7 +952,7 @@ def batch_view(points: list[Any], method: str, full: bool = False) -> Renderable
                 if error.source is not None and error.pos is not None else ""
             row["error"] = inert(where + error.message)
         else:
-            row.update(_batch_results(method, point.result))
+            row.update(_batch_results(method, results[id(point)]))
         rows.append(row)
     titles = list(dict.fromkeys(title for row in rows for title in row))
     if "error" in titles:  # last: a note that wraps
@@ -959,16 +962,57 @@ def batch_view(points: list[Any], method: str, full: bool = False) -> Renderable
              for row in rows]
     table = FittedTable(tuple((inert(title), "left" if title in ("error", "#") else "right") for title in titles),
                         cells, wrap_last=titles[-1] == "error")
-    return Group(table, *_batch_where(points)) if method == "diff" else table
+    return Group(table, *_batch_where(points, results)) if method == "diff" else table
 
 
-def _batch_where(points: list[Any]) -> list[Text]:
+def _one_meaning(points: list[Any]) -> dict[int, Any]:
+    """diff --at's derivatives (by id of their point) with their shared parts named across the whole table: each
+    derivative names its own (t3 = sin(t1 + t2) in one column, t3 = cos(t1 + t2) in the next), but the table
+    lists them once under it, so one part has one name everywhere and one name one part."""
+    import dataclasses
+    import re
+
+    word = re.compile(r"\w+")
+
+    def renamed_in(text: str, names: dict[str, str]) -> str:
+        return word.sub(lambda found: names.get(found[0], found[0]), text)
+
+    taken = {w for point in points if point.error is None for d in point.result
+             for text in (d.text, *(body for _, body, _ in d.where)) for w in word.findall(text)}
+    meaning: dict[str, str] = {}  # a name → the part it names in the table
+    named: dict[str, str] = {}  # a part → its name
+    fresh = (f"t{k}" for k in itertools.count(1))
+    renamed: dict[int, Any] = {}
+    for point in points:
+        if point.error is not None:
+            renamed[id(point)] = point.result
+            continue
+        derivatives = []
+        for d in point.result:
+            names: dict[str, str] = {}  # this derivative's name → the table's
+            where = []
+            for name, written, latex in d.where:  # in order: a part's body names only the parts before it
+                body = renamed_in(written, names)
+                new = named.get(body)
+                if new is None:
+                    new = name if name not in meaning else next(n for n in fresh if n not in taken)
+                    taken.add(new)
+                    meaning[new], named[body] = body, new
+                names[name] = new
+                where.append((new, body, latex))
+            text = renamed_in(d.text, names)
+            derivatives.append(dataclasses.replace(d, text=text, where=where) if names else d)
+        renamed[id(point)] = derivatives
+    return renamed
+
+
+def _batch_where(points: list[Any], results: dict[int, Any]) -> list[Text]:
     """diff --at: the shared parts its expressions name (t3 = cos(t1 + t2)), under the table as diff writes
     them; one that not every point's expressions have is followed by the points that have it."""
     found: dict[tuple[str, str], list[str]] = {}
     ran = [point for point in points if point.error is None]
     for point in ran:
-        for derivative in point.result:
+        for derivative in results[id(point)]:
             for name, text, _ in derivative.where:
                 at = found.setdefault((name, text), [])
                 if not at or at[-1] != str(point.index):
