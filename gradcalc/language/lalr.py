@@ -519,7 +519,8 @@ class Parser:
                 state = self._state(states)
                 table = tables.setdefault(state, {})
                 continue
-            if shape is not None and (shape[0] is not None or shape[3] >= 2):  # from its third time, replayed
+            # from its third time, replayed (unless so long that writing the replay costs more)
+            if shape is not None and (shape[0] is not None or (shape[3] >= 2 and j - i < LONGEST_REPLAY)):
                 if shape[0] is None:
                     shape[0] = self._compiled(shape[1], shape_kinds)
                 shape[0](values, texts, starts, i, line, base)
@@ -875,6 +876,7 @@ def _reduction_code(children: list[Any], build: str | None, template: Template |
 END_TOKEN = Token(END, "")
 _MORE = object()  # the loop ran out of tokens before the end state
 _STRETCH: list[Any] = []  # a statement's shape that the post-lexer must see (Parser.shapes)
+LONGEST_REPLAY = 2048  # tokens: a longer statement's replay took longer to write than three readings of it
 _EMPTY = "[]"  # a rule's node that is an empty list, spliced into its parent's: nothing (see _reduction_code)
 
 
