@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 
@@ -142,9 +142,22 @@ def out_of_memory() -> LimitExceeded:
 SHOWN = 120  # the most characters of a line an error shows
 
 
-def error_text(error: GradcalcError) -> str:
-    """One message: where, what, the offending line with a caret, and how to fix it."""
+def _columns(text: str) -> int:
+    """How many columns a terminal gives the text: an accent typed after its letter none, a wide character two."""
+    if text.isascii():
+        return len(text)
+    from unicodedata import combining, east_asian_width
+
+    return sum(0 if combining(c) else 2 if east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def error_text(error: GradcalcError, written: Callable[[str], str] | None = None) -> str:
+    """One message: where, what, the offending line with a caret, and how to fix it. `written` gives text as
+    the stream will write it (θ as a backslash escape in cp1252), so the caret stays under its character."""
     from .inert import inert
+
+    def shown(text: str) -> int:  # the columns of a part of the line, as it is written
+        return _columns(inert(text) if written is None else written(inert(text)))
 
     # Each part may quote a file: its name, its text, a claim. Escaped part by part, so no part
     # can add a line, move the cursor or talk to the terminal.
@@ -162,8 +175,8 @@ def error_text(error: GradcalcError) -> str:
             start = max(0, min(pos.column - 1 - SHOWN // 2, len(code) - SHOWN))
             before, after = ("..." if start else ""), ("..." if start + SHOWN < len(code) else "")
             marked = code[pos.column - 1:min(pos.column - 1 + max(1, pos.width), start + SHOWN)]
-            column = len(before) + len(inert(code[start:pos.column - 1])) + 1  # the caret's, the line escaped
-            width = max(1, len(inert(marked)))
+            column = len(before) + shown(code[start:pos.column - 1]) + 1  # the caret's, the line escaped
+            width = max(1, shown(marked))
             gutter = f"{pos.line:>4} | "
             lines.append(gutter + before + inert(code[start:start + SHOWN]) + after)
             lines.append(" " * (len(gutter) - 2) + "| " + " " * (column - 1) + "^" * width)

@@ -258,6 +258,28 @@ def test_diff_steps_align_their_rules_in_what_cp1252_writes() -> None:
     ], shown.screen
 
 
+def test_an_error_s_caret_is_under_its_character_as_the_line_is_written(tmp_path: Any) -> None:
+    """θ is written \\u03b8 in cp1252 (six columns, not one), an accent typed after its letter takes no column and a
+    wide character two: the caret is placed by what the terminal shows (it was placed by characters, so it
+    pointed inside the escape, at the 'b' of \\u03b8, instead of at the '$')."""
+    program = tmp_path / "bad.eq"
+    program.write_text("θ = 1\ny = sin(θ) $ 2\n", encoding="utf-8")
+    shown = run_in_terminal("grad", str(program), env={"PYTHONIOENCODING": "cp1252"})  # (errors: standard error)
+    assert shown.status == 2, shown.stderr
+    lines = shown.stderr.splitlines()
+    code = next(line for line in lines if line.startswith("   2 | "))
+    caret = lines[lines.index(code) + 1]
+    assert code == r"   2 | y = sin(\u03b8) $ 2" and caret.index("^") == code.index("$"), shown.stderr
+    program.write_text("y\u0302 = 1\n名前 = 2\ny = y\u0302 + 名前 $\n", encoding="utf-8")  # ŷ typed y + ̂
+    shown = run_in_terminal("grad", str(program))
+    lines = shown.stderr.splitlines()
+    code = next(line for line in lines if line.startswith("   3 | "))
+    caret = lines[lines.index(code) + 1]
+    from rich.cells import cell_len
+
+    assert cell_len(caret[:caret.index("^")]) == cell_len(code[:code.index("$")]), shown.stderr
+
+
 # --- --color -------------------------------------------------------------------------------------------------------
 
 COLOURED = "\x1b[31m"  # red: the verdict of a wrong claim

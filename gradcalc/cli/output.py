@@ -67,7 +67,8 @@ class Output:
 
     def error(self, error: GradcalcError, status: int) -> typer.Exit:
         """An error as one message on standard error, and the exit that ends the command."""
-        return self.failed(lambda: error_json(error), lambda: error_text(error) + "\n", status)
+        return self.failed(lambda: error_json(error), lambda: error_text(error, plain_symbols(sys.stderr)) + "\n",
+                           status)
 
     def interrupted(self) -> typer.Exit:
         """Ctrl-C: "interrupted" as Unix tools say it (no "error:"), an Interrupted error with --json; status 130."""
