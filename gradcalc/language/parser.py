@@ -1,9 +1,9 @@
 """Text to syntax tree: Lark's LALR tables for gradcalc.lark (beside this module), run without Lark.
 
 lalr.py holds the tables Lark built from the grammar as plain data and runs them; each grammar
-alias has one short method here returning a syntax node, called as the parser reduces, so no
-parse tree is built. A text the tables reject is parsed again by Lark itself (imported only then),
-whose error becomes a GradcalcSyntaxError with a place and a hint.
+alias has one declaration here of the syntax node it makes, a template (NODES) or a method
+(_ToSyntax), used as the parser reduces, so no parse tree is built. A text the tables reject is
+parsed again by Lark itself (imported only then), whose error becomes a GradcalcSyntaxError with a place and a hint.
 
 The language knows no builtin and no claim notation: a `Dialect` from the layer above
 says which names are functions (for hints such as `sum(x)` for `x.sum()`) and reads a
@@ -357,7 +357,8 @@ def _statements(children: list) -> list[S.Stmt]:
 
 
 class _ToSyntax:
-    """One method per grammar alias; each takes the rule's children and returns a syntax node.
+    """One method per grammar alias that NODES does not declare (those that check what they are given, or make
+    more than one node); each takes the rule's children and returns a syntax node.
 
     Names and operators are interned: one string object for all the `y`s of a program, as Python's
     compiler does, so the builder's lookups compare pointers and touch no new memory (a statement's
