@@ -375,3 +375,20 @@ def test_nodes_made_without_their_init_are_those_it_would_make() -> None:
     inlined = [name for name, template in P.NODES.items()
                if isinstance(template, tuple) and lalr._plain_slots(P.NODE_NAMES[template[0]]) is not None]
     assert {"name", "number", "binop", "assign"} <= set(inlined)
+
+
+def test_statements_in_blocks_over_lines_are_replayed_too() -> None:
+    """A block's statements are read one at a time as the program's are (its { and } tracked across them), so a
+    body of repeated shapes is replayed; the trees and errors are Lark's, blocks nested, closed, or not."""
+    parser = P._fast("start", P.DEFAULT_MAX_DEPTH, NOTATION).parser
+    parser.shapes.clear()
+    body = "\n".join(f"    y{k} = sin(x)*{k} + y{k - 1}" for k in range(1, 40))
+    text = f"x = 1\ny0 = 0\nf(x) {{\n    y0 = x\n{body}\n    return y39\n}}\nfor i in range(2) {{\n" \
+           f"    if i > 0 {{\n{body}\n    }}\n    else {{ y39 = 1 }}\n}}\nL = f(y39)\n"
+    assert_same(text, valid=True)
+    inside = [shape for state, table in parser.shapes.items() if len(state) > 2 for shape in table.values()
+              if shape and shape[0] is not None]
+    assert inside  # replays written for statements inside the blocks
+    for broken in (text.replace("    }\n", "", 1), text.replace("return y39\n}", "return y39\n}}"),
+                   text + "g(x) {\n" + body, text.replace("y5 = ", "y5 = (", 1), "if x > 0 {\n" + body + "\n)\n"):
+        assert_same(broken)

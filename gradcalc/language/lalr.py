@@ -494,6 +494,8 @@ class Parser:
         n = len(kinds)
         semicolon = _find(index, "SEMICOLON", 0, n)  # the first `;` at or after i
         i, line, base, previous = 0, 1, -1, ""  # base: a column is a start - base
+        braces: list[Any] = []  # the blocks' { open here: a Token, or (its index, line, base) (see _opener)
+        deepest = post.max_depth
         while i < n:
             if semicolon < i:
                 semicolon = _find(index, "SEMICOLON", i, n)
@@ -510,12 +512,15 @@ class Parser:
             if separator == "_NL":
                 while end < n and kinds[end] == "_NL":  # the new lines of blank and comment lines: one
                     end += 1
-            if shape is None and not post.plain(shape_kinds):
+            if shape is None and (plain := post.plain(shape_kinds)) is None:
                 shape = table[shape_kinds] = _STRETCH
-            if shape is _STRETCH or (end < n and kinds[end] in joins):  # (`} ⏎ else {`: the post-lexer joins them)
+            # (`} ⏎ else {`: the post-lexer joins them; a } with no { open, brackets too deep: its errors)
+            if shape is _STRETCH or (end < n and kinds[end] in joins) or \
+                    (shape[4] > len(braces) or len(braces) + shape[5] > deepest if shape is not None
+                     else plain[0] > len(braces) or len(braces) + plain[1] > deepest):  # type: ignore[index]
                 states[:] = state
                 i, line, base, previous = self._stretch(states, values, kinds, texts, starts, i, line, base,
-                                                        previous, post, post.stretch(kinds, i))
+                                                        previous, post, post.stretch(kinds, i), braces)
                 state = self._state(states)
                 table = tables.setdefault(state, {})
                 continue
@@ -527,6 +532,9 @@ class Parser:
                 if shape[2] is not state:
                     state = shape[2]
                     table = tables.setdefault(state, {})
+                if shape[4] or shape[6]:
+                    del braces[len(braces) - shape[4]:]
+                    braces += [(i + k, line, base) for k in shape[6]]
             else:
                 states[:] = state
                 made = tokens(kinds, texts, starts, i, j + 1, line, base)[0]
@@ -534,8 +542,8 @@ class Parser:
                 try:
                     self._run(states, values, made, record)
                 except Rejected:
-                    # a statement that starts a line: Lark need read only from there (see parser._parse)
-                    if previous == "_NL":
+                    # a statement that starts a line, not in a block: Lark need read only from there (parser._parse)
+                    if previous == "_NL" and not braces:
                         raise Rejected(starts[i]) from None
                     raise
                 after = self._state(states)
@@ -545,10 +553,13 @@ class Parser:
                         tables.clear()
                         self.recorded = 0
                         table = tables.setdefault(state, {})
-                    table[shape_kinds] = [None, record, after, 1]
+                    shape = table[shape_kinds] = [None, record, after, 1, *plain]  # type: ignore[misc]
                 else:
                     shape[3] += 1
                 state, table = after, tables.setdefault(after, {})
+                if shape[4] or shape[6]:
+                    del braces[len(braces) - shape[4]:]
+                    braces += [(i + k, line, base) for k in shape[6]]
             previous = separator
             if separator == "_NL":
                 for m in range(j, end) if end > j + 1 else (j,):
@@ -557,8 +568,8 @@ class Parser:
                     base = starts[m] + text.rindex("\n")
             i = end
         states[:] = state
-        if i < n:
-            self._stretch(states, values, kinds, texts, starts, i, line, base, previous, post, n)
+        if i < n or braces:  # (a block never closed: the post-lexer says so)
+            self._stretch(states, values, kinds, texts, starts, i, line, base, previous, post, n, braces)
         result = self._run(states, values, [END_TOKEN], None)
         if result is _MORE:
             raise Rejected
@@ -566,12 +577,25 @@ class Parser:
 
     def _stretch(self, states: list[int], values: list[Any], kinds: tuple[str, ...], texts: tuple[str, ...],
                  starts: list[int], i: int, line: int, base: int, previous: str, post: Statements,
-                 end: int) -> tuple[int, int, int, str]:
-        """The statements kinds[i:end], which the post-lexer must see whole, parsed as tokens through it: where
-        they end, the line and base there, and the last token's kind."""
+                 end: int, braces: list[Any]) -> tuple[int, int, int, str]:
+        """The statements kinds[i:end], which the post-lexer must see whole, parsed as tokens through it (inside
+        the blocks `braces` opened, which it leaves as they are then): where they end, the line and base there,
+        and the last token's kind."""
         made, line, base = tokens(kinds, texts, starts, i, end, line, base)
-        self._chunks(states, values, post.chunks(made), previous)
-        return end, line, base, kinds[end - 1]
+        opened = [self._opener(brace, kinds, texts, starts) for brace in braces]
+        # a rejected statement in a block is explained from the text's start (Lark needs its {)
+        self._chunks(states, values, post.chunks(made, opened, final=end == len(kinds)),
+                     "" if braces else previous)
+        braces[:] = post.open
+        return end, line, base, kinds[end - 1] if end > i else previous
+
+    @staticmethod
+    def _opener(brace: Any, kinds: tuple[str, ...], texts: tuple[str, ...], starts: list[int]) -> Token:
+        """A block's open {, as the token the post-lexer keeps for its messages."""
+        if isinstance(brace, Token):
+            return brace
+        k, line, base = brace
+        return Token(kinds[k], texts[k], starts[k], line, starts[k] - base)
 
     def _state(self, states: list[int]) -> tuple[int, ...]:
         """The states as a tuple, one object for equal ones (a replay compares them by identity)."""
@@ -693,15 +717,19 @@ if TYPE_CHECKING:  # for the checker only (a Protocol class costs start-up time)
         """The post-lexer, as a program's loop asks it where statements end (parser._Brackets)."""
 
         joins: frozenset[str]  # the kinds that continue the statement before them after a new line (`else`)
+        max_depth: int  # brackets nested deeper are an error
+        open: list[Token]  # the brackets open where its chunks stopped
 
-        def plain(self, kinds: tuple[str, ...]) -> bool:
-            """Whether a statement of these kinds (its separator last) passes the post-lexer as it is."""
+        def plain(self, kinds: tuple[str, ...]) -> tuple[int, int, tuple[int, ...]] | None:
+            """Whether a statement of these kinds (its separator last) passes the post-lexer as it is: if so, the
+            open blocks it closes, how much deeper its brackets go, and where the blocks it opens start."""
 
         def stretch(self, kinds: tuple[str, ...], i: int) -> int:
             """Where the statements from kinds[i] end that the post-lexer must see whole."""
 
-        def chunks(self, stream: Iterable[Token]) -> Iterator[list[Token]]:
-            """The post-lexer's chunks of the tokens."""
+        def chunks(self, stream: Iterable[Token], opened: Iterable[Token] = (), final: bool = True
+                   ) -> Iterator[list[Token]]:
+            """The post-lexer's chunks of the tokens, in the blocks `opened` (`final`: the text ends there)."""
 
 
 def _find(index: Callable[..., int], kind: str, start: int, stop: int) -> int:

@@ -143,33 +143,38 @@ class _Brackets:
         self.reader = reader  # the dialect's reader of claims, if it has one
         self.open: list[Token] = []  # the brackets open where the parser stopped (for its error message)
 
-    def plain(self, kinds: tuple[str, ...]) -> bool:
-        """Whether a statement of these kinds, cut at its first separator, is what the chunks would give: its
-        brackets closed in order, none deeper than the limit, and no check (its claim is the dialect's to read)."""
-        stack: list[str] = []
-        for kind in kinds:
+    def plain(self, kinds: tuple[str, ...]) -> tuple[int, int, tuple[int, ...]] | None:
+        """Whether a statement of these kinds, cut at its first separator, is what the chunks would give: its ( and
+        [ closed in order, and no check (its claim is the dialect's to read). If so, how many blocks' { it closes
+        that were open before it, how much deeper than those its brackets go, and where its own open { are."""
+        stack: list[tuple[str, int]] = []
+        closes = deepest = 0
+        for k, kind in enumerate(kinds):
             if kind in OPENING:
-                stack.append(OPENING[kind])
-                if len(stack) > self.max_depth:
-                    return False
+                stack.append((OPENING[kind], k))
+                deepest = max(deepest, len(stack) - closes)
             elif kind in CLOSING:
-                if not stack or stack.pop() != CLOSING[kind]:
-                    return False
+                if not stack and kind == "RBRACE":
+                    closes += 1
+                elif not stack or stack.pop()[0] != CLOSING[kind]:
+                    return None
             elif kind == "CHECK":
-                return False
-        return not stack
+                return None
+        if any(bracket != "{" for bracket, _ in stack):
+            return None
+        return closes, deepest, tuple(k for _, k in stack)
 
     def stretch(self, kinds: tuple[str, ...], i: int) -> int:
-        """Where the statements from kinds[i] end at a separator outside brackets (and not before `else`): the
-        end of the text when a check comes first (a claim goes on in lines that start with `=`), or a bracket
-        is not closed."""
+        """Where the statements from kinds[i] end at a separator outside ( and [ (and not before `else`): the end
+        of the text when a check comes first (a claim goes on in lines that start with `=`), or a bracket is
+        closed that was not open."""
         depth, n, m = 0, len(kinds), i
         while m < n:
             kind = kinds[m]
             m += 1
-            if kind in OPENING:
+            if kind in ("LPAR", "LSQB"):
                 depth += 1
-            elif kind in CLOSING:
+            elif kind in ("RPAR", "RSQB"):
                 depth -= 1
                 if depth < 0:
                     return n
@@ -189,11 +194,13 @@ class _Brackets:
         for chunk in self.chunks(stream):
             yield from chunk
 
-    def chunks(self, stream: Iterable[Token]) -> Iterator[list[Token]]:
+    def chunks(self, stream: Iterable[Token], opened: Iterable[Token] = (), final: bool = True
+               ) -> Iterator[list[Token]]:
         """The tokens the parser reads, in lists that end where a statement ends outside any bracket
-        (lalr.Parser reads a program a statement at a time); before an error, what came before it."""
+        (lalr.Parser reads a program a statement at a time); before an error, what came before it. `opened`:
+        the blocks' { open before the stream; `final`: the stream ends the text (a bracket left open is wrong)."""
         chunk: list[Token] = []
-        stack: list[Token] = []
+        stack: list[Token] = list(opened)
         self.open = stack
         pending_newline: Token | None = None
         reader = self.reader
@@ -277,7 +284,7 @@ class _Brackets:
                 if kind == "SEMICOLON" and not stack:
                     yield chunk
                     chunk = []
-            if stack:
+            if stack and final:
                 opener = stack[-1]
                 raise GradcalcSyntaxError(
                     f"'{opener}' is never closed",
