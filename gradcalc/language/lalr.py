@@ -426,9 +426,10 @@ class Parser:
     What the loop does with a statement depends only on the states it starts in and its tokens' kinds, so
     the reductions it made are recorded under those the first time a shape is met, and from the third (`y =
     a*x + b` and `h = w*u - c` are one shape) replayed as straight-line code that reads the texts and starts
-    where they lie: no token object is made, and a template's node is written in place. What the
-    post-lexer must see whole (brackets over lines, blocks, `else` on a new line, check statements) it gets
-    as tokens, as does a text any other start symbol reads (`parse`).
+    where they lie: no token object is made, and a template's node is written in place. Blocks' { and } are
+    tracked across statements. What the post-lexer must see whole (brackets over lines, `else` on a new line,
+    check statements) it gets as tokens, inside the blocks open there, as it gets a text any other start
+    symbol reads (`parse`).
     """
 
     def __init__(self, data: dict[str, Any], start: str, callbacks: object, nodes: dict[str, Template] | None = None,
