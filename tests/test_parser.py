@@ -326,6 +326,29 @@ def test_programs_of_repeated_shapes_give_lark_s_tree(lines: list[str], separato
     assert_same(separator.join(lines + renamed + lines))
 
 
+# One shape (the same token kinds), spelled many ways: each copy of a replayed statement has tokens of other widths
+# and other texts than the copy its replay was recorded from (a width or a text kept from the record would show).
+SPELLINGS = {"mul": ["*", "·", "×", "÷", "⋅", "∙", "∗", "⊙", "/", "@"], "add": ["+", "-", "−", "–"],
+             "pow": ["^", "**"], "sup": ["²", "³", "⁻¹", "⁻¹²"], "blank": [" ", "\t", "  ", " \t"],
+             "name": ["a", "θ", "w₁", "y\u0302", "ŷ", "longer_name", "α"], "number": ["1", "250.5", ".5", "1e-3", "12345"]}
+SHAPES = ["v{k} = {name}{blank}{mul} {number} {add}{blank}{name}", "v{k} = ({name} {mul} {number}) {pow} {name}",
+          "v{k} = {name}{sup} {add} √{name} {mul} [{number}, {name}][0]", "v{k} = f({name}, k={number}) {add} {name}{sup}",
+          "v{k} = {name} if {name} > {number} else {number}   # {name}", "check d{name}/d{name} = {number} {mul} {name}"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(SHAPES), st.integers(3, 7), st.sampled_from(["", " + )", " +", " $", " {", " = 2"]), st.data())
+def test_a_shape_replayed_in_other_spellings_gives_lark_s_outcome(shape: str, copies: int, error: str,
+                                                                  data: st.DataObject) -> None:
+    """A statement replayed from its shape's third, each copy with other operators' spellings, other names and
+    numbers and blanks (ones of other widths): Lark's tree, and with a slip in the last copy, Lark's error there."""
+    lines = [re.sub(r"\{(\w+)\}", lambda m: str(k) if m[1] == "k" else data.draw(st.sampled_from(SPELLINGS[m[1]])),
+                    shape) for k in range(copies)]
+    code, hash_, comment = lines[-1].partition("   #")
+    lines[-1] = code + error + hash_ + comment  # (the slip before the comment)
+    assert_same("\n".join(lines + ["z = 1"]), valid=not error)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(PROGRAM_LINES), min_size=1, max_size=6), st.data())
 def test_corrupted_programs_give_lark_s_outcome(lines: list[str], data: st.DataObject) -> None:
