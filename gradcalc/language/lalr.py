@@ -483,7 +483,11 @@ class Parser:
         if "" in kinds:  # comments and trailing blanks, out; a line continued by `\` moves the lines: tokens count them
             if any("\n" in text for kind, text in zip(kinds, texts) if not kind):
                 made = tokens(kinds, texts, starts, 0, len(kinds), 1, -1)[0]
-                return self.parse(chain(post.chunks(made), ([END_TOKEN],)))
+                # (from the text's start: a rejected statement that starts a line is explained from its line)
+                result = self._chunks([self.start_state], [], chain(post.chunks(made), ([END_TOKEN],)), "")
+                if result is _MORE:
+                    raise Rejected
+                return result
             keep = list(map(bool, kinds))
             kinds, texts = tuple(compress(kinds, keep)), tuple(compress(texts, keep))
             starts = list(compress(starts, keep))
@@ -605,10 +609,38 @@ class Parser:
 
     def _chunks(self, states: list[int], values: list[Any], chunks: Iterable[list[Token]], previous: str | None) -> Any:
         """The loop over the post-lexer's chunks: the result at the end state, else _MORE. `previous` (the kind
-        before them; None for what is not a program) lets Lark explain a rejected statement from its line."""
+        before them; None for what is not a program) lets Lark explain a rejected statement from its line.
+
+        A program's statement of a shape met before is replayed as in `program`, from its tokens (a statement over
+        several lines, a check's claim as the dialect reads it, `} ⏎ else {`)."""
+        tables = self.shapes
         for chunk in chunks:
             try:
-                result = self._run(states, values, chunk, None)
+                if previous is None or not chunk or chunk[-1].type not in _SEPARATORS:
+                    result = self._run(states, values, chunk, None)
+                else:
+                    state = self._state(states)
+                    kinds = (_TOKENS, *[token.type for token in chunk])  # (keyed apart from `program`'s shapes)
+                    table = tables.setdefault(state, {})
+                    shape = table.get(kinds)
+                    if shape is not None and (shape[0] is not None or (shape[3] >= 2 and len(chunk) < LONGEST_REPLAY)):
+                        if shape[0] is None:
+                            shape[0] = self._compiled(shape[1], kinds[1:], tokens=True)
+                        shape[0](values, chunk)
+                        states[:] = shape[2]
+                    else:
+                        record: list[int] | None = [] if shape is None else None
+                        self._run(states, values, chunk, record)
+                        if shape is None:
+                            self.recorded += 1
+                            if self.recorded > 4096:  # ever new shapes: the memory bounded, as in `program`
+                                tables.clear()
+                                self.recorded = 0
+                                table = tables.setdefault(state, {})
+                            table[kinds] = [None, record, self._state(states), 1]
+                        else:
+                            shape[3] += 1
+                    result = _MORE
             except Rejected as rejected:
                 if not rejected.args and previous == "_NL" and chunk:
                     raise Rejected(chunk[0].start_pos) from None
@@ -653,20 +685,23 @@ class Parser:
                 states.append(state)
         return _MORE
 
-    def _compiled(self, record: list[int], kinds: tuple[str, ...]) -> Callable[..., None]:
+    def _compiled(self, record: list[int], kinds: tuple[str, ...], tokens: bool = False) -> Callable[..., None]:
         """A statement's recorded shifts and reductions as one straight-line function of (values, texts, starts, i,
         line, base): each reduction's code (as _reduction writes it) on local names, its tokens read where the
-        lexer left them (token k's text t{k}, start s{k}), the values list touched once at the end."""
+        lexer left them (token k's text t{k}, start s{k}), the values list touched once at the end. With `tokens`,
+        a function of (values, tokens): token k is the local t{k}, as a reduction reads a token."""
         count = len(kinds)
-        lines = ["def replay(values, texts, starts, i, line, base):",
-                 f"    {''.join(f't{k}, ' for k in range(count))}= texts[i:i + {count}]",
-                 f"    {''.join(f's{k}, ' for k in range(count))}= starts[i:i + {count}]"]
+        lines = ["def replay(values, tokens):", f"    {''.join(f't{k}, ' for k in range(count))}= tokens"] if tokens \
+            else ["def replay(values, texts, starts, i, line, base):",
+                  f"    {''.join(f't{k}, ' for k in range(count))}= texts[i:i + {count}]",
+                  f"    {''.join(f's{k}, ' for k in range(count))}= starts[i:i + {count}]"]
         namespace = dict(self.namespace)
         stack: list[Any] = []  # what the loop's values would hold above those the statement found: names, _Slots
         below = shifted = 0  # of the values the statement found, how many its reductions took; tokens shifted
         for n, step in enumerate(record):
             if step < 0:
-                stack.append(_Slot(shifted, kinds[shifted], self.widths.get(kinds[shifted])))
+                kind = kinds[shifted]
+                stack.append(f"t{shifted}" if tokens else _Slot(shifted, kind, self.widths.get(kind)))
                 shifted += 1
                 continue
             size = self.rules[step][0]
@@ -905,6 +940,8 @@ def _reduction_code(children: list[Any], build: str | None, template: Template |
 END_TOKEN = Token(END, "")
 _MORE = object()  # the loop ran out of tokens before the end state
 _STRETCH: list[Any] = []  # a statement's shape that the post-lexer must see (Parser.shapes)
+_SEPARATORS = frozenset({"_NL", "SEMICOLON"})  # what ends a program's statement (its `_sep`)
+_TOKENS = "(tokens)"  # the first of a key in Parser.shapes for a statement replayed from its tokens (_chunks)
 LONGEST_REPLAY = 2048  # tokens: a longer statement's replay took longer to write than three readings of it
 _EMPTY = "[]"  # a rule's node that is an empty list, spliced into its parent's: nothing (see _reduction_code)
 

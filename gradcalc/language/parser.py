@@ -165,10 +165,10 @@ class _Brackets:
         return closes, deepest, tuple(k for _, k in stack)
 
     def stretch(self, kinds: tuple[str, ...], i: int) -> int:
-        """Where the statements from kinds[i] end at a separator outside ( and [ (and not before `else`): the end
-        of the text when a check comes first (a claim goes on in lines that start with `=`), or a bracket is
-        closed that was not open."""
-        depth, n, m = 0, len(kinds), i
+        """Where the statements from kinds[i] end at a separator outside ( and [ (and not before `else`, nor in a
+        check's claim before a line that starts with `=`, its derivation's next line); the end of the text where
+        a bracket is closed that was not open."""
+        depth, n, m, checking = 0, len(kinds), i, False
         while m < n:
             kind = kinds[m]
             m += 1
@@ -179,13 +179,13 @@ class _Brackets:
                 if depth < 0:
                     return n
             elif kind == "CHECK":
-                return n
+                checking = True
             elif depth == 0 and kind == "SEMICOLON":
                 return m
             elif depth == 0 and kind == "_NL":
                 while m < n and kinds[m] == "_NL":
                     m += 1
-                if m == n or kinds[m] not in self.joins:
+                if m == n or not (kinds[m] in self.joins or (checking and kinds[m] in _CLAIM_EQ)):
                     return m
         return n
 
