@@ -428,8 +428,8 @@ class Parser:
     a*x + b` and `h = w*u - c` are one shape) replayed as straight-line code that reads the texts and starts
     where they lie: no token object is made, and a template's node is written in place. Blocks' { and } are
     tracked across statements. What the post-lexer must see whole (brackets over lines, `else` on a new line,
-    check statements) it gets as tokens, inside the blocks open there, as it gets a text any other start
-    symbol reads (`parse`).
+    check statements) it gets as tokens, inside the blocks open there, and a statement of it is replayed by
+    shape from its tokens (_chunks); a text any other start symbol reads goes through it whole (`parse`).
     """
 
     def __init__(self, data: dict[str, Any], start: str, callbacks: object, nodes: dict[str, Template] | None = None,
