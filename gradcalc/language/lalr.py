@@ -501,7 +501,10 @@ class Parser:
         i, line, base, previous = 0, 1, -1, ""  # base: a column is a start - base
         braces: list[Any] = []  # the blocks' { open here: a Token, or (its index, line, base) (see _opener)
         deepest = post.max_depth
+        line_first = 0  # the first token of this line's first statement, where that statement is not in a block
         while i < n:
+            if previous == "_NL":
+                line_first = -1 if braces else i
             if semicolon < i:
                 semicolon = _find(index, "SEMICOLON", i, n)
             try:
@@ -547,9 +550,10 @@ class Parser:
                 try:
                     self._run(states, values, made, record)
                 except Rejected:
-                    # a statement that starts a line, not in a block: Lark need read only from there (parser._parse)
-                    if previous == "_NL" and not braces:
-                        raise Rejected(starts[i]) from None
+                    # a statement on a line whose first one is not in a block: Lark need read only from that line's
+                    # start (parser._parse), however many `;` come before it there
+                    if line_first > 0 and not braces:
+                        raise Rejected(starts[line_first]) from None
                     raise
                 after = self._state(states)
                 if shape is None:
