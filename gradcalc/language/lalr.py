@@ -454,8 +454,9 @@ class Parser:
             unit = size == 1 and expand1 and include is None
             self.made.append((method, template, expand1, include, trailing))
             self.rules.append((size, symbol, None if unit else self._lazy(len(self.rules))))
-        # states → kinds → [the replay once written, the reductions recorded, the states after, times met];
-        # _STRETCH for a statement the post-lexer must see
+        # states → kinds → [the replay once written, the reductions recorded, the states after, times run; in
+        # `program`, the blocks closed, the depth added and where blocks open: _Brackets.plain]; _STRETCH for a
+        # statement the post-lexer must see
         self.shapes: dict[tuple[int, ...], dict[tuple[str, ...], list[Any]]] = {}
         self.recorded = 0  # shapes recorded since the table was last emptied
         self.states: dict[tuple[int, ...], tuple[int, ...]] = {}  # see _state
@@ -520,12 +521,13 @@ class Parser:
             if separator == "_NL":
                 while end < n and kinds[end] == "_NL":  # the new lines of blank and comment lines: one
                     end += 1
-            if shape is None and (plain := post.plain(shape_kinds)) is None:
-                shape = table[shape_kinds] = _STRETCH
+            if shape is None:  # met first: what the post-lexer would make of it, whether it runs or not
+                plain = post.plain(shape_kinds)
+                table = self._room(state, table)
+                shape = table[shape_kinds] = _STRETCH if plain is None else [None, None, None, 0, *plain]
             # (`} ⏎ else {`: the post-lexer joins them; a } with no { open, brackets too deep: its errors)
-            if shape is _STRETCH or (end < n and kinds[end] in joins) or \
-                    (shape[4] > len(braces) or len(braces) + shape[5] > deepest if shape is not None
-                     else plain[0] > len(braces) or len(braces) + plain[1] > deepest):  # type: ignore[index]
+            if shape is _STRETCH or (end < n and kinds[end] in joins) or shape[4] > len(braces) \
+                    or len(braces) + shape[5] > deepest:
                 states[:] = state
                 i, line, base, previous = self._stretch(states, values, kinds, texts, starts, i, line, base,
                                                         previous, post, post.stretch(kinds, i), braces)
@@ -533,20 +535,17 @@ class Parser:
                 table = tables.setdefault(state, {})
                 continue
             # from its third time, replayed (unless so long that writing the replay costs more)
-            if shape is not None and (shape[0] is not None or (shape[3] >= 2 and j - i < LONGEST_REPLAY)):
+            if shape[0] is not None or (shape[3] >= 2 and j - i < LONGEST_REPLAY):
                 if shape[0] is None:
                     shape[0] = self._compiled(shape[1], shape_kinds)
                 shape[0](values, texts, starts, i, line, base)
                 if shape[2] is not state:
                     state = shape[2]
                     table = tables.setdefault(state, {})
-                if shape[4] or shape[6]:
-                    del braces[len(braces) - shape[4]:]
-                    braces += [(i + k, line, base) for k in shape[6]]
             else:
                 states[:] = state
                 made = tokens(kinds, texts, starts, i, j + 1, line, base)[0]
-                record: list[int] | None = [] if shape is None else None
+                record: list[int] | None = [] if shape[1] is None else None
                 try:
                     self._run(states, values, made, record)
                 except Rejected:
@@ -555,20 +554,13 @@ class Parser:
                     if line_first > 0 and not braces:
                         raise Rejected(starts[line_first]) from None
                     raise
-                after = self._state(states)
-                if shape is None:
-                    self.recorded += 1
-                    if self.recorded > 4096:  # a program of ever new shapes: keep the memory bounded
-                        tables.clear()
-                        self.recorded = 0
-                        table = tables.setdefault(state, {})
-                    shape = table[shape_kinds] = [None, record, after, 1, *plain]  # type: ignore[misc]
-                else:
-                    shape[3] += 1
-                state, table = after, tables.setdefault(after, {})
-                if shape[4] or shape[6]:
-                    del braces[len(braces) - shape[4]:]
-                    braces += [(i + k, line, base) for k in shape[6]]
+                if record is not None:
+                    shape[1], shape[2] = record, self._state(states)
+                shape[3] += 1
+                state, table = shape[2], tables.setdefault(shape[2], {})
+            if shape[4] or shape[6]:  # the blocks it closed and opened
+                del braces[len(braces) - shape[4]:]
+                braces += [(i + k, line, base) for k in shape[6]]
             previous = separator
             if separator == "_NL":
                 for m in range(j, end) if end > j + 1 else (j,):
@@ -606,6 +598,17 @@ class Parser:
         k, line, base = brace
         return Token(kinds[k], texts[k], starts[k], line, starts[k] - base)
 
+    def _room(self, state: tuple[int, ...],
+              table: dict[tuple[str, ...], list[Any]]) -> dict[tuple[str, ...], list[Any]]:
+        """The table to put a new shape in (`table`, the shapes met in `state`): emptied with the others first when
+        a program of ever new shapes has filled them, so that memory stays bounded."""
+        self.recorded += 1
+        if self.recorded <= 4096:
+            return table
+        self.shapes.clear()
+        self.recorded = 0
+        return self.shapes.setdefault(state, {})
+
     def _state(self, states: list[int]) -> tuple[int, ...]:
         """The states as a tuple, one object for equal ones (a replay compares them by identity)."""
         state = tuple(states)
@@ -627,23 +630,20 @@ class Parser:
                     kinds = (_TOKENS, *[token.type for token in chunk])  # (keyed apart from `program`'s shapes)
                     table = tables.setdefault(state, {})
                     shape = table.get(kinds)
-                    if shape is not None and (shape[0] is not None or (shape[3] >= 2 and len(chunk) < LONGEST_REPLAY)):
+                    if shape is None:
+                        table = self._room(state, table)
+                        shape = table[kinds] = [None, None, None, 0]
+                    if shape[0] is not None or (shape[3] >= 2 and len(chunk) < LONGEST_REPLAY):
                         if shape[0] is None:
                             shape[0] = self._compiled(shape[1], kinds[1:], tokens=True)
                         shape[0](values, chunk)
                         states[:] = shape[2]
                     else:
-                        record: list[int] | None = [] if shape is None else None
+                        record: list[int] | None = [] if shape[1] is None else None
                         self._run(states, values, chunk, record)
-                        if shape is None:
-                            self.recorded += 1
-                            if self.recorded > 4096:  # ever new shapes: the memory bounded, as in `program`
-                                tables.clear()
-                                self.recorded = 0
-                                table = tables.setdefault(state, {})
-                            table[kinds] = [None, record, self._state(states), 1]
-                        else:
-                            shape[3] += 1
+                        if record is not None:
+                            shape[1], shape[2] = record, self._state(states)
+                        shape[3] += 1
                     result = _MORE
             except Rejected as rejected:
                 if not rejected.args and previous == "_NL" and chunk:
