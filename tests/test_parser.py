@@ -353,6 +353,37 @@ def test_a_shape_replayed_in_other_spellings_gives_lark_s_outcome(shape: str, co
     assert_same("\n".join(lines + ["z = 1"]), valid=None if shape.startswith("check") else not error)
 
 
+RUN = "h{k} = tanh(0.5*h{j} + {k}.25)*w - b{j}"  # one shape, other names and numbers on each line
+
+
+@pytest.mark.parametrize("text", [
+    "\n".join(RUN.format(k=k, j=k - 1) for k in range(12)),  # to the end of the text, with no last new line
+    "".join(RUN.format(k=k, j=k - 1) + "\r\n" for k in range(12)),  # CRLF
+    "".join(RUN.format(k=k, j=k - 1) + ("\n# a comment\n" if k == 6 else "\n\n   \n" if k == 8 else "\n")
+            for k in range(12)),  # a comment and blank lines in the run: the loop counts the lines between
+    "f(x) {\n" + "".join(f"    {RUN.format(k=k, j=k - 1)}\n" for k in range(12)) + "    return h11\n}\nL = f(1)\n",
+    "if c > 0 {\n" + "".join(f"  {RUN.format(k=k, j=k - 1)}\n" for k in range(8)) + "}\nelse { y = 1 }\n",
+    "if c > 0 {\n" + "".join(f"  {RUN.format(k=k, j=k - 1)}\n" for k in range(8)) + "}\nelse {\n"
+    + "".join(f"  {RUN.format(k=k, j=k - 1)}\n" for k in range(8)) + "}\n",
+    "".join(RUN.format(k=k, j=k - 1) + "\n" for k in range(8)) + "else { y = 1 }\n",  # an `else` joins the last
+    "".join(f"if c > {k} {{ y = y*2 }}\n" for k in range(8)) + "else { y = 1 }\nelif c { y = 3 }\n",
+    "".join(RUN.format(k=k, j=k - 1) + "\n" for k in range(8)) + RUN.format(k=9, j=8) + " +\n",  # a slip after it
+    "".join(RUN.format(k=k, j=k - 1) + ("; " if k % 3 else "\n") for k in range(12)),  # runs of `;` are not runs
+    "".join(RUN.format(k=k, j=k - 1) + "\n" for k in range(6)) + "y = (1 +\n  2)\n"
+    + "".join(RUN.format(k=k, j=k - 1) + "\n" for k in range(6, 12)),  # a statement over lines between two runs
+])
+def test_a_run_of_statements_of_one_shape_gives_lark_s_outcome(text: str) -> None:
+    """Statements of one shape one after another (a chain's, a network's layers) are replayed in one call from
+    the second (lalr.Parser._compiled's run): Lark's tree, places included, or Lark's error, wherever the run
+    is, however it ends; and the run's loop was taken where it could be."""
+    parser = P._fast("start", P.DEFAULT_MAX_DEPTH, NOTATION).parser
+    parser.shapes.clear()
+    assert_same(text)
+    runs = [shape for table in parser.shapes.values() for shape in table.values()
+            if len(shape) > 7 and callable(shape[7])]
+    assert runs or ";" in text or text.startswith("if")
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(PROGRAM_LINES), min_size=1, max_size=6), st.data())
 def test_corrupted_programs_give_lark_s_outcome(lines: list[str], data: st.DataObject) -> None:
@@ -407,7 +438,7 @@ def test_lark_explains_an_error_from_its_statement_s_line_in_a_program_with_a_co
 def test_nodes_made_without_their_init_are_those_it_would_make() -> None:
     """A replay (and parser._call) sets a node's slots instead of calling its __init__, only where __init__ keeps
     its arguments and nothing else: a class whose __init__ does more is made by calling it."""
-    assert lalr._plain_slots(S.Call) == ("name", "args", "keywords", "pos")  # parser._call relies on it
+    assert lalr._plain_slots(S.Call) == ("name", "args", "keywords", "at")  # parser._call relies on it
     assert lalr._plain_slots(S.Const) is None  # Const(name, value, pos) sets op itself
 
     class Checked(S.Name):

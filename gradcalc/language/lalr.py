@@ -150,7 +150,7 @@ def _lexer_data(conf: Any) -> dict[str, Any]:
     alternatives = [(t.name, t.pattern.to_regexp()) for t in ordered]
     return {
         "pattern": "|".join(f"(?P<{name}>{regexp})" for name, regexp in alternatives),
-        "scan": "|".join(f"(?P<{name}>{regexp})" for name, regexp in _scan_order(alternatives)),
+        "scan": "|".join(_alternatives(regexp) for _, regexp in _scan_order(alternatives)),
         "keywords": dict(sorted(keywords.items())),
         "ignore": sorted(conf.ignore),
         # the terminals whose every match has one length (a replay writes a token's width, not its len())
@@ -192,6 +192,25 @@ def _scan_order(alternatives: list[tuple[str, str]]) -> list[tuple[str, str]]:
     for i in range(len(alternatives)):
         place(i)
     return [alternatives[i] for i in placed]
+
+
+def _alternatives(regexp: str) -> str:
+    """A terminal's expression as alternatives of the scanning alternation: a group of alternatives loses its
+    group, which changes no match (the first alternative that matches is taken, as from the group), and lets
+    the matcher skip each one that starts with another character than the text's ("*" was tried against the
+    seven assignment operators inside one group)."""
+    from re import _constants as C  # the standard library's own reading of an expression, at build only
+    from re import _parser
+
+    parsed = _parser.parse(regexp)  # (which reads a group of alternatives as the alternatives)
+    if regexp.startswith("(?:") and regexp.endswith(")") and len(parsed) == 1 and parsed[0][0] is C.BRANCH:
+        try:
+            alone = repr(_parser.parse(regexp[3:-1])) == repr(parsed)  # not (?:a)|(?:b): one group, the whole
+        except re.error:
+            alone = False
+        if alone:
+            return regexp[3:-1]
+    return f"(?:{regexp})"
 
 
 def _first_characters(regexp: str) -> frozenset[str] | None:
@@ -495,6 +514,7 @@ class Parser:
         states = [self.start_state]
         values: list[Any] = []
         tables, joins, index = self.shapes, post.joins, kinds.index
+        stops = joins | {"_NL"}  # what ends a run of one shape after a statement (see _compiled)
         state = self._state(states)  # the states as a tuple (one object for equal ones): a shape's key, what it leaves
         table = tables.setdefault(state, {})  # the shapes met in those states
         n = len(kinds)
@@ -524,7 +544,7 @@ class Parser:
             if shape is None:  # met first: what the post-lexer would make of it, whether it runs or not
                 plain = post.plain(shape_kinds)
                 table = self._room(state, table)
-                shape = table[shape_kinds] = _STRETCH if plain is None else [None, None, None, 0, *plain]
+                shape = table[shape_kinds] = _STRETCH if plain is None else [None, None, None, 0, *plain, None]
             # (`} ⏎ else {`: the post-lexer joins them; a } with no { open, brackets too deep: its errors)
             if shape is _STRETCH or (end < n and kinds[end] in joins) or shape[4] > len(braces) \
                     or len(braces) + shape[5] > deepest:
@@ -539,6 +559,10 @@ class Parser:
                 if shape[0] is None:
                     shape[0] = self._compiled(shape[1], shape_kinds)
                 shape[0](values, texts, starts, i, line, base)
+                if shape[7] is None:  # whether the statements after it of its shape can be replayed in one call: where
+                    # it ends a line in the state it starts in, opening and closing no block (see _compiled)
+                    shape[7] = separator == "_NL" and shape[2] is state and not (shape[4] or shape[6]) \
+                        and shape_kinds[0] not in joins
                 if shape[2] is not state:
                     state = shape[2]
                     table = tables.setdefault(state, {})
@@ -568,6 +592,11 @@ class Parser:
                     line += text.count("\n")
                     base = starts[m] + text.rindex("\n")
             i = end
+            # a run of statements of one shape (a chain's, a layer's) from its second: replayed in one call
+            if shape[7] and i < n and kinds[i] == shape_kinds[0] and kinds[i:i + len(shape_kinds)] == shape_kinds:
+                if shape[7] is True:
+                    shape[7] = self._compiled(shape[1], shape_kinds, run=True)
+                i, line, base = shape[7](values, kinds, texts, starts, i, line, base, n, stops)
         states[:] = state
         if i < n or braces:  # (a block never closed: the post-lexer says so)
             self._stretch(states, values, kinds, texts, starts, i, line, base, previous, post, n, braces)
@@ -689,16 +718,31 @@ class Parser:
                 states.append(state)
         return _MORE
 
-    def _compiled(self, record: list[int], kinds: tuple[str, ...], tokens: bool = False) -> Callable[..., None]:
+    def _compiled(self, record: list[int], kinds: tuple[str, ...], tokens: bool = False,
+                  run: bool = False) -> Callable[..., Any]:
         """A statement's recorded shifts and reductions as one straight-line function of (values, texts, starts, i,
         line, base): each reduction's code (as _reduction writes it) on local names, its tokens read where the
         lexer left them (token k's text t{k}, start s{k}), the values list touched once at the end. With `tokens`,
-        a function of (values, tokens): token k is the local t{k}, as a reduction reads a token."""
+        a function of (values, tokens): token k is the local t{k}, as a reduction reads a token.
+
+        With `run`, for a statement that ends a line in the state it starts in: a loop of it over the statements
+        from kinds[i] while they have its kinds and the next token is not one of `stops` (a join such as `else`,
+        or a new line the program loop must count), a function of (values, kinds, texts, starts, i, line, base, n,
+        stops) that returns the i, line and base after them. (A chain's statement cost as much in the program
+        loop as in its replay.)"""
         count = len(kinds)
         lines = ["def replay(values, tokens):", f"    {''.join(f't{k}, ' for k in range(count))}= tokens"] if tokens \
             else ["def replay(values, texts, starts, i, line, base):",
                   f"    {''.join(f't{k}, ' for k in range(count))}= texts[i:i + {count}]",
                   f"    {''.join(f's{k}, ' for k in range(count))}= starts[i:i + {count}]"]
+        if run:
+            lines[0] = "def replay(values, kinds, texts, starts, i, line, base, n, stops):"
+            # (`while True`: its jump back warms the code up, so that Python specializes it while the loop runs;
+            # a `while` with a condition jumps back with an instruction that does not, in Python 3.11)
+            after = f"i + {count}"  # the next statement's first token
+            lines[1:1] = ["  while True:",
+                          f"    if kinds[i:{after}] != KINDS or {after} < n and kinds[{after}] in stops:",
+                          "      return i, line, base"]
         namespace = dict(self.namespace)
         stack: list[Any] = []  # what the loop's values would hold above those the statement found: names, _Slots
         below = shifted = 0  # of the values the statement found, how many its reductions took; tokens shifted
@@ -730,8 +774,13 @@ class Parser:
         # in the next statement: None stands for it (a token object for it was an eleventh of a chain's parse)
         left = ["None" if isinstance(part, _Slot) and part.kind not in self.kept else _value(part) for part in stack]
         lines.append(f"    values.extend(({''.join(f'{part}, ' for part in left)}))")
+        if run:  # (the body's four spaces are inside a two-space loop)
+            last = count - 1
+            lines += [f"    line += t{last}.count('\\n')", f"    base = s{last} + t{last}.rindex('\\n')",
+                      f"    i += {count}"]
+            namespace["KINDS"] = kinds
         exec("\n".join(lines), namespace)  # written from the recorded rule numbers, not from input
-        replay: Callable[..., None] = namespace["replay"]
+        replay: Callable[..., Any] = namespace["replay"]
         return replay
 
     def _unit_run(self, below: int, top: int, kind: str) -> int:
@@ -816,9 +865,9 @@ def _name(part: str | _Slot) -> str:  # interned: the lexer interns what it read
     return f"t{part.k}" if isinstance(part, _Slot) else f"intern(str({part}))"
 
 
-def _pos(part: str | _Slot) -> str:
+def _pos(part: str | _Slot) -> str:  # a plain (line, column, width): a node names it when asked (syntax._Node.pos)
     if isinstance(part, _Slot):
-        return f"new_pos(Pos, (line, s{part.k} - base, {part.width or f'len(t{part.k})'}))"
+        return f"(line, s{part.k} - base, {part.width or f'len(t{part.k})'})"
     return f"token_pos({part})"
 
 
@@ -859,19 +908,21 @@ _PLAIN: dict[type, tuple[str, ...] | None] = {}
 
 
 def _plain_slots(cls: type) -> tuple[str, ...] | None:
-    """The parameters of the class's __init__ when it keeps each, and nothing else, in the slot of its name
-    (checked by making one from markers), else None."""
+    """The slots where the class's __init__ keeps its arguments, in their order, when it keeps each in a slot of
+    its own and does nothing else (checked by making one from markers), else None."""
     if cls not in _PLAIN:
         code = cls.__init__.__code__  # type: ignore[misc]  # a Python class's own __init__
-        names = code.co_varnames[1:code.co_argcount]
+        count = code.co_argcount - 1
         slots = {slot for kind in cls.__mro__ for slot in getattr(kind, "__slots__", ())}
-        markers = [object() for _ in names]
+        markers = [object() for _ in range(count)]
         try:
             made = cls(*markers)
-            plain = slots == set(names) and all(getattr(made, n) is m for n, m in zip(names, markers))
+            kept = {id(getattr(made, slot, None)): slot for slot in slots}
+            where = tuple(kept.get(id(marker), "") for marker in markers)
+            plain = len(slots) == count and "" not in where and len(set(where)) == count
         except Exception:  # an __init__ that does more than keep its arguments
             plain = False
-        _PLAIN[cls] = names if plain else None
+        _PLAIN[cls] = where if plain else None
     return _PLAIN[cls]
 
 

@@ -566,7 +566,7 @@ def _call(name: str, args: list | None, pos: Pos) -> S.Call:
     """f(x, k=2): a call, its positional arguments (which come first) apart from its keywords."""
     if not args or S.Keyword not in map(type, args):  # the common case, checked in C; made as a replay makes nodes
         call = _new(S.Call)
-        call.name, call.args, call.keywords, call.pos = name, args or [], [], pos
+        call.name, call.args, call.keywords, call.at = name, args or [], [], pos
         return call
     seen_keyword = False
     for item in args:
@@ -622,7 +622,6 @@ NODE_NAMES: dict[str, Any] = {
                                            "NoGrad", "Conditional", "BoolOp", "Not", "Binary", "Unary", "Call",
                                            "Slice", "Ellipsis_", "Attribute", "Number", "String", "Keyword", "Tensor")},
     "operator": _operator, "call": _call, "intern": sys.intern, "token_pos": token_pos,
-    "new_pos": tuple.__new__, "Pos": Pos,
 }
 
 DEFAULT_MAX_DEPTH = 200

@@ -20,12 +20,27 @@ class _Node:
 
     __slots__: tuple[str, ...] = ()
     __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
+    at: tuple[int, int, int]  # the place: a Pos, or the (line, column, width) a replayed statement leaves (see pos)
 
     def __eq__(self, other: Any) -> bool:
         return type(self) is type(other) and all(getattr(self, s) == getattr(other, s) for s in self._fields())
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(f'{s}={getattr(self, s)!r}' for s in self._fields())})"
+        fields = ("pos" if s == "at" else s for s in self._fields())
+        return f"{type(self).__name__}({', '.join(f'{s}={getattr(self, s)!r}' for s in fields)})"
+
+    @property
+    def pos(self) -> Pos:
+        """The node's place (line, column, width), named. The parser's replays leave a plain tuple: making a
+        Pos costs twice a tuple, and eleven of them were a tenth of a chain statement's parse (#21)."""
+        at = self.at
+        if type(at) is not Pos:
+            self.at = at = Pos._make(at)  # type: ignore[misc]  # `at` is a slot of each class with a place
+        return at
+
+    @pos.setter
+    def pos(self, pos: Pos) -> None:
+        self.at = pos  # type: ignore[misc]  # (as above)
 
     def _fields(self) -> tuple[str, ...]:
         """The slots of the class and of those it extends (Const extends Assign)."""
@@ -36,164 +51,163 @@ class Expr(_Node):
     """An expression; every kind has a `pos` for error messages."""
 
     __slots__ = ()
-    pos: Pos
 
 
 class Number(Expr):
-    __slots__ = ("value", "text", "pos")
+    __slots__ = ("value", "text", "at")
 
     def __init__(self, value: float, text: str, pos: Pos) -> None:
         self.value = value
         self.text = text
-        self.pos = pos
+        self.at = pos
 
 
 class String(Expr):
-    __slots__ = ("value", "pos")
+    __slots__ = ("value", "at")
 
     def __init__(self, value: str, pos: Pos) -> None:
         self.value = value
-        self.pos = pos
+        self.at = pos
 
 
 class Name(Expr):
-    __slots__ = ("name", "pos")
+    __slots__ = ("name", "at")
 
     def __init__(self, name: str, pos: Pos) -> None:
         self.name = name
-        self.pos = pos
+        self.at = pos
 
 
 class Tensor(Expr):
-    __slots__ = ("items", "pos")
+    __slots__ = ("items", "at")
 
     def __init__(self, items: list[Expr], pos: Pos) -> None:
         self.items = items
-        self.pos = pos
+        self.at = pos
 
 
 class Unary(Expr):
-    __slots__ = ("op", "operand", "pos")
+    __slots__ = ("op", "operand", "at")
 
     def __init__(self, op: str, operand: Expr, pos: Pos) -> None:
         self.op = op  # "-" or "+"
         self.operand = operand
-        self.pos = pos
+        self.at = pos
 
 
 class Binary(Expr):
-    __slots__ = ("op", "left", "right", "pos")
+    __slots__ = ("op", "left", "right", "at")
 
     def __init__(self, op: str, left: Expr, right: Expr, pos: Pos) -> None:
         self.op = op  # + - * / @ ^  ("**" is stored as "^")
         self.left = left
         self.right = right
-        self.pos = pos
+        self.at = pos
 
 
 class Compare(Expr):
-    __slots__ = ("ops", "operands", "pos")
+    __slots__ = ("ops", "operands", "at")
 
     def __init__(self, ops: list[str], operands: list[Expr], pos: Pos) -> None:
         self.ops = ops
         self.operands = operands
-        self.pos = pos
+        self.at = pos
 
 
 class BoolOp(Expr):
-    __slots__ = ("op", "left", "right", "pos")
+    __slots__ = ("op", "left", "right", "at")
 
     def __init__(self, op: str, left: Expr, right: Expr, pos: Pos) -> None:
         self.op = op  # "and" or "or"
         self.left = left
         self.right = right
-        self.pos = pos
+        self.at = pos
 
 
 class Not(Expr):
-    __slots__ = ("operand", "pos")
+    __slots__ = ("operand", "at")
 
     def __init__(self, operand: Expr, pos: Pos) -> None:
         self.operand = operand
-        self.pos = pos
+        self.at = pos
 
 
 class Keyword(_Node):
-    __slots__ = ("name", "value", "pos")
+    __slots__ = ("name", "value", "at")
 
     def __init__(self, name: str, value: Expr, pos: Pos) -> None:
         self.name = name
         self.value = value
-        self.pos = pos
+        self.at = pos
 
 
 class Call(Expr):
-    __slots__ = ("name", "args", "keywords", "pos")
+    __slots__ = ("name", "args", "keywords", "at")
 
     def __init__(self, name: str, args: list[Expr], keywords: list[Keyword], pos: Pos) -> None:
         self.name = name
         self.args = args
         self.keywords = keywords
-        self.pos = pos
+        self.at = pos
 
 
 class Slice(Expr):
-    __slots__ = ("start", "stop", "step", "pos")
+    __slots__ = ("start", "stop", "step", "at")
 
     def __init__(self, start: Expr | None, stop: Expr | None, step: Expr | None, pos: Pos) -> None:
         self.start = start
         self.stop = stop
         self.step = step
-        self.pos = pos
+        self.at = pos
 
 
 class Index(Expr):
-    __slots__ = ("target", "subscripts", "pos")
+    __slots__ = ("target", "subscripts", "at")
 
     def __init__(self, target: Expr, subscripts: list[Expr], pos: Pos) -> None:
         self.target = target
         self.subscripts = subscripts
-        self.pos = pos
+        self.at = pos
 
 
 class Attribute(Expr):
-    __slots__ = ("target", "name", "pos")
+    __slots__ = ("target", "name", "at")
 
     def __init__(self, target: Expr, name: str, pos: Pos) -> None:
         self.target = target
         self.name = name
-        self.pos = pos
+        self.at = pos
 
 
 class Conditional(Expr):
     """`a if cond else b`: one of two values by a single true/false condition (Python's; where() is elementwise)."""
 
-    __slots__ = ("cond", "then", "orelse", "pos")
+    __slots__ = ("cond", "then", "orelse", "at")
 
     def __init__(self, cond: Expr, then: Expr, orelse: Expr, pos: Pos) -> None:
         self.cond = cond
         self.then = then
         self.orelse = orelse
-        self.pos = pos
+        self.at = pos
 
 
 class Ellipsis_(Expr):
     """`...` in a subscript: every dimension not indexed otherwise (x[..., 0])."""
 
-    __slots__ = ("pos",)
+    __slots__ = ("at",)
 
     def __init__(self, pos: Pos) -> None:
-        self.pos = pos
+        self.at = pos
 
 
 class Tuple(Expr):
     """`x, y` after return or on the right of `a, b = ...`: several values, never one expression's operand."""
 
-    __slots__ = ("items", "pos")
+    __slots__ = ("items", "at")
 
     def __init__(self, items: list[Expr], pos: Pos) -> None:
         self.items = items
-        self.pos = pos
+        self.at = pos
 
 
 class Stmt(_Node):
@@ -201,13 +215,12 @@ class Stmt(_Node):
     and nothing else: the expressions it evaluates and the blocks of statements it holds."""
 
     __slots__ = ()
-    pos: Pos
     expressions: ClassVar[tuple[str, ...]]  # fields holding an Expr, in source order
     blocks: ClassVar[tuple[str, ...]]  # fields holding a list[Stmt], in source order
 
 
 class Assign(Stmt):
-    __slots__ = ("name", "op", "value", "pos")
+    __slots__ = ("name", "op", "value", "at")
     expressions: ClassVar[tuple[str, ...]] = ("value",)
     blocks = ()
 
@@ -215,7 +228,7 @@ class Assign(Stmt):
         self.name = name
         self.op = op  # "=", "+=", "-=", "*=", "/="
         self.value = value
-        self.pos = pos
+        self.at = pos
 
 
 class Const(Assign):
@@ -249,30 +262,30 @@ class Unpack(Stmt):
     every right side computed before any name is assigned; `value` is the one expression of the second form
     (the values a function of the program returns, or a tensor's rows)."""
 
-    __slots__ = ("parts", "value", "pos")
+    __slots__ = ("parts", "value", "at")
     expressions = ()  # the parts hold the expressions
     blocks = ("parts",)
 
     def __init__(self, parts: list[Assign], value: Expr | None, pos: Pos) -> None:
         self.parts = parts
         self.value = value
-        self.pos = pos
+        self.at = pos
 
 
 class Jump(Stmt):
     """`break` or `continue` in a loop."""
 
-    __slots__ = ("kind", "pos")
+    __slots__ = ("kind", "at")
     expressions = ()
     blocks = ()
 
     def __init__(self, kind: str, pos: Pos) -> None:
         self.kind = kind
-        self.pos = pos
+        self.at = pos
 
 
 class FuncDef(Stmt):
-    __slots__ = ("name", "params", "body", "pos", "override", "defaults")
+    __slots__ = ("name", "params", "body", "at", "override", "defaults")
     expressions = ()
     blocks = ("body",)
 
@@ -281,25 +294,25 @@ class FuncDef(Stmt):
         self.name = name
         self.params = params
         self.body = body
-        self.pos = pos
+        self.at = pos
         self.override = override  # `override sigmoid(z) = ...` replaces a builtin on purpose
         self.defaults = defaults or {}  # f(x, y=2): the trailing parameters' defaults, computed at each call
 
 
 class Return(Stmt):
-    __slots__ = ("value", "pos")
+    __slots__ = ("value", "at")
     expressions = ("value",)
     blocks = ()
 
     def __init__(self, value: Expr, pos: Pos) -> None:
         self.value = value
-        self.pos = pos
+        self.at = pos
 
 
 class Claim(Stmt):
     """`dL/dw1 = -w3*a` (of="L", wrt="w1") or `L = 15` (wrt=None): what `gradcalc check` judges."""
 
-    __slots__ = ("of", "wrt", "claimed", "pos", "text", "wrt2", "working")
+    __slots__ = ("of", "wrt", "claimed", "at", "text", "wrt2", "working")
     expressions = ()  # `claimed` is what the judge compares, never code the program runs
     blocks = ()
 
@@ -308,7 +321,7 @@ class Claim(Stmt):
         self.of = of
         self.wrt = wrt
         self.claimed = claimed
-        self.pos = pos
+        self.at = pos
         self.text = text  # the claim as written, filled in by the parser
         self.wrt2 = wrt2  # a second derivative ∂²of/∂wrt∂wrt2 (wrt2 == wrt for ∂²of/∂wrt²), else None
         # A derivation (dy/dx = A, then lines `= B`, `= C`): its lines first to last, each with its place; the
@@ -319,7 +332,7 @@ class Claim(Stmt):
 class Question(Stmt):
     """`check dL/dW1 points 2` in a key: a derivative (or value) asked, and what it is worth when grading."""
 
-    __slots__ = ("of", "wrt", "wrt2", "points", "pos")
+    __slots__ = ("of", "wrt", "wrt2", "points", "at")
     expressions = ()
     blocks = ()
 
@@ -328,22 +341,22 @@ class Question(Stmt):
         self.wrt = wrt  # None: the value of `of` is asked
         self.wrt2 = wrt2  # a second derivative's other variable, as in Claim
         self.points = points
-        self.pos = pos
+        self.at = pos
 
 
 class While(Stmt):
-    __slots__ = ("cond", "body", "pos")
+    __slots__ = ("cond", "body", "at")
     expressions = ("cond",)
     blocks = ("body",)
 
     def __init__(self, cond: Expr, body: list[Stmt], pos: Pos) -> None:
         self.cond = cond
         self.body = body
-        self.pos = pos
+        self.at = pos
 
 
 class If(Stmt):
-    __slots__ = ("cond", "body", "orelse", "pos")
+    __slots__ = ("cond", "body", "orelse", "at")
     expressions = ("cond",)
     blocks = ("body", "orelse")
 
@@ -351,11 +364,11 @@ class If(Stmt):
         self.cond = cond
         self.body = body
         self.orelse = orelse
-        self.pos = pos
+        self.at = pos
 
 
 class For(Stmt):
-    __slots__ = ("var", "iterable", "body", "pos")
+    __slots__ = ("var", "iterable", "body", "at")
     expressions = ("iterable",)
     blocks = ("body",)
 
@@ -363,17 +376,17 @@ class For(Stmt):
         self.var = var
         self.iterable = iterable
         self.body = body
-        self.pos = pos
+        self.at = pos
 
 
 class NoGrad(Stmt):
-    __slots__ = ("body", "pos")
+    __slots__ = ("body", "at")
     expressions = ()
     blocks = ("body",)
 
     def __init__(self, body: list[Stmt], pos: Pos) -> None:
         self.body = body
-        self.pos = pos
+        self.at = pos
 
 
 class Module(_Node):

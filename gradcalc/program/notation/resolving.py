@@ -327,7 +327,7 @@ def _substituted(body: Any, argument: S.Expr, pos: Pos, parameter: str = _PARAME
             value = _substituted(value, argument, pos, parameter)
         elif type(value) is list:
             value = [_substituted(v, argument, pos, parameter) if isinstance(v, _PARTS) else v for v in value]
-        setattr(copy, slot, pos if slot == "pos" else value)
+        setattr(copy, slot, pos if slot == "at" else value)
     return copy
 
 
