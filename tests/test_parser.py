@@ -384,6 +384,22 @@ def test_a_run_of_statements_of_one_shape_gives_lark_s_outcome(text: str) -> Non
     assert runs or ";" in text or text.startswith("if")
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(PROGRAM_LINES), st.integers(1, 5)), min_size=1, max_size=5),
+       st.sampled_from(["\n", "\r\n", "\n\n", "\n# c\n", "\n  \t\n"]), st.booleans(), st.data())
+def test_runs_of_every_construct_give_lark_s_outcome(runs: list[tuple[str, int]], separator: str, broken: bool,
+                                                     data: st.DataObject) -> None:
+    """Every construct in runs of copies, each copy renamed (a run's statements share kinds, not texts), between
+    any separators, and with a character changed anywhere if `broken`: Lark's tree or Lark's error."""
+    lines = [rename(line, dict(zip("xyab", data.draw(st.permutations(list("xyabuv")))))) if k else line
+             for line, copies in runs for k in range(copies)]
+    text = separator.join(lines)
+    if broken:
+        at = data.draw(st.integers(0, len(text) - 1))
+        text = text[:at] + data.draw(st.sampled_from(list("()[]{}=+*,;\n 1$"))) + text[at + 1:]
+    assert_same(text)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(PROGRAM_LINES), min_size=1, max_size=6), st.data())
 def test_corrupted_programs_give_lark_s_outcome(lines: list[str], data: st.DataObject) -> None:
